@@ -1,0 +1,299 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Claim is one claim attempt made by Guard.Claim: it holds the key, or says
+// why not. Most callers use Guard.Do; the Claim API serves adapters that
+// claim and complete deliveries in batches (one store round trip for many
+// jobs). A Claim is used by one goroutine at a time.
+type Claim struct {
+	g     *Guard
+	job   Job
+	key   string // stored key
+	token Token
+	reply ClaimReply
+	err   error // claim error: invalid key or store failure
+
+	started time.Time // when the claim request was sent; the lease runs from here
+	worked  bool      // Work succeeded; the claim awaits Finish
+	value   []byte
+	ran     time.Duration
+}
+
+// Claim claims jobs, in one store round trip when the store is a BatchStore.
+// It returns one Claim per job, in order; errors are held in each Claim and
+// reported by Run or Work.
+func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
+	claims := make([]*Claim, len(jobs))
+	if g.batch == nil || len(jobs) < 2 {
+		for i, job := range jobs {
+			claims[i] = new(Claim)
+			g.claimOne(ctx, claims[i], job)
+		}
+		return claims
+	}
+	reqs := make([]ClaimRequest, 0, len(jobs))
+	idx := make([]int, 0, len(jobs))
+	now := time.Now()
+	for i, job := range jobs {
+		c := &Claim{g: g, job: job, started: now}
+		claims[i] = c
+		c.key, c.err = StoredKey(g.cfg.KeyPrefix, job.Key)
+		if c.err != nil {
+			continue
+		}
+		c.token = NewToken()
+		reqs = append(reqs, ClaimRequest{Key: c.key, Token: c.token, Fingerprint: job.Fingerprint, Lease: g.cfg.Lease})
+		idx = append(idx, i)
+	}
+	if len(reqs) == 0 {
+		return claims
+	}
+	replies, errs := g.batch.ClaimBatch(ctx, reqs)
+	for j, i := range idx {
+		claims[i].reply, claims[i].err = replies[j], errs[j]
+	}
+	return claims
+}
+
+func (g *Guard) claimOne(ctx context.Context, c *Claim, job Job) {
+	*c = Claim{g: g, job: job}
+	c.key, c.err = StoredKey(g.cfg.KeyPrefix, job.Key)
+	if c.err != nil {
+		return
+	}
+	c.token = NewToken()
+	c.started = time.Now()
+	c.reply, c.err = g.store.Claim(ctx, ClaimRequest{Key: c.key, Token: c.token, Fingerprint: job.Fingerprint, Lease: g.cfg.Lease})
+}
+
+// Job returns the job this claim was made for.
+func (c *Claim) Job() Job { return c.job }
+
+// Held reports whether this claim holds the key, so Run or Work would run
+// the job's function.
+func (c *Claim) Held() bool { return c.err == nil && c.reply.State == StateClaimed }
+
+// State reports the key's state as the claim found it, and the claim error
+// (invalid key or store failure), if any.
+func (c *Claim) State() (State, error) { return c.reply.State, c.err }
+
+// Run finishes what Guard.Run started: it runs fn if the claim holds the key,
+// then records the done marker or releases the claim, and reports the outcome
+// exactly as Guard.Run does.
+func (c *Claim) Run(ctx context.Context, fn RunFunc) (Result, error) {
+	res, err, done := c.work(ctx, fn)
+	if done {
+		return res, err
+	}
+	out, cause := c.g.complete(ctx, c)
+	c.g.observe(ctx, c.job.Key, out, cause, c.ran)
+	return Result{Outcome: out, Value: c.value}, nil
+}
+
+// Work is Run without the final step: when fn succeeds, the claim stays held
+// and Work returns outcome Ran and a nil error; the caller must then pass the
+// claim to Guard.Finish, which records the done marker (for many claims in
+// one round trip) and reports the final outcome. Every other outcome is final
+// and reported by Work as Run would.
+func (c *Claim) Work(ctx context.Context, fn RunFunc) (Result, error) {
+	res, err, done := c.work(ctx, fn)
+	if done {
+		return res, err
+	}
+	c.worked = true
+	return Result{Outcome: Ran, Value: c.value}, nil
+}
+
+// work runs fn when the claim is held. done is false when fn succeeded under
+// the claim and the done marker is still to be written.
+func (c *Claim) work(ctx context.Context, fn RunFunc) (res Result, err error, done bool) {
+	g := c.g
+	if fn == nil {
+		err = errors.New("jobonce: job function is nil")
+		g.observe(ctx, c.job.Key, Rejected, err, 0)
+		if c.Held() {
+			g.release(ctx, c.key, c.token)
+		}
+		return Result{Outcome: Rejected}, err, true
+	}
+	if c.err != nil {
+		if errors.Is(c.err, ErrInvalidKey) {
+			g.observe(ctx, c.job.Key, Rejected, c.err, 0)
+			return Result{Outcome: Rejected}, c.err, true
+		}
+		if g.cfg.FailOpen {
+			return g.runUnguarded(ctx, c, fn)
+		}
+		err = fmt.Errorf("%w: %w", ErrStoreUnavailable, c.err)
+		g.observe(ctx, c.job.Key, Unavailable, err, 0)
+		return Result{Outcome: Unavailable}, err, true
+	}
+	switch c.reply.State {
+	case StateClaimed:
+	case StateDone, StateRunning:
+		if c.job.Fingerprint != "" && c.reply.Fingerprint != "" && c.job.Fingerprint != c.reply.Fingerprint {
+			err = fmt.Errorf("%w: key %q is %s with fingerprint %q, this delivery has %q",
+				ErrConflict, c.job.Key, c.reply.State, c.reply.Fingerprint, c.job.Fingerprint)
+			g.observe(ctx, c.job.Key, Conflict, err, 0)
+			return Result{Outcome: Conflict}, err, true
+		}
+		if c.reply.State == StateDone {
+			g.observe(ctx, c.job.Key, Duplicate, nil, 0)
+			return Result{Outcome: Duplicate, Value: c.reply.Result}, nil, true
+		}
+		err = &RunningError{RetryAfter: g.retryAfter(c.reply.Remaining)}
+		g.observe(ctx, c.job.Key, Running, err, 0)
+		return Result{Outcome: Running}, err, true
+	default:
+		err = fmt.Errorf("%w: store replied with unknown state %d", ErrStoreUnavailable, c.reply.State)
+		g.observe(ctx, c.job.Key, Unavailable, err, 0)
+		return Result{Outcome: Unavailable}, err, true
+	}
+
+	value, ferr := c.call(ctx, fn)
+	if ferr != nil {
+		g.release(ctx, c.key, c.token)
+		g.observe(ctx, c.job.Key, Failed, ferr, c.ran)
+		return Result{Outcome: Failed, Value: value}, ferr, true
+	}
+	c.value = value
+	return Result{}, nil, false
+}
+
+// call runs fn under a heartbeat. A panic releases the claim, is reported as
+// Failed, and is raised again.
+func (c *Claim) call(ctx context.Context, fn RunFunc) (value []byte, err error) {
+	g := c.g
+	jobCtx, cancel := context.WithCancelCause(ctx)
+	hb := g.startHeartbeat(jobCtx, c, cancel)
+	start := time.Now()
+	finished := false
+	defer func() {
+		hb.stop()
+		cancel(nil)
+		c.ran = time.Since(start)
+		if finished {
+			return
+		}
+		r := recover()
+		g.release(ctx, c.key, c.token)
+		g.observe(ctx, c.job.Key, Failed, fmt.Errorf("jobonce: job panicked: %v", r), c.ran)
+		if r != nil {
+			panic(r)
+		}
+	}()
+	value, err = fn(jobCtx)
+	finished = true
+	return value, err
+}
+
+func (g *Guard) runUnguarded(ctx context.Context, c *Claim, fn RunFunc) (Result, error, bool) {
+	start := time.Now()
+	value, err := fn(ctx)
+	c.ran = time.Since(start)
+	if err != nil {
+		g.observe(ctx, c.job.Key, Failed, err, c.ran)
+		return Result{Outcome: Failed, Value: value}, err, true
+	}
+	g.observe(ctx, c.job.Key, Unguarded, c.err, c.ran)
+	return Result{Outcome: Unguarded, Value: value}, nil, true
+}
+
+// Finish records the done markers of claims whose Work succeeded, in one
+// store round trip when the store is a BatchStore, and returns each claim's
+// final outcome (Ran, LeaseLost or Unrecorded), in order. Claims that Work did
+// not leave pending are reported as Rejected and left alone.
+func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
+	outs := make([]Outcome, len(claims))
+	var pending []int
+	for i, c := range claims {
+		if c == nil || !c.worked {
+			outs[i] = Rejected
+			continue
+		}
+		c.worked = false
+		pending = append(pending, i)
+	}
+	if g.batch == nil || len(pending) < 2 {
+		for _, i := range pending {
+			var cause error
+			outs[i], cause = g.complete(ctx, claims[i])
+			g.observe(ctx, claims[i].job.Key, outs[i], cause, claims[i].ran)
+		}
+		return outs
+	}
+	reqs := make([]CompleteRequest, len(pending))
+	for j, i := range pending {
+		reqs[j] = claims[i].completeRequest()
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
+	errs := g.batch.CompleteBatch(sctx, reqs)
+	cancel()
+	for j, i := range pending {
+		c := claims[i]
+		err := errs[j]
+		if err != nil && !errors.Is(err, ErrLeaseLost) {
+			outs[i], err = g.complete(ctx, c) // retry this one on its own
+		} else {
+			outs[i] = completeOutcome(err)
+		}
+		g.observe(ctx, c.job.Key, outs[i], err, c.ran)
+	}
+	return outs
+}
+
+func (c *Claim) completeRequest() CompleteRequest {
+	return CompleteRequest{Key: c.key, Token: c.token, Fingerprint: c.job.Fingerprint, Result: c.value, Retention: c.g.cfg.Retention}
+}
+
+func completeOutcome(err error) Outcome {
+	switch {
+	case err == nil:
+		return Ran
+	case errors.Is(err, ErrLeaseLost):
+		return LeaseLost
+	default:
+		return Unrecorded
+	}
+}
+
+// completeBackoff is the wait before each retry of a failed Complete.
+var completeBackoff = [...]time.Duration{10 * time.Millisecond, 50 * time.Millisecond, 200 * time.Millisecond}
+
+// complete writes the done marker, retrying store failures a few times. It
+// runs even when ctx is cancelled.
+func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
+	req := c.completeRequest()
+	base := context.WithoutCancel(ctx)
+	var err error
+	for attempt := 0; ; attempt++ {
+		sctx, cancel := context.WithTimeout(base, g.cfg.StoreTimeout)
+		err = g.store.Complete(sctx, req)
+		cancel()
+		if err == nil || errors.Is(err, ErrLeaseLost) || attempt == len(completeBackoff) {
+			return completeOutcome(err), err
+		}
+		time.Sleep(completeBackoff[attempt])
+	}
+}
+
+// release deletes our claim so a retry can run at once. Failure is harmless:
+// the claim expires with its lease.
+func (g *Guard) release(ctx context.Context, key string, token Token) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
+	defer cancel()
+	if err := g.store.Release(sctx, key, token); err != nil && !errors.Is(err, ErrLeaseLost) {
+		g.cfg.Logger.WarnContext(ctx, "jobonce: release failed; the claim expires with its lease",
+			"key", key, "error", err)
+	}
+}
+
+func (g *Guard) retryAfter(remaining time.Duration) time.Duration {
+	return min(max(remaining, g.cfg.MinRetryAfter), g.cfg.MaxRetryAfter)
+}

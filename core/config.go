@@ -1,0 +1,124 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Config configures a Guard. The zero value, or a nil *Config, gives the
+// defaults. New copies the Config; later changes to it have no effect.
+type Config struct {
+	// Lease is how long a claim lives without a heartbeat. A crashed worker's
+	// claim expires after Lease, so a later copy can run. Defaults to 30s.
+	Lease time.Duration
+
+	// Retention is how long a done marker is kept: duplicates that arrive
+	// within it are skipped. It must be at least Lease. Defaults to 24h.
+	Retention time.Duration
+
+	// DisableHeartbeat turns off lease extension while a job runs. A job that
+	// runs longer than Lease then loses its claim. Defaults to false
+	// (heartbeat on, every Lease/3).
+	DisableHeartbeat bool
+
+	// FailOpen runs jobs unguarded when the store cannot be reached, reporting
+	// the Unguarded outcome. Defaults to false: fail closed, the job does not
+	// run and Do returns an error matching ErrStoreUnavailable.
+	FailOpen bool
+
+	// KeyPrefix is prepended to every key in the store. Defaults to "jobonce:".
+	KeyPrefix string
+
+	// MinRetryAfter is the smallest RetryAfter hint given to a copy that finds
+	// its job running. Defaults to 100ms.
+	MinRetryAfter time.Duration
+
+	// MaxRetryAfter is the largest RetryAfter hint. Defaults to Lease.
+	MaxRetryAfter time.Duration
+
+	// StoreTimeout bounds each Complete, Release and Extend call, which run even
+	// after the caller's context is cancelled. Defaults to 5s.
+	StoreTimeout time.Duration
+
+	// Observer, when set, is called once for every outcome.
+	// Defaults to nil (no observer).
+	Observer Observer
+
+	// Logger receives one record per outcome: Debug for the ordinary ones, Warn
+	// for Conflict, LeaseLost, Unrecorded, Unguarded and Unavailable.
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+
+	// MeterProvider supplies the OpenTelemetry meter for outcome counters and
+	// run-duration histograms. Defaults to the global provider (otel.GetMeterProvider).
+	MeterProvider metric.MeterProvider
+}
+
+// Observer is called once for every outcome of Guard.Do (and of the Claim API).
+// It runs on the job's goroutine and must not block.
+type Observer func(ctx context.Context, e Event)
+
+// Event describes one outcome.
+type Event struct {
+	// Key is the user's key, as passed to Do.
+	Key string
+	// Outcome is what happened.
+	Outcome Outcome
+	// Err is the error returned to the caller, or for LeaseLost and Unrecorded
+	// the store error that kept the done marker from being written.
+	Err error
+	// Duration is how long the job's function ran; zero when it did not run.
+	Duration time.Duration
+}
+
+func (c *Config) withDefaults() (Config, error) {
+	var cfg Config
+	if c != nil {
+		cfg = *c
+	}
+	if cfg.Lease < 0 {
+		return cfg, fmt.Errorf("jobonce: Config.Lease must be positive, got %s", cfg.Lease)
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = 30 * time.Second
+	}
+	if cfg.Lease < 3*time.Millisecond {
+		return cfg, fmt.Errorf("jobonce: Config.Lease must be at least 3ms, got %s", cfg.Lease)
+	}
+	if cfg.Retention < 0 {
+		return cfg, fmt.Errorf("jobonce: Config.Retention must be positive, got %s", cfg.Retention)
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = 24 * time.Hour
+	}
+	if cfg.Retention < cfg.Lease {
+		return cfg, fmt.Errorf("jobonce: Config.Retention (%s) must be at least Config.Lease (%s)", cfg.Retention, cfg.Lease)
+	}
+	if cfg.KeyPrefix == "" {
+		cfg.KeyPrefix = "jobonce:"
+	}
+	if cfg.MinRetryAfter < 0 || cfg.MaxRetryAfter < 0 || cfg.StoreTimeout < 0 {
+		return cfg, errors.New("jobonce: Config.MinRetryAfter, MaxRetryAfter and StoreTimeout must not be negative")
+	}
+	if cfg.MinRetryAfter == 0 {
+		cfg.MinRetryAfter = 100 * time.Millisecond
+	}
+	if cfg.MaxRetryAfter == 0 {
+		cfg.MaxRetryAfter = cfg.Lease
+	}
+	if cfg.MaxRetryAfter < cfg.MinRetryAfter {
+		return cfg, fmt.Errorf("jobonce: Config.MaxRetryAfter (%s) must be at least Config.MinRetryAfter (%s)", cfg.MaxRetryAfter, cfg.MinRetryAfter)
+	}
+	if cfg.StoreTimeout == 0 {
+		cfg.StoreTimeout = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg, nil
+}

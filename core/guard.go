@@ -1,0 +1,94 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Guard runs each job at most once at a time and, once it succeeded, never
+// again within the retention window. It is safe for concurrent use.
+type Guard struct {
+	store   Store
+	batch   BatchStore
+	cfg     Config
+	metrics *metrics
+}
+
+// Job names one delivery of a job for Guard.Run and Guard.Claim.
+type Job struct {
+	// Key names the job's effect, such as "email:welcome:user-42". Copies
+	// that should cause one effect share a key. It must not be empty.
+	Key string
+	// Fingerprint identifies the payload, such as Fingerprint(body). When set,
+	// a key held or done with a different fingerprint is a Conflict. Empty
+	// disables the check.
+	Fingerprint string
+}
+
+// RunFunc is a job's function for Guard.Run: the result it returns is stored
+// with the done marker and handed to later duplicates.
+type RunFunc func(ctx context.Context) (result []byte, err error)
+
+// Result is what Guard.Run reports for one delivery.
+type Result struct {
+	// Outcome says what happened.
+	Outcome Outcome
+	// Value is the job's result: the one fn returned when it ran, or the one
+	// stored by the copy that ran, for a Duplicate.
+	Value []byte
+}
+
+// New returns a Guard that keeps its claims in store. cfg may be nil for the
+// defaults; an invalid field gives an error naming it.
+func New(store Store, cfg *Config) (*Guard, error) {
+	if store == nil {
+		return nil, errors.New("jobonce: store is nil")
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(c.MeterProvider)
+	if err != nil {
+		return nil, fmt.Errorf("jobonce: metrics: %w", err)
+	}
+	g := &Guard{store: store, cfg: c, metrics: m}
+	g.batch, _ = store.(BatchStore)
+	return g, nil
+}
+
+// Store returns the Guard's store.
+func (g *Guard) Store() Store { return g.store }
+
+// Config returns the Guard's configuration with defaults applied.
+func (g *Guard) Config() Config { return g.cfg }
+
+// Do runs fn at most once at a time for key and, after fn succeeded, never
+// again while the done marker is retained.
+//
+//   - The key was free: fn runs with a context that is cancelled with cause
+//     ErrLeaseLost if the claim is lost. fn's error (or panic) releases the
+//     claim and comes back unchanged, with outcome Failed. Success records
+//     the done marker: Ran (or LeaseLost/Unrecorded when it could not be
+//     recorded; the error is nil all the same, since the effect happened).
+//   - Another copy runs: outcome Running and a *RunningError (ErrRunning).
+//   - Already done: outcome Duplicate and a nil error.
+//   - The store is unreachable: outcome Unavailable and an error matching
+//     ErrStoreUnavailable, or with FailOpen, fn runs unguarded (Unguarded).
+//   - An empty key: outcome Rejected and an error matching ErrInvalidKey.
+func (g *Guard) Do(ctx context.Context, key string, fn func(context.Context) error) (Outcome, error) {
+	res, err := g.Run(ctx, Job{Key: key}, func(ctx context.Context) ([]byte, error) {
+		return nil, fn(ctx)
+	})
+	return res.Outcome, err
+}
+
+// Run is Do with a payload fingerprint and a stored result. A Duplicate's
+// Result.Value is the result stored by the copy that ran. Different payloads
+// under one key give Conflict and an error matching ErrConflict.
+func (g *Guard) Run(ctx context.Context, job Job, fn RunFunc) (Result, error) {
+	var c Claim
+	g.claimOne(ctx, &c, job)
+	return c.Run(ctx, fn)
+}

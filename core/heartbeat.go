@@ -1,0 +1,94 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// heartbeat extends a claim's lease every Lease/3 while the job runs. It uses
+// a timer rather than a goroutine, so a job shorter than Lease/3 costs no
+// store call; stop waits for a beat in flight, so nothing outlives the job.
+type heartbeat struct {
+	g        *Guard
+	ctx      context.Context // the job's context, for values; never cancels a beat
+	key      string
+	token    Token
+	cancel   context.CancelCauseFunc
+	deadline time.Time // local estimate of when the lease ends
+
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
+	beats   sync.WaitGroup
+}
+
+func (g *Guard) startHeartbeat(ctx context.Context, c *Claim, cancel context.CancelCauseFunc) *heartbeat {
+	if g.cfg.DisableHeartbeat {
+		return nil
+	}
+	h := &heartbeat{
+		g: g, ctx: context.WithoutCancel(ctx), key: c.key, token: c.token, cancel: cancel,
+		deadline: c.started.Add(g.cfg.Lease),
+	}
+	h.mu.Lock()
+	h.timer = time.AfterFunc(g.cfg.Lease/3, h.beat)
+	h.mu.Unlock()
+	return h
+}
+
+// stop ends the heartbeat and waits for a beat in flight. It is nil-safe.
+func (h *heartbeat) stop() {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	h.stopped = true
+	h.timer.Stop()
+	h.mu.Unlock()
+	h.beats.Wait()
+}
+
+func (h *heartbeat) beat() {
+	h.mu.Lock()
+	if h.stopped {
+		h.mu.Unlock()
+		return
+	}
+	h.beats.Add(1)
+	h.mu.Unlock()
+	defer h.beats.Done()
+
+	lease := h.g.cfg.Lease
+	sent := time.Now()
+	until := h.deadline
+	if limit := sent.Add(h.g.cfg.StoreTimeout); limit.Before(until) {
+		until = limit
+	}
+	ctx, cancel := context.WithDeadline(h.ctx, until)
+	err := h.g.store.Extend(ctx, h.key, h.token, lease)
+	cancel()
+	var next time.Duration
+	switch {
+	case err == nil:
+		h.deadline = sent.Add(lease)
+		next = lease / 3
+	case errors.Is(err, ErrLeaseLost):
+		h.cancel(err)
+		return
+	default:
+		left := time.Until(h.deadline)
+		if left <= 0 {
+			h.cancel(fmt.Errorf("%w: store unreachable until the lease ran out: %w", ErrLeaseLost, err))
+			return
+		}
+		next = min(lease/10, left)
+	}
+	h.mu.Lock()
+	if !h.stopped {
+		h.timer.Reset(next)
+	}
+	h.mu.Unlock()
+}

@@ -1,0 +1,146 @@
+// Package memstore keeps jobonce claims in process memory, for tests and
+// single-process programs. Claims are lost when the process exits.
+//
+//	import "github.com/jobonce/jobonce/core/memstore"
+package memstore
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jobonce/jobonce/core"
+)
+
+// Store is an in-process core.Store. The zero value is not ready; use New.
+type Store struct {
+	mu      sync.Mutex
+	entries map[string]*entry
+	now     func() time.Time
+	claims  int // claims since the last sweep of expired entries
+}
+
+type entry struct {
+	done        bool
+	token       core.Token
+	fingerprint string
+	result      []byte
+	expires     time.Time
+}
+
+var _ core.Store = (*Store)(nil)
+
+// New returns an empty Store.
+func New() *Store {
+	return &Store{entries: make(map[string]*entry), now: time.Now}
+}
+
+// live returns key's entry if it has not expired.
+func (s *Store) live(key string, now time.Time) *entry {
+	e := s.entries[key]
+	if e == nil || !now.Before(e.expires) {
+		delete(s.entries, key)
+		return nil
+	}
+	return e
+}
+
+// Claim implements core.Store.
+func (s *Store) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, error) {
+	if err := ctx.Err(); err != nil {
+		return core.ClaimReply{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	s.sweep(now)
+	if e := s.live(req.Key, now); e != nil {
+		if e.done {
+			return core.ClaimReply{State: core.StateDone, Fingerprint: e.fingerprint, Result: bytes.Clone(e.result)}, nil
+		}
+		return core.ClaimReply{State: core.StateRunning, Fingerprint: e.fingerprint, Remaining: e.expires.Sub(now)}, nil
+	}
+	s.entries[req.Key] = &entry{token: req.Token, fingerprint: req.Fingerprint, expires: now.Add(req.Lease)}
+	return core.ClaimReply{State: core.StateClaimed}, nil
+}
+
+// held returns the live claim on key held by token, or nil.
+func (s *Store) held(key string, token core.Token) *entry {
+	e := s.live(key, s.now())
+	if e == nil || e.done || e.token != token {
+		return nil
+	}
+	return e
+}
+
+// Extend implements core.Store.
+func (s *Store) Extend(ctx context.Context, key string, token core.Token, lease time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.held(key, token)
+	if e == nil {
+		return core.ErrLeaseLost
+	}
+	e.expires = s.now().Add(lease)
+	return nil
+}
+
+// Complete implements core.Store.
+func (s *Store) Complete(ctx context.Context, req core.CompleteRequest) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.held(req.Key, req.Token)
+	if e == nil {
+		return core.ErrLeaseLost
+	}
+	*e = entry{done: true, fingerprint: req.Fingerprint, result: bytes.Clone(req.Result), expires: s.now().Add(req.Retention)}
+	return nil
+}
+
+// Release implements core.Store.
+func (s *Store) Release(ctx context.Context, key string, token core.Token) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held(key, token) == nil {
+		return core.ErrLeaseLost
+	}
+	delete(s.entries, key)
+	return nil
+}
+
+// Len returns the number of live entries (claims and done markers).
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	n := 0
+	for key := range s.entries {
+		if s.live(key, now) != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// sweep drops expired entries once every 1024 claims, so memory stays bounded
+// by the live entries.
+func (s *Store) sweep(now time.Time) {
+	s.claims++
+	if s.claims < 1024 {
+		return
+	}
+	s.claims = 0
+	for key := range s.entries {
+		s.live(key, now)
+	}
+}

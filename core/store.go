@@ -1,0 +1,117 @@
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+)
+
+// Token identifies one claim. Only the holder of the token may extend,
+// complete or release the claim.
+type Token [16]byte
+
+// NewToken returns a random 128-bit token.
+func NewToken() Token {
+	var t Token
+	_, _ = rand.Read(t[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return t
+}
+
+// String returns the token in hex.
+func (t Token) String() string { return hex.EncodeToString(t[:]) }
+
+// State is the state of a key as a store reports it from Claim.
+type State uint8
+
+const (
+	// StateClaimed: the key was absent (or its claim had expired) and is now
+	// claimed with the caller's token.
+	StateClaimed State = iota + 1
+	// StateRunning: another token holds a live claim.
+	StateRunning
+	// StateDone: the key was completed and is within its retention.
+	StateDone
+)
+
+// String returns the state's name.
+func (s State) String() string {
+	switch s {
+	case StateClaimed:
+		return "claimed"
+	case StateRunning:
+		return "running"
+	case StateDone:
+		return "done"
+	}
+	return "unknown"
+}
+
+// ClaimRequest asks a store to claim Key for Token.
+type ClaimRequest struct {
+	// Key is the stored key: already prefixed and bounded by the Guard.
+	Key string
+	// Token is the new claim's token.
+	Token Token
+	// Fingerprint identifies the payload; it may be empty.
+	Fingerprint string
+	// Lease is how long the claim lives unless extended.
+	Lease time.Duration
+}
+
+// ClaimReply is a store's answer to a ClaimRequest, read in the same atomic
+// step as the claim.
+type ClaimReply struct {
+	// State is the key's state: claimed by this request, running, or done.
+	State State
+	// Fingerprint is the fingerprint stored with a running claim or done marker.
+	Fingerprint string
+	// Remaining is a running claim's remaining lease.
+	Remaining time.Duration
+	// Result is the result stored with a done marker, if any.
+	Result []byte
+}
+
+// CompleteRequest asks a store to turn the claim held by Token into a done marker.
+type CompleteRequest struct {
+	// Key is the stored key.
+	Key string
+	// Token must be the claim's token.
+	Token Token
+	// Fingerprint is kept with the done marker; it may be empty.
+	Fingerprint string
+	// Result is kept with the done marker; it may be nil.
+	Result []byte
+	// Retention is how long the done marker is kept.
+	Retention time.Duration
+}
+
+// Store keeps claims and done markers. Every method is one atomic operation.
+// Implementations must be safe for concurrent use; the storetest package holds
+// the conformance suite every Store must pass.
+type Store interface {
+	// Claim claims req.Key for req.Token if the key is absent or its claim
+	// expired, and otherwise reports the key's current state.
+	Claim(ctx context.Context, req ClaimRequest) (ClaimReply, error)
+	// Extend renews the lease of the claim held by token. It returns
+	// ErrLeaseLost when token no longer holds the key.
+	Extend(ctx context.Context, key string, token Token, lease time.Duration) error
+	// Complete replaces the claim held by req.Token with a done marker. It
+	// returns ErrLeaseLost when the token no longer holds the key.
+	Complete(ctx context.Context, req CompleteRequest) error
+	// Release deletes the claim held by token. It returns ErrLeaseLost when the
+	// token no longer holds the key, and never touches another token's claim.
+	Release(ctx context.Context, key string, token Token) error
+}
+
+// BatchStore is a Store that claims and completes many keys in one round trip.
+// Guard.Claim and Guard.Finish use it when the store provides it.
+type BatchStore interface {
+	Store
+	// ClaimBatch claims every request as Claim would. It returns one reply and
+	// one error per request, in order.
+	ClaimBatch(ctx context.Context, reqs []ClaimRequest) ([]ClaimReply, []error)
+	// CompleteBatch completes every request as Complete would. It returns one
+	// error per request, in order.
+	CompleteBatch(ctx context.Context, reqs []CompleteRequest) []error
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Runs jobonce's whole test suite with the race detector. It uses the Redis,
+# PostgreSQL and SQS servers named by TEST_REDIS_URL, TEST_DATABASE_URL and
+# TEST_SQS_ENDPOINT when they answer, and otherwise starts local ones on
+# loopback, installing Debian's packages (redis-server, postgresql, nodejs)
+# when they are missing. Extra arguments go to `go test` (e.g. -run, -short).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf 'test.sh: %s\n' "$*" >&2; }
+have() { command -v "$1" >/dev/null 2>&1; }
+
+apt_updated=
+apt_install() {
+  if [ "$(id -u)" != 0 ]; then
+    log "need to install $*, but not root: install them, or set the TEST_* URLs to running servers"
+    exit 1
+  fi
+  [ -n "$apt_updated" ] || { apt-get update -qq; apt_updated=1; }
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# Waits up to 30 s for a command to succeed.
+wait_for() {
+  local what=$1; shift
+  for _ in $(seq 300); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  log "$what did not come up"; return 1
+}
+
+ensure_redis() {
+  export TEST_REDIS_URL=${TEST_REDIS_URL:-redis://127.0.0.1:6379/0}
+  have redis-cli || apt_install redis-server redis-tools
+  redis-cli -u "$TEST_REDIS_URL" ping >/dev/null 2>&1 && return 0
+  log "starting redis-server on 127.0.0.1:6379"
+  have redis-server || apt_install redis-server
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no \
+    --dir /tmp --logfile /tmp/jobonce-redis.log
+  wait_for "redis" redis-cli -u "$TEST_REDIS_URL" ping
+}
+
+ensure_postgres() {
+  export TEST_DATABASE_URL=${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}
+  have psql || apt_install postgresql postgresql-client
+  psql "$TEST_DATABASE_URL" -Atc 'select 1' >/dev/null 2>&1 && return 0
+  log "starting PostgreSQL on 127.0.0.1:5432"
+  have pg_ctlcluster || apt_install postgresql
+  local version
+  version=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1)
+  if [ -z "$version" ]; then
+    apt_install postgresql
+    version=$(ls /etc/postgresql | sort -V | tail -n 1)
+  fi
+  local hba=/etc/postgresql/$version/main/pg_hba.conf
+  if ! grep -q '^# jobonce test' "$hba"; then
+    # Trust loopback connections, as the test URL has no password.
+    { echo '# jobonce test: trust loopback'
+      echo 'host all all 127.0.0.1/32 trust'
+      echo 'host all all ::1/128 trust'
+      cat "$hba"; } > "$hba.new" && mv "$hba.new" "$hba"
+    chown postgres:postgres "$hba" 2>/dev/null || true
+  fi
+  pg_ctlcluster --skip-systemctl-redirect "$version" main start 2>/dev/null ||
+    pg_ctlcluster --skip-systemctl-redirect "$version" main reload
+  wait_for "postgres" su postgres -c "psql -Atc 'select 1'"
+  su postgres -c "psql -Atc \"select 1 from pg_database where datname='test'\"" | grep -q 1 ||
+    su postgres -c "createdb test"
+  wait_for "postgres at $TEST_DATABASE_URL" psql "$TEST_DATABASE_URL" -Atc 'select 1'
+}
+
+sqs_pid=
+ensure_sqs() {
+  if [ -n "${TEST_SQS_ENDPOINT:-}" ]; then return 0; fi
+  have node && have npm || apt_install nodejs npm
+  local dir=scripts/fauxqs
+  if [ ! -d "$dir/node_modules" ]; then
+    log "installing the SQS test server (npm ci in $dir)"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  fi
+  local out
+  out=$(mktemp)
+  node "$dir/server.mjs" >"$out" 2>"$out.err" &
+  sqs_pid=$!
+  for _ in $(seq 300); do
+    if [ -s "$out" ]; then break; fi
+    kill -0 "$sqs_pid" 2>/dev/null || { cat "$out.err" >&2; log "SQS server exited"; exit 1; }
+    sleep 0.1
+  done
+  TEST_SQS_ENDPOINT=$(head -n 1 "$out")
+  [ -n "$TEST_SQS_ENDPOINT" ] || { cat "$out.err" >&2; log "SQS server did not start"; exit 1; }
+  export TEST_SQS_ENDPOINT
+  log "SQS server at $TEST_SQS_ENDPOINT"
+}
+
+cleanup() { [ -z "$sqs_pid" ] || kill "$sqs_pid" 2>/dev/null || true; }
+trap cleanup EXIT
+
+ensure_redis
+ensure_postgres
+ensure_sqs
+log "go test -race ./... $*"
+go test -race -count=1 -timeout 40m "$@" ./...
