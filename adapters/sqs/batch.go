@@ -1,0 +1,274 @@
+package sqsonce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/jobonce/jobonce/core"
+)
+
+// sqsTimeout bounds each delete and visibility change, which run even after
+// Run's context is cancelled.
+const sqsTimeout = 10 * time.Second
+
+// entryIDs are the Ids of batch request entries: an entry's position.
+var entryIDs = [...]string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}
+
+// errNotRun is returned by the job function handed to Work for claims that
+// do not run; Work never calls it.
+var errNotRun = errors.New("jobonce: sqsonce: job function called for a claim that does not run")
+
+func notRun(context.Context) ([]byte, error) { return nil, errNotRun }
+
+// batch is one received batch of messages, processed by one goroutine.
+type batch struct {
+	r        *run
+	msgs     []types.Message
+	claims   []*core.Claim
+	received time.Time
+	open     []bool  // the message's handler runs or its done marker is pending: keep it invisible
+	done     []int   // handlers succeeded; done markers to write
+	deletes  []int   // messages to delete
+	hides    []int   // messages whose visibility to change …
+	delays   []int32 // … to these seconds
+}
+
+// result is a handler's outcome, sent by its goroutine.
+type result struct {
+	i   int
+	out core.Outcome
+	err error
+}
+
+func (r *run) process(msgs []types.Message, received time.Time) {
+	defer r.batches.Done()
+	b := &batch{r: r, msgs: msgs, received: received, open: make([]bool, len(msgs))}
+	jobs := make([]core.Job, len(msgs))
+	for i, m := range msgs {
+		jobs[i] = r.o.job(m)
+	}
+	cctx, cancel := context.WithTimeout(r.hctx, r.storeTimeout)
+	b.claims = r.p.Guard.Claim(cctx, jobs...)
+	cancel()
+
+	results := make(chan result, len(msgs))
+	running := 0
+	for i, c := range b.claims {
+		if r.runs(c) {
+			running++
+			b.open[i] = true
+			go r.work(i, c, msgs[i], results)
+			continue
+		}
+		res, err := c.Work(r.hctx, notRun)
+		r.release(1)
+		b.settle(i, res.Outcome, err)
+	}
+	b.flush()
+	if running > 0 {
+		b.await(running, results)
+	}
+}
+
+// runs reports whether a claim's job runs here: the claim holds the key, or
+// the store failed and the Guard fails open.
+func (r *run) runs(c *core.Claim) bool {
+	if c.Held() {
+		return true
+	}
+	_, err := c.State()
+	return r.failOpen && err != nil && !errors.Is(err, core.ErrInvalidKey)
+}
+
+// work runs the handler for one claimed message, holding a handler slot.
+func (r *run) work(i int, c *core.Claim, m types.Message, results chan<- result) {
+	var res core.Result
+	var err error
+	defer func() {
+		if p := recover(); p != nil {
+			res.Outcome, err = core.Failed, fmt.Errorf("jobonce: sqsonce: handler panicked: %v", p)
+			r.o.Logger.ErrorContext(r.hctx, "jobonce: sqsonce: handler panicked; the message is left for redelivery",
+				"queue", r.o.queueName, "message_id", aws.ToString(m.MessageId), "panic", p)
+		}
+		r.release(1)
+		results <- result{i: i, out: res.Outcome, err: err}
+	}()
+	res, err = c.Work(r.hctx, func(ctx context.Context) ([]byte, error) {
+		return nil, r.p.Handler(ctx, m)
+	})
+}
+
+// await collects the batch's handler results. Succeeded handlers' done
+// markers are written together: when the batch's last handler returns, or
+// FlushDelay after the first of them, whichever comes first. Meanwhile the
+// open messages' visibility is renewed every half VisibilityTimeout.
+func (b *batch) await(running int, results <-chan result) {
+	r := b.r
+	extend := time.NewTimer(time.Until(b.received.Add(r.vis / 2)))
+	defer extend.Stop()
+	var flushTimer *time.Timer
+	var flushC <-chan time.Time
+	defer func() {
+		if flushTimer != nil {
+			flushTimer.Stop()
+		}
+	}()
+	for running > 0 {
+		select {
+		case res := <-results:
+			running--
+			if res.out == core.Ran && res.err == nil {
+				b.done = append(b.done, res.i)
+				if running > 0 && flushC == nil {
+					if flushTimer == nil {
+						flushTimer = time.NewTimer(r.flush)
+					} else {
+						flushTimer.Reset(r.flush)
+					}
+					flushC = flushTimer.C
+				}
+				continue
+			}
+			b.open[res.i] = false
+			b.settle(res.i, res.out, res.err)
+			b.flush()
+		case <-flushC:
+			flushC = nil
+			b.finish()
+		case <-extend.C:
+			b.extend()
+			extend.Reset(r.vis / 2)
+		}
+	}
+	b.finish()
+}
+
+// finish writes the pending done markers in one store round trip and
+// deletes their messages.
+func (b *batch) finish() {
+	if len(b.done) == 0 {
+		return
+	}
+	claims := make([]*core.Claim, len(b.done))
+	for j, i := range b.done {
+		claims[j] = b.claims[i]
+	}
+	outs := b.r.p.Guard.Finish(b.r.hctx, claims...)
+	for j, i := range b.done {
+		b.open[i] = false
+		b.settle(i, outs[j], nil)
+	}
+	b.done = b.done[:0]
+	b.flush()
+}
+
+// settle decides what happens to message i after its final outcome.
+func (b *batch) settle(i int, out core.Outcome, err error) {
+	r := b.r
+	r.p.stats.count(out)
+	d := r.o.decide(out, err, receiveCount(b.msgs[i]), time.Since(b.received), r.stopping.Load())
+	switch d.act {
+	case remove:
+		b.deletes = append(b.deletes, i)
+	case hide:
+		b.hides = append(b.hides, i)
+		b.delays = append(b.delays, seconds(d.delay))
+	}
+}
+
+// flush sends the settled deletes and visibility changes, a batch call each.
+func (b *batch) flush() {
+	if len(b.deletes) > 0 {
+		b.delete(b.deletes)
+		b.deletes = b.deletes[:0]
+	}
+	if len(b.hides) > 0 {
+		b.changeVisibility(b.hides, b.delays)
+		b.hides, b.delays = b.hides[:0], b.delays[:0]
+	}
+}
+
+// extend renews the visibility of the open messages.
+func (b *batch) extend() {
+	r := b.r
+	v := min(r.vis, maxVisibility-visibilityMargin-time.Since(b.received))
+	if v < time.Second {
+		r.o.Logger.WarnContext(r.hctx, "jobonce: sqsonce: a handler ran into SQS's 12h visibility limit; its message may be redelivered",
+			"queue", r.o.queueName)
+		return
+	}
+	var idx []int
+	var delays []int32
+	for i, open := range b.open {
+		if open {
+			idx = append(idx, i)
+			delays = append(delays, seconds(v))
+		}
+	}
+	if len(idx) > 0 {
+		b.changeVisibility(idx, delays)
+	}
+}
+
+func (b *batch) delete(idx []int) {
+	r := b.r
+	entries := make([]types.DeleteMessageBatchRequestEntry, len(idx))
+	for j, i := range idx {
+		entries[j] = types.DeleteMessageBatchRequestEntry{Id: &entryIDs[j], ReceiptHandle: b.msgs[i].ReceiptHandle}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.hctx), sqsTimeout)
+	out, err := r.p.Client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: r.url, Entries: entries})
+	cancel()
+	if err != nil {
+		r.p.stats.deleteErrors.Add(int64(len(idx)))
+		r.o.Logger.WarnContext(r.hctx, "jobonce: sqsonce: delete failed; the messages come back as duplicates",
+			"queue", r.o.queueName, "messages", len(idx), "error", err)
+		return
+	}
+	r.p.stats.deleted.Add(int64(len(out.Successful)))
+	for _, f := range out.Failed {
+		r.p.stats.deleteErrors.Add(1)
+		r.o.Logger.WarnContext(r.hctx, "jobonce: sqsonce: delete failed; the message comes back as a duplicate",
+			"queue", r.o.queueName, "message_id", b.messageID(idx, f.Id), "code", aws.ToString(f.Code), "error", aws.ToString(f.Message))
+	}
+}
+
+func (b *batch) changeVisibility(idx []int, delays []int32) {
+	r := b.r
+	entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(idx))
+	for j, i := range idx {
+		entries[j] = types.ChangeMessageVisibilityBatchRequestEntry{
+			Id: &entryIDs[j], ReceiptHandle: b.msgs[i].ReceiptHandle, VisibilityTimeout: delays[j],
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.hctx), sqsTimeout)
+	out, err := r.p.Client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: r.url, Entries: entries})
+	cancel()
+	if err != nil {
+		r.p.stats.visibilityErrors.Add(int64(len(idx)))
+		r.o.Logger.WarnContext(r.hctx, "jobonce: sqsonce: visibility change failed",
+			"queue", r.o.queueName, "messages", len(idx), "error", err)
+		return
+	}
+	for _, f := range out.Failed {
+		r.p.stats.visibilityErrors.Add(1)
+		r.o.Logger.WarnContext(r.hctx, "jobonce: sqsonce: visibility change failed",
+			"queue", r.o.queueName, "message_id", b.messageID(idx, f.Id), "code", aws.ToString(f.Code), "error", aws.ToString(f.Message))
+	}
+}
+
+// messageID returns the message id of the batch entry with the given Id.
+func (b *batch) messageID(idx []int, id *string) string {
+	j, err := strconv.Atoi(aws.ToString(id))
+	if err != nil || j < 0 || j >= len(idx) {
+		return aws.ToString(id)
+	}
+	return aws.ToString(b.msgs[idx[j]].MessageId)
+}

@@ -1,0 +1,106 @@
+package sqsonce
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/jobonce/jobonce/core"
+)
+
+// maxVisibility is SQS's limit on a message's visibility timeout, counted from
+// the receive.
+const maxVisibility = 12 * time.Hour
+
+// Config sets how Decorate and Poller derive keys and how long they hide a
+// message that has to wait. A nil *Config gives the defaults; the Config is
+// copied, so later changes to it have no effect.
+type Config struct {
+	// KeyAttribute names a message attribute (String, Number or Binary) whose
+	// value is the message's key. A message without it falls back to the FIFO
+	// MessageDeduplicationId, then to a hash of the body. Defaults to "" (no
+	// attribute).
+	KeyAttribute string
+
+	// Key, when set, returns a message's key and overrides every default. An
+	// empty key is invalid: the message is left for the dead-letter queue.
+	// Defaults to nil (the default keys).
+	Key func(m types.Message) string
+
+	// Fingerprint returns the payload fingerprint stored with a claim; a key
+	// found with a different fingerprint is a conflict. Return "" to skip the
+	// check. Defaults to core.Fingerprint of the body.
+	Fingerprint func(m types.Message) string
+
+	// RunningDelay is the shortest visibility delay of a message whose job is
+	// running elsewhere. The delay is the larger of RunningDelay and the
+	// Guard's RetryAfter hint, doubled for every earlier receive of the
+	// message, so its receives thin out while the job runs. Defaults to 1s.
+	RunningDelay time.Duration
+
+	// FailureDelay, when positive, hides a message whose handler failed for
+	// FailureDelay doubled for every earlier receive. Defaults to 0: the
+	// visibility is left as it is and the queue redelivers the message when
+	// it lapses.
+	FailureDelay time.Duration
+
+	// UnavailableDelay hides a message that could not be claimed because the
+	// store was unreachable, doubled for every earlier receive, so an outage
+	// does not burn the message's receives. Defaults to 10s.
+	UnavailableDelay time.Duration
+
+	// MaxDelay caps every delay above. It must not exceed 12h, SQS's limit.
+	// Defaults to 12h.
+	MaxDelay time.Duration
+
+	// Logger receives the adapter's warnings (failed deletes and visibility
+	// changes, handler panics). Defaults to the Guard's Logger.
+	Logger *slog.Logger
+}
+
+// options is a Config with defaults applied, for one queue.
+type options struct {
+	Config
+	queueName string
+}
+
+func (c *Config) options(g *core.Guard, queueURL string) (*options, error) {
+	if g == nil {
+		return nil, errors.New("jobonce: sqsonce: Guard is nil")
+	}
+	if queueURL == "" {
+		return nil, errors.New("jobonce: sqsonce: queue URL is empty")
+	}
+	u, err := url.Parse(queueURL)
+	if err != nil || path.Base(u.Path) == "" || path.Base(u.Path) == "/" || path.Base(u.Path) == "." {
+		return nil, fmt.Errorf("jobonce: sqsonce: queue URL %q has no queue name", queueURL)
+	}
+	o := &options{queueName: path.Base(u.Path)}
+	if c != nil {
+		o.Config = *c
+	}
+	if o.RunningDelay < 0 || o.FailureDelay < 0 || o.UnavailableDelay < 0 || o.MaxDelay < 0 {
+		return nil, errors.New("jobonce: sqsonce: Config.RunningDelay, FailureDelay, UnavailableDelay and MaxDelay must not be negative")
+	}
+	if o.RunningDelay == 0 {
+		o.RunningDelay = time.Second
+	}
+	if o.UnavailableDelay == 0 {
+		o.UnavailableDelay = 10 * time.Second
+	}
+	if o.MaxDelay == 0 {
+		o.MaxDelay = maxVisibility
+	}
+	if o.MaxDelay > maxVisibility {
+		return nil, fmt.Errorf("jobonce: sqsonce: Config.MaxDelay must not exceed SQS's 12h limit, got %s", o.MaxDelay)
+	}
+	if o.Logger == nil {
+		o.Logger = g.Config().Logger
+	}
+	return o, nil
+}

@@ -1,0 +1,46 @@
+// Package sqsonce runs each Amazon SQS message's job once, on top of a
+// jobonce Guard: a claim in the store before the handler runs, a done marker
+// after it, and SQS's own visibility timeout for everything that must wait.
+//
+//	import sqsonce "github.com/jobonce/jobonce/adapters/sqs"
+//
+// # Two ways in
+//
+// Decorate wraps a handler for a receive loop of your own: it claims the
+// message's key, runs the handler, records the done marker and deletes the
+// message. Poller is a complete consumer: long polling, bounded concurrency,
+// one store round trip to claim each received batch and one to record it,
+// batched deletes, visibility extended while a handler runs, and a graceful
+// stop.
+//
+// # What happens to a message
+//
+//   - The handler succeeded, or the key is already done (a duplicate): the
+//     message is deleted.
+//   - Another copy is running: the message's visibility is set to a delay
+//     that grows with its ApproximateReceiveCount (never beyond SQS's 12-hour
+//     limit), so a copy waiting on a long job is received a handful of times,
+//     not often enough to reach the queue's maxReceiveCount.
+//   - The handler failed: the claim is released and the message is left to
+//     the queue's own redelivery (optionally after Config.FailureDelay).
+//   - The key is held or done with a different body (ErrConflict), or the
+//     key is invalid: the message is left alone, so the queue's redrive policy
+//     moves it to the dead-letter queue; the outcome is logged and counted.
+//   - The store cannot be reached: nothing runs and nothing is deleted (fail
+//     closed); the visibility backs off so an outage does not burn receives.
+//
+// # Keys
+//
+// A message's key names its effect. By default it is the message attribute
+// named by Config.KeyAttribute when present, else the FIFO
+// MessageDeduplicationId, else a hash of the body; the last two are prefixed
+// with the queue's name. Config.Key overrides all of them. The body's
+// fingerprint (core.Fingerprint) is stored with the claim, so one key reused
+// for a different body is reported as a conflict.
+//
+// # Sending
+//
+// Send publishes a message at most once per key within a window through
+// Guard.Enqueue: standard queues do not deduplicate at all, and FIFO queues
+// only for five minutes.
+package sqsonce

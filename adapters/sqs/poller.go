@@ -1,0 +1,324 @@
+package sqsonce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/jobonce/jobonce/core"
+)
+
+// Poller consumes a queue: it long-polls for batches, claims each batch in
+// one store round trip, runs Handler for the claimed messages with bounded
+// concurrency, records the done markers of a batch in one round trip and
+// deletes its messages with DeleteMessageBatch. While a handler runs, its
+// message's visibility is renewed, so a long job's own message is never
+// redelivered. Messages that must wait are settled as Decorate settles them.
+//
+// Set the exported fields, then call Run. A Poller must not be copied after
+// Run starts, and runs one Run at a time.
+type Poller struct {
+	// Client talks to SQS. It is required.
+	Client Client
+	// QueueURL is the queue's URL. It is required.
+	QueueURL string
+	// Guard keeps the claims. It is required.
+	Guard *core.Guard
+	// Handler handles one message. It is required.
+	Handler HandlerFunc
+
+	// Concurrency is how many handlers run at once. Defaults to 20.
+	Concurrency int
+	// BatchSize is the most messages asked for per receive, 1 to 10; a
+	// receive never asks for more than there are free handler slots.
+	// Defaults to 10.
+	BatchSize int
+	// WaitTime is the long-polling wait of a receive, at most 20s.
+	// Defaults to 20s.
+	WaitTime time.Duration
+	// VisibilityTimeout is the visibility asked for on receive, renewed every
+	// half of it while the message's handler runs; whole seconds, at least
+	// 2s. Defaults to 30s.
+	VisibilityTimeout time.Duration
+	// ShutdownTimeout is how long running handlers may go on after Run's
+	// context is cancelled. Then their contexts are cancelled, and what did
+	// not complete is handed back to the queue. Defaults to 30s.
+	ShutdownTimeout time.Duration
+	// FlushDelay is the longest a finished handler's message waits for the
+	// rest of its batch before its done marker is written and it is deleted.
+	// Defaults to 20ms.
+	FlushDelay time.Duration
+	// Config derives keys and sets delays, as for Decorate. Defaults to nil
+	// (the defaults).
+	Config *Config
+
+	running atomic.Bool
+	stats   counters
+}
+
+// Stats counts what a Poller did with the messages it received.
+type Stats struct {
+	// Received counts messages received.
+	Received int64
+	// Ran counts messages whose handler succeeded (including LeaseLost,
+	// Unrecorded and Unguarded outcomes).
+	Ran int64
+	// Duplicates counts messages whose key was already done.
+	Duplicates int64
+	// Running counts messages hidden because their job ran elsewhere.
+	Running int64
+	// Failed counts messages whose handler failed or panicked.
+	Failed int64
+	// Conflicts counts messages left for the dead-letter queue: key conflicts
+	// and invalid keys.
+	Conflicts int64
+	// Unavailable counts messages not run because the store was unreachable.
+	Unavailable int64
+	// Deleted counts messages deleted.
+	Deleted int64
+	// DeleteErrors counts deletes that failed; those messages come back as
+	// duplicates.
+	DeleteErrors int64
+	// VisibilityErrors counts visibility changes that failed.
+	VisibilityErrors int64
+}
+
+type counters struct {
+	received, ran, duplicates, running, failed, conflicts, unavailable atomic.Int64
+	deleted, deleteErrors, visibilityErrors                            atomic.Int64
+}
+
+// Stats returns the Poller's counts so far. It is safe to call while Run runs.
+func (p *Poller) Stats() Stats {
+	c := &p.stats
+	return Stats{
+		Received: c.received.Load(), Ran: c.ran.Load(), Duplicates: c.duplicates.Load(),
+		Running: c.running.Load(), Failed: c.failed.Load(), Conflicts: c.conflicts.Load(),
+		Unavailable: c.unavailable.Load(), Deleted: c.deleted.Load(),
+		DeleteErrors: c.deleteErrors.Load(), VisibilityErrors: c.visibilityErrors.Load(),
+	}
+}
+
+// count records a final outcome in the stats.
+func (c *counters) count(out core.Outcome) {
+	switch out {
+	case core.Ran, core.LeaseLost, core.Unrecorded, core.Unguarded:
+		c.ran.Add(1)
+	case core.Duplicate:
+		c.duplicates.Add(1)
+	case core.Running:
+		c.running.Add(1)
+	case core.Failed:
+		c.failed.Add(1)
+	case core.Unavailable:
+		c.unavailable.Add(1)
+	default:
+		c.conflicts.Add(1)
+	}
+}
+
+// Run consumes the queue until ctx is cancelled, then stops receiving, lets
+// running handlers finish within ShutdownTimeout, settles their messages and
+// returns nil. No message whose handler did not succeed is deleted, and no
+// goroutine started by Run outlives it. Run returns an error naming the field
+// when the Poller is misconfigured, before receiving anything.
+func (p *Poller) Run(ctx context.Context) error {
+	r, err := p.start()
+	if err != nil {
+		return err
+	}
+	if !p.running.CompareAndSwap(false, true) {
+		return errors.New("jobonce: sqsonce: Poller.Run is already running")
+	}
+	defer p.running.Store(false)
+	r.run(ctx)
+	return nil
+}
+
+// run is one Run of a Poller, with the defaults applied.
+type run struct {
+	p        *Poller
+	o        *options
+	url      *string
+	failOpen bool
+	conc     int
+	batch    int32
+	wait     int32
+	vis      time.Duration
+	shutdown time.Duration
+	flush    time.Duration
+	// storeTimeout bounds a batch's claim round trip.
+	storeTimeout time.Duration
+
+	slots    chan struct{}
+	hctx     context.Context // handlers' context: outlives Run's ctx until the shutdown deadline
+	stopping atomic.Bool     // the shutdown deadline passed
+	batches  sync.WaitGroup
+}
+
+func (p *Poller) start() (*run, error) {
+	switch {
+	case p.Client == nil:
+		return nil, errors.New("jobonce: sqsonce: Poller.Client is nil")
+	case p.QueueURL == "":
+		return nil, errors.New("jobonce: sqsonce: Poller.QueueURL is empty")
+	case p.Guard == nil:
+		return nil, errors.New("jobonce: sqsonce: Poller.Guard is nil")
+	case p.Handler == nil:
+		return nil, errors.New("jobonce: sqsonce: Poller.Handler is nil")
+	}
+	o, err := p.Config.options(p.Guard, p.QueueURL)
+	if err != nil {
+		return nil, err
+	}
+	gcfg := p.Guard.Config()
+	r := &run{p: p, o: o, url: aws.String(p.QueueURL), failOpen: gcfg.FailOpen, storeTimeout: gcfg.StoreTimeout,
+		conc: p.Concurrency, batch: int32(p.BatchSize), vis: p.VisibilityTimeout,
+		shutdown: p.ShutdownTimeout, flush: p.FlushDelay}
+	wait := p.WaitTime
+	switch {
+	case r.conc < 0:
+		return nil, fmt.Errorf("jobonce: sqsonce: Poller.Concurrency must be positive, got %d", r.conc)
+	case p.BatchSize < 0 || p.BatchSize > 10:
+		return nil, fmt.Errorf("jobonce: sqsonce: Poller.BatchSize must be 1 to 10, got %d", p.BatchSize)
+	case wait < 0 || wait > 20*time.Second || wait%time.Second != 0:
+		return nil, fmt.Errorf("jobonce: sqsonce: Poller.WaitTime must be whole seconds from 0 to 20s, got %s", wait)
+	case r.vis != 0 && (r.vis < 2*time.Second || r.vis > maxVisibility || r.vis%time.Second != 0):
+		return nil, fmt.Errorf("jobonce: sqsonce: Poller.VisibilityTimeout must be whole seconds from 2s to 12h, got %s", r.vis)
+	case r.shutdown < 0:
+		return nil, fmt.Errorf("jobonce: sqsonce: Poller.ShutdownTimeout must not be negative, got %s", r.shutdown)
+	case r.flush < 0:
+		return nil, fmt.Errorf("jobonce: sqsonce: Poller.FlushDelay must not be negative, got %s", r.flush)
+	}
+	if r.conc == 0 {
+		r.conc = 20
+	}
+	if r.batch == 0 {
+		r.batch = 10
+	}
+	if wait == 0 {
+		wait = 20 * time.Second
+	}
+	r.wait = seconds(wait)
+	if r.vis == 0 {
+		r.vis = 30 * time.Second
+	}
+	if r.shutdown == 0 {
+		r.shutdown = 30 * time.Second
+	}
+	if r.flush == 0 {
+		r.flush = 20 * time.Millisecond
+	}
+	r.slots = make(chan struct{}, r.conc)
+	return r, nil
+}
+
+func (r *run) run(ctx context.Context) {
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	r.hctx = hctx
+	r.receive(ctx)
+
+	done := make(chan struct{})
+	go func() {
+		r.batches.Wait()
+		close(done)
+	}()
+	deadline := time.NewTimer(r.shutdown)
+	defer deadline.Stop()
+	select {
+	case <-done:
+	case <-deadline.C:
+		r.o.Logger.WarnContext(ctx, "jobonce: sqsonce: shutdown timeout passed; cancelling running handlers",
+			"queue", r.o.queueName, "timeout", r.shutdown)
+		r.stopping.Store(true)
+		cancel()
+		<-done
+	}
+}
+
+// receive long-polls until ctx is cancelled, handing each batch to a
+// goroutine of its own.
+func (r *run) receive(ctx context.Context) {
+	var pause time.Duration
+	for {
+		n := r.acquire(ctx)
+		if n == 0 {
+			return
+		}
+		out, err := r.p.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl:                    r.url,
+			MaxNumberOfMessages:         n,
+			WaitTimeSeconds:             r.wait,
+			VisibilityTimeout:           seconds(r.vis),
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+			MessageAttributeNames:       []string{"All"},
+		})
+		received := time.Now()
+		if err != nil {
+			r.release(int(n))
+			if ctx.Err() != nil {
+				return
+			}
+			pause = min(max(2*pause, 100*time.Millisecond), 10*time.Second)
+			r.o.Logger.WarnContext(ctx, "jobonce: sqsonce: receive failed", "queue", r.o.queueName, "retry_in", pause, "error", err)
+			if !sleep(ctx, pause) {
+				return
+			}
+			continue
+		}
+		pause = 0
+		msgs := out.Messages
+		r.release(int(n) - len(msgs))
+		if len(msgs) == 0 {
+			continue
+		}
+		r.p.stats.received.Add(int64(len(msgs)))
+		r.batches.Add(1)
+		go r.process(msgs, received)
+	}
+}
+
+// acquire takes at least one free handler slot, waiting for it, and as many
+// more as are free, up to the batch size. It returns 0 when ctx is done.
+func (r *run) acquire(ctx context.Context) int32 {
+	select {
+	case r.slots <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	n := int32(1)
+	for n < r.batch {
+		select {
+		case r.slots <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+func (r *run) release(n int) {
+	for range n {
+		<-r.slots
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

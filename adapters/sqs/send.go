@@ -1,0 +1,44 @@
+package sqsonce
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/jobonce/jobonce/core"
+)
+
+// Send sends in at most once per key within window, through Guard.Enqueue: a
+// marker is set for the key, then the message is sent; if the send fails, the
+// marker is removed so a retry can send at once. It reports whether this call
+// sent the message; false with a nil error means the key was sent within the
+// window already, and out is then nil.
+//
+// An empty key is replaced by the hash of the message body (core.Fingerprint).
+// The error matches core.ErrStoreUnavailable when the store cannot be reached
+// (nothing is sent unless the Guard fails open); a send error comes back
+// unchanged.
+func Send(ctx context.Context, g *core.Guard, client Sender, key string, window time.Duration, in *sqs.SendMessageInput) (sent bool, out *sqs.SendMessageOutput, err error) {
+	switch {
+	case g == nil:
+		return false, nil, errors.New("jobonce: sqsonce: Send: Guard is nil")
+	case client == nil:
+		return false, nil, errors.New("jobonce: sqsonce: Send: client is nil")
+	case in == nil || in.QueueUrl == nil || *in.QueueUrl == "":
+		return false, nil, errors.New("jobonce: sqsonce: Send: input has no QueueUrl")
+	}
+	if key == "" && in.MessageBody != nil {
+		key = core.Fingerprint([]byte(*in.MessageBody))
+	}
+	sent, err = g.Enqueue(ctx, key, window, func(ctx context.Context) error {
+		var serr error
+		out, serr = client.SendMessage(ctx, in)
+		return serr
+	})
+	if !sent {
+		out = nil
+	}
+	return sent, out, err
+}
