@@ -78,6 +78,10 @@ func (g *Guard) Config() Config { return g.cfg }
 //     ErrStoreUnavailable, or with FailOpen, fn runs unguarded (Unguarded).
 //   - An empty key: outcome Rejected and an error matching ErrInvalidKey.
 func (g *Guard) Do(ctx context.Context, key string, fn func(context.Context) error) (Outcome, error) {
+	if fn == nil {
+		res, err := g.Run(ctx, Job{Key: key}, nil)
+		return res.Outcome, err
+	}
 	res, err := g.Run(ctx, Job{Key: key}, func(ctx context.Context) ([]byte, error) {
 		return nil, fn(ctx)
 	})
@@ -89,6 +93,10 @@ func (g *Guard) Do(ctx context.Context, key string, fn func(context.Context) err
 // under one key give Conflict and an error matching ErrConflict.
 func (g *Guard) Run(ctx context.Context, job Job, fn RunFunc) (Result, error) {
 	var c Claim
+	if fn == nil {
+		c = Claim{g: g, job: job} // rejected below without claiming
+		return c.Run(ctx, nil)
+	}
 	g.claimOne(ctx, &c, job)
 	return c.Run(ctx, fn)
 }

@@ -1,0 +1,12 @@
+-- Replaces a claim with a done marker if the token still holds it.
+-- KEYS[1]  the key
+-- ARGV[1]  "R" .. token (17 bytes)
+-- ARGV[2]  the done marker: "D" .. fingerprint length (1 byte) .. fingerprint .. result
+-- ARGV[3]  the retention in milliseconds
+-- Reply:   1 when completed, 0 when the token does not hold the key
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, 17) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0

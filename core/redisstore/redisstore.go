@@ -1,0 +1,160 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobonce/jobonce/core"
+)
+
+var (
+	//go:embed claim.lua
+	claimLua string
+	//go:embed extend.lua
+	extendLua string
+	//go:embed complete.lua
+	completeLua string
+	//go:embed release.lua
+	releaseLua string
+
+	claimScript    = redis.NewScript(claimLua)
+	extendScript   = redis.NewScript(extendLua)
+	completeScript = redis.NewScript(completeLua)
+	releaseScript  = redis.NewScript(releaseLua)
+)
+
+// Config configures a Store. A nil *Config gives the defaults.
+type Config struct {
+	// Logger receives the warning about an eviction policy that can drop done
+	// markers. Defaults to slog.Default().
+	Logger *slog.Logger
+
+	// SkipEvictionCheck skips reading maxmemory-policy in New, for servers
+	// that forbid CONFIG GET. Defaults to false.
+	SkipEvictionCheck bool
+}
+
+// Store is a core.Store and core.BatchStore on Redis. It is safe for
+// concurrent use.
+type Store struct {
+	client redis.UniversalClient
+	logger *slog.Logger
+}
+
+var _ core.BatchStore = (*Store)(nil)
+
+// New returns a Store on client, which may be a single-node, Sentinel
+// (failover) or Cluster client. Unless cfg.SkipEvictionCheck is set, it reads
+// the server's maxmemory-policy and logs a warning when it could evict done
+// markers (allkeys-*); see CheckEviction.
+func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("jobonce: redis client is nil")
+	}
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	s := &Store{client: client, logger: c.Logger}
+	if !c.SkipEvictionCheck {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		policy, err := s.CheckEviction(ctx)
+		switch {
+		case err != nil:
+			s.logger.Debug("jobonce: could not read maxmemory-policy", "error", err)
+		case strings.HasPrefix(policy, "allkeys-"):
+			s.logger.Warn("jobonce: Redis may evict claims and done markers under memory pressure, letting duplicates run; set maxmemory-policy to noeviction or volatile-*",
+				"maxmemory-policy", policy)
+		}
+	}
+	return s, nil
+}
+
+// CheckEviction returns the server's maxmemory-policy. Under an allkeys-*
+// policy Redis may evict claims and done markers, letting duplicates run.
+func (s *Store) CheckEviction(ctx context.Context) (string, error) {
+	res, err := s.client.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		return "", err
+	}
+	return res["maxmemory-policy"], nil
+}
+
+func millis(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
+
+// Claim implements core.Store in one round trip.
+func (s *Store) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, error) {
+	v, err := claimScript.Run(ctx, s.client, []string{req.Key}, runningValue(req.Token, req.Fingerprint), millis(req.Lease)).Result()
+	if err != nil {
+		return core.ClaimReply{}, err
+	}
+	return claimReply(v)
+}
+
+func claimReply(v any) (core.ClaimReply, error) {
+	switch v := v.(type) {
+	case int64:
+		if v == 1 {
+			return core.ClaimReply{State: core.StateClaimed}, nil
+		}
+	case []any:
+		if len(v) == 2 {
+			val, ok1 := v[0].(string)
+			pttl, ok2 := v[1].(int64)
+			if ok1 && ok2 {
+				return parseValue(val, pttl)
+			}
+		}
+	}
+	return core.ClaimReply{}, fmt.Errorf("jobonce: unexpected claim reply %T", v)
+}
+
+// Extend implements core.Store.
+func (s *Store) Extend(ctx context.Context, key string, token core.Token, lease time.Duration) error {
+	return tokenChecked(extendScript.Run(ctx, s.client, []string{key}, ownerValue(token), millis(lease)))
+}
+
+// Complete implements core.Store.
+func (s *Store) Complete(ctx context.Context, req core.CompleteRequest) error {
+	args, err := completeArgs(req)
+	if err != nil {
+		return err
+	}
+	return tokenChecked(completeScript.Run(ctx, s.client, []string{req.Key}, args...))
+}
+
+func completeArgs(req core.CompleteRequest) ([]any, error) {
+	done, err := doneValue(req.Fingerprint, req.Result)
+	if err != nil {
+		return nil, err
+	}
+	return []any{ownerValue(req.Token), done, millis(req.Retention)}, nil
+}
+
+// Release implements core.Store.
+func (s *Store) Release(ctx context.Context, key string, token core.Token) error {
+	return tokenChecked(releaseScript.Run(ctx, s.client, []string{key}, ownerValue(token)))
+}
+
+// tokenChecked maps a token-checked script's 0 reply to core.ErrLeaseLost.
+func tokenChecked(cmd *redis.Cmd) error {
+	n, err := cmd.Int64()
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return core.ErrLeaseLost
+	}
+	return nil
+}

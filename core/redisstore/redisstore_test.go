@@ -1,0 +1,168 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/core/storetest"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func newStore(t *testing.T, client redis.UniversalClient) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.New(client, &redisstore.Config{Logger: quiet})
+	require.NoError(t, err)
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	client := testenv.Redis(t, "jobonce-storetest:")
+	storetest.Run(t, func(t *testing.T) core.Store { return newStore(t, client) })
+}
+
+// proxy forwards loopback TCP connections to Redis until cut.
+type proxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &proxy{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
+			go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
+		}
+	}()
+	t.Cleanup(p.cut)
+	return p
+}
+
+// cut closes the listener and every connection, as a network partition would.
+func (p *proxy) cut() {
+	_ = p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+}
+
+func TestDeadConnectionLosesLeaseAndLaterCopyRuns(t *testing.T) {
+	prefix := testenv.Prefix(t)
+	direct := testenv.Redis(t, prefix)
+	p := newProxy(t, direct.Options().Addr)
+	viaProxy := redis.NewClient(&redis.Options{Addr: p.ln.Addr().String(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = viaProxy.Close() })
+
+	const lease = 300 * time.Millisecond
+	cfg := core.Config{Lease: lease, KeyPrefix: prefix, Logger: quiet}
+	doomed, err := core.New(newStore(t, viaProxy), &cfg)
+	require.NoError(t, err)
+	healthy, err := core.New(newStore(t, direct), &cfg)
+	require.NoError(t, err)
+
+	ctx := context.Background()
+	started := make(chan struct{})
+	var cause error
+	done := make(chan core.Outcome, 1)
+	go func() {
+		out, _ := doomed.Do(ctx, "job", func(ctx context.Context) error {
+			close(started)
+			<-ctx.Done()
+			cause = context.Cause(ctx)
+			return cause
+		})
+		done <- out
+	}()
+	<-started
+	p.cut()
+	select {
+	case out := <-done:
+		require.Equal(t, core.Failed, out)
+		require.ErrorIs(t, cause, core.ErrLeaseLost, "the job's context is cancelled with cause ErrLeaseLost")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job was not cancelled after its connection died")
+	}
+	ran := 0
+	require.Eventually(t, func() bool {
+		out, _ := healthy.Do(ctx, "job", func(context.Context) error { ran++; return nil })
+		return out == core.Ran
+	}, 10*time.Second, 20*time.Millisecond, "a later copy runs: nothing is lost")
+	require.Equal(t, 1, ran)
+}
+
+func TestClosedPortFailsClosedOrOpen(t *testing.T) {
+	testenv.Short(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = client.Close() })
+	store := newStore(t, client)
+
+	closed, err := core.New(store, &core.Config{Logger: quiet})
+	require.NoError(t, err)
+	ran := false
+	out, err := closed.Do(context.Background(), "k", func(context.Context) error { ran = true; return nil })
+	require.Equal(t, core.Unavailable, out)
+	require.ErrorIs(t, err, core.ErrStoreUnavailable)
+	require.False(t, ran)
+
+	open, err := core.New(store, &core.Config{Logger: quiet, FailOpen: true})
+	require.NoError(t, err)
+	out, err = open.Do(context.Background(), "k", func(context.Context) error { ran = true; return nil })
+	require.NoError(t, err)
+	require.Equal(t, core.Unguarded, out)
+	require.True(t, ran)
+}
+
+func TestEvictionCheck(t *testing.T) {
+	client := testenv.Redis(t, "")
+	store := newStore(t, client)
+	policy, err := store.CheckEviction(context.Background())
+	require.NoError(t, err)
+	require.NotEmpty(t, policy)
+	_, err = redisstore.New(nil, nil)
+	require.ErrorContains(t, err, "nil")
+}
+
+func TestForeignValueIsAnError(t *testing.T) {
+	prefix := testenv.Prefix(t)
+	client := testenv.Redis(t, prefix)
+	require.NoError(t, client.Set(context.Background(), prefix+"foreign", "hello", time.Minute).Err())
+	g, err := core.New(newStore(t, client), &core.Config{KeyPrefix: prefix, Logger: quiet})
+	require.NoError(t, err)
+	out, err := g.Do(context.Background(), "foreign", func(context.Context) error { return errors.New("must not run") })
+	require.Equal(t, core.Unavailable, out)
+	require.ErrorContains(t, err, "did not write")
+}

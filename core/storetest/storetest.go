@@ -1,0 +1,59 @@
+// Package storetest is the conformance suite every core.Store must pass.
+// Run it from a store's tests with a function that returns a fresh store:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) core.Store { return mystore.New(...) })
+//	}
+//
+// The suite covers the Store contract (claim, race, expiry takeover, token
+// safety, extend, complete, release, retention, fingerprints, results, batch
+// operations, bad input) and the Guard's behaviour on top of the store. Keys
+// are random per run and every lease or retention it writes is at most a
+// minute, so it leaves nothing behind for long.
+//
+//	import "github.com/jobonce/jobonce/core/storetest"
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/jobonce/jobonce/core"
+)
+
+// NewStore returns a fresh store for one test.
+type NewStore func(t *testing.T) core.Store
+
+// Run runs the whole suite against stores made by newStore.
+func Run(t *testing.T, newStore NewStore) {
+	t.Run("Store", func(t *testing.T) { RunStore(t, newStore) })
+	t.Run("Guard", func(t *testing.T) { RunGuard(t, newStore) })
+}
+
+type suite struct {
+	t      *testing.T
+	store  core.Store
+	prefix string
+}
+
+func newSuite(t *testing.T, newStore NewStore) *suite {
+	t.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return &suite{t: t, store: newStore(t), prefix: "jobonce-storetest:" + hex.EncodeToString(b) + ":"}
+}
+
+func (s *suite) key(name string) string { return s.prefix + name }
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func claimReq(key string, tok core.Token, fp string, lease time.Duration) core.ClaimRequest {
+	return core.ClaimRequest{Key: key, Token: tok, Fingerprint: fp, Lease: lease}
+}
