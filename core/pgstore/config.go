@@ -1,0 +1,125 @@
+package pgstore
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Config configures a Store. The zero value, or a nil *Config, gives the
+// defaults. New copies the Config; later changes to it have no effect.
+type Config struct {
+	// Schema holds the table. Defaults to "" (unqualified: the connection's
+	// search_path decides).
+	Schema string
+
+	// Table is the name of the keys table. Defaults to "jobonce_keys".
+	Table string
+
+	// Migrate makes New create the table and its index when they are missing
+	// (see Migrate). Defaults to false: New only checks that the table exists
+	// and returns an error matching ErrNotMigrated when it does not.
+	Migrate bool
+
+	// KeyPrefix is prepended to the keys of the transactional calls (DoTx,
+	// DoTxJob, DoInTx); the Guard applies its own prefix to the keys it passes
+	// to Claim. The default equals core.Config's default KeyPrefix, so a key
+	// recorded by DoTx and the same key claimed through a core.Guard with its
+	// default prefix are one row. Defaults to "jobonce:".
+	KeyPrefix string
+
+	// Retention is how long a transactional record is kept: copies of the job
+	// arriving within it are duplicates. Defaults to 24h.
+	Retention time.Duration
+
+	// LockTimeout bounds how long a claim or a transactional record waits for
+	// another transaction that holds the same key and has not committed. When
+	// it runs out, the key is reported as running (core.ErrRunning), so no
+	// worker hangs behind a long transaction. Defaults to 100ms.
+	LockTimeout time.Duration
+
+	// RetryAfter is the retry hint given when a key is held by a transaction
+	// that has not committed yet (its end is unknown). Defaults to 1s.
+	RetryAfter time.Duration
+
+	// PruneBatch is the most expired rows one DELETE of Prune removes.
+	// Defaults to 1000.
+	PruneBatch int
+
+	// Logger receives the errors of RunPruner. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// maxIdentifier is PostgreSQL's longest identifier (NAMEDATALEN - 1).
+const maxIdentifier = 63
+
+// indexSuffix names the expiry index after the table.
+const indexSuffix = "_expires_at_idx"
+
+func (c *Config) withDefaults() (Config, error) {
+	var cfg Config
+	if c != nil {
+		cfg = *c
+	}
+	if cfg.Table == "" {
+		cfg.Table = "jobonce_keys"
+	}
+	if err := checkIdentifier("Table", cfg.Table, maxIdentifier-len(indexSuffix)); err != nil {
+		return cfg, err
+	}
+	if cfg.Schema != "" {
+		if err := checkIdentifier("Schema", cfg.Schema, maxIdentifier); err != nil {
+			return cfg, err
+		}
+	}
+	if cfg.KeyPrefix == "" {
+		cfg.KeyPrefix = "jobonce:"
+	}
+	if cfg.Retention < 0 {
+		return cfg, fmt.Errorf("jobonce: pgstore.Config.Retention must be positive, got %s", cfg.Retention)
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = 24 * time.Hour
+	}
+	if cfg.Retention < time.Millisecond {
+		return cfg, fmt.Errorf("jobonce: pgstore.Config.Retention must be at least 1ms, got %s", cfg.Retention)
+	}
+	if cfg.LockTimeout < 0 {
+		return cfg, fmt.Errorf("jobonce: pgstore.Config.LockTimeout must be positive, got %s", cfg.LockTimeout)
+	}
+	if cfg.LockTimeout == 0 {
+		cfg.LockTimeout = 100 * time.Millisecond
+	}
+	if cfg.LockTimeout < time.Millisecond {
+		// lock_timeout has millisecond resolution, and 0 would mean "wait forever".
+		return cfg, fmt.Errorf("jobonce: pgstore.Config.LockTimeout must be at least 1ms, got %s", cfg.LockTimeout)
+	}
+	if cfg.RetryAfter < 0 {
+		return cfg, fmt.Errorf("jobonce: pgstore.Config.RetryAfter must be positive, got %s", cfg.RetryAfter)
+	}
+	if cfg.RetryAfter == 0 {
+		cfg.RetryAfter = time.Second
+	}
+	if cfg.PruneBatch < 0 {
+		return cfg, fmt.Errorf("jobonce: pgstore.Config.PruneBatch must be positive, got %d", cfg.PruneBatch)
+	}
+	if cfg.PruneBatch == 0 {
+		cfg.PruneBatch = 1000
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg, nil
+}
+
+func checkIdentifier(field, name string, maxLen int) error {
+	if len(name) > maxLen {
+		return fmt.Errorf("jobonce: pgstore.Config.%s %q is longer than %d bytes", field, name, maxLen)
+	}
+	if !utf8.ValidString(name) || strings.IndexByte(name, 0) >= 0 {
+		return fmt.Errorf("jobonce: pgstore.Config.%s %q must be valid UTF-8 without NUL bytes", field, name)
+	}
+	return nil
+}

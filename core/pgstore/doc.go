@@ -1,0 +1,41 @@
+// Package pgstore keeps jobonce claims in a PostgreSQL table (pgx v5), for
+// programs that run PostgreSQL and no Redis, and records jobs exactly once
+// inside the caller's own transaction.
+//
+//	import "github.com/jobonce/jobonce/core/pgstore"
+//
+// # Leased claims
+//
+// A Store implements core.Store and core.BatchStore: pass it to core.New and
+// use the Guard as with any store. One row per key holds either a running
+// claim (token, lease deadline, fingerprint) or a done marker (fingerprint,
+// result, retention deadline). A claim is one statement that inserts the row,
+// takes over an expired one, or reads the current state back. Extend,
+// Complete and Release are token-checked updates and return
+// core.ErrLeaseLost when the token no longer holds the key. Every deadline is
+// computed on the database's clock, never the worker's, so workers with
+// skewed clocks agree on when a lease ends.
+//
+// # Transactional mode
+//
+// DoTx records a key as done in the caller's pgx.Tx and then runs the job's
+// function in that same transaction. Commit makes the record and the job's
+// database effects durable together; a rollback, or a connection that dies
+// mid-transaction, leaves neither, so a later copy runs. For effects that live
+// in the same database this is exactly once: no duplicate, nothing missing. A
+// copy that meets the key's uncommitted record waits at most
+// Config.LockTimeout and then gets core.ErrRunning, so no worker hangs behind
+// a long transaction. DoInTx runs its own transaction.
+//
+// # Schema
+//
+// The table (Config.Schema, Config.Table) is created by Migrate, or by New
+// when Config.Migrate is set; MigrationSQL returns the SQL for migration
+// tools. Without it, New returns an error matching ErrNotMigrated.
+//
+// # Pruning
+//
+// Expired rows stay until pruned: call Prune from a periodic job of your own,
+// or run RunPruner on a goroutine that ends with its context. Pruning deletes
+// in bounded batches and never touches a live claim.
+package pgstore

@@ -1,0 +1,64 @@
+package pgstore
+
+import (
+	"embed"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+//go:embed sql/*.sql
+var sqlFiles embed.FS
+
+// statements holds the store's SQL with the table's quoted name in place.
+type statements struct {
+	migrate, check                         string
+	claim, extend, complete, release       string
+	prune                                  string
+	txSavepoint, txLockTimeout, txTakeover string
+	txRecord, txState, txRestore           string
+	txRelease, txRollback                  string
+}
+
+func newStatements(cfg *Config) statements {
+	table := pgx.Identifier{cfg.Table}
+	if cfg.Schema != "" {
+		table = pgx.Identifier{cfg.Schema, cfg.Table}
+	}
+	r := strings.NewReplacer(
+		"{table}", table.Sanitize(),
+		"{index}", pgx.Identifier{cfg.Table + indexSuffix}.Sanitize(),
+	)
+	load := func(name string) string {
+		b, err := sqlFiles.ReadFile("sql/" + name + ".sql")
+		if err != nil {
+			panic("pgstore: missing embedded sql/" + name + ".sql") // a build defect, caught by every test
+		}
+		return r.Replace(string(b))
+	}
+	return statements{
+		migrate:       load("migrate"),
+		check:         load("check"),
+		claim:         load("claim"),
+		extend:        load("extend"),
+		complete:      load("complete"),
+		release:       load("release"),
+		prune:         load("prune"),
+		txSavepoint:   load("tx_savepoint"),
+		txLockTimeout: load("tx_lock_timeout"),
+		txTakeover:    load("tx_takeover"),
+		txRecord:      load("tx_record"),
+		txState:       load("tx_state"),
+		txRestore:     load("tx_restore"),
+		txRelease:     load("tx_release"),
+		txRollback:    load("tx_rollback"),
+	}
+}
+
+// tableName returns the table's name as written in SQL, for messages.
+func tableName(cfg *Config) string {
+	if cfg.Schema != "" {
+		return pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize()
+	}
+	return pgx.Identifier{cfg.Table}.Sanitize()
+}

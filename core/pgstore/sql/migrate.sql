@@ -1,0 +1,23 @@
+-- migrate.sql creates jobonce's keys table and its expiry index. It is
+-- idempotent: running it again changes nothing.
+--
+-- {table} is the (optionally schema-qualified) quoted table name, {index} the
+-- quoted index name. Run it in one transaction; pgstore.Migrate takes an
+-- advisory lock first, so concurrent migrations do not race.
+--
+-- Columns:
+--   key         the stored key (any bytes).
+--   token       the claim's token while the key is running; NULL once done.
+--   fingerprint the payload fingerprint (any bytes, empty when none).
+--   result      the result stored with a done row, or NULL.
+--   expires_at  the end of the lease (running) or of the retention (done),
+--               always on the database clock.
+CREATE TABLE IF NOT EXISTS {table} (
+    key         bytea       NOT NULL PRIMARY KEY,
+    token       uuid,
+    fingerprint bytea       NOT NULL DEFAULT '',
+    result      bytea,
+    expires_at  timestamptz NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS {index} ON {table} (expires_at);

@@ -1,0 +1,240 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobonce/jobonce/core"
+)
+
+// Store keeps jobonce claims and done markers in a PostgreSQL table. It
+// implements core.Store and core.BatchStore, and records keys inside callers'
+// transactions with DoTx. It is safe for concurrent use.
+type Store struct {
+	pool        *pgxpool.Pool
+	cfg         Config
+	sql         statements
+	table       string // quoted name, for messages
+	lockTimeout string // cfg.LockTimeout as a lock_timeout value
+}
+
+var _ core.BatchStore = (*Store)(nil)
+
+// claimAttempts bounds how often a claim is re-run when the key's row changed
+// under the statement's snapshot (a race with a concurrent commit).
+const claimAttempts = 4
+
+// New returns a Store on pool. cfg may be nil for the defaults. With
+// Config.Migrate, New creates the table when it is missing; otherwise a
+// missing table gives an error matching ErrNotMigrated. An invalid Config
+// field gives an error naming it.
+func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
+	if pool == nil {
+		return nil, errors.New("jobonce: pgstore.New: pool is nil")
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		pool:        pool,
+		cfg:         c,
+		sql:         newStatements(&c),
+		table:       tableName(&c),
+		lockTimeout: strconv.FormatInt(c.LockTimeout.Milliseconds(), 10) + "ms",
+	}
+	if c.Migrate {
+		if err := s.migrate(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := pool.Exec(ctx, s.sql.check); err != nil {
+		return nil, fmt.Errorf("jobonce: pgstore.New: %w", s.wrap(err))
+	}
+	return s, nil
+}
+
+// Migrate creates the keys table and its expiry index described by cfg when
+// they are missing. It is idempotent and safe to run from several processes
+// at once. cfg may be nil for the defaults.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, cfg *Config) error {
+	if pool == nil {
+		return errors.New("jobonce: pgstore.Migrate: pool is nil")
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	s := &Store{pool: pool, cfg: c, sql: newStatements(&c), table: tableName(&c)}
+	return s.migrate(ctx)
+}
+
+// MigrationSQL returns the SQL that Migrate runs for cfg, for those who apply
+// migrations with their own tools. cfg may be nil for the defaults.
+func MigrationSQL(cfg *Config) (string, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return "", err
+	}
+	return newStatements(&c).migrate, nil
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// Serialise concurrent migrations: CREATE ... IF NOT EXISTS races on the catalog.
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "jobonce migrate "+s.table); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, s.sql.migrate)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("jobonce: pgstore migrate %s: %w", s.table, err)
+	}
+	return nil
+}
+
+// Table returns the keys table's name as quoted in SQL.
+func (s *Store) Table() string { return s.table }
+
+func uuid(t core.Token) pgtype.UUID { return pgtype.UUID{Bytes: t, Valid: true} }
+
+func micros(d time.Duration) int64 { return d.Microseconds() }
+
+func checkDuration(what string, d time.Duration) error {
+	if d < time.Microsecond {
+		return fmt.Errorf("jobonce: pgstore: %s must be positive, got %s", what, d)
+	}
+	return nil
+}
+
+// Claim implements core.Store: one statement claims the key or reads its
+// state. The lease runs on the database clock. A key held by a transaction
+// that has not committed within Config.LockTimeout is reported as running.
+func (s *Store) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, error) {
+	if err := checkDuration("lease", req.Lease); err != nil {
+		return core.ClaimReply{}, err
+	}
+	for attempt := 1; ; attempt++ {
+		reply, settled, err := s.claimOnce(ctx, s.pool, req)
+		if err != nil {
+			if lockTimedOut(err) {
+				return core.ClaimReply{State: core.StateRunning, Remaining: s.cfg.RetryAfter}, nil
+			}
+			return core.ClaimReply{}, s.wrap(err)
+		}
+		if settled {
+			return reply, nil
+		}
+		if attempt == claimAttempts {
+			// The key keeps changing hands: report it busy rather than loop.
+			return core.ClaimReply{State: core.StateRunning}, nil
+		}
+	}
+}
+
+// querier runs a query: the pool, or a batch's results.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func (s *Store) claimArgs(req *core.ClaimRequest) []any {
+	return []any{[]byte(req.Key), uuid(req.Token), []byte(req.Fingerprint), micros(req.Lease), s.lockTimeout}
+}
+
+// claimOnce runs the claim statement once. settled is false when it returned
+// no row and must run again.
+func (s *Store) claimOnce(ctx context.Context, q querier, req core.ClaimRequest) (core.ClaimReply, bool, error) {
+	rows, err := q.Query(ctx, s.sql.claim, s.claimArgs(&req)...)
+	if err != nil {
+		return core.ClaimReply{}, false, err
+	}
+	return scanClaim(rows)
+}
+
+func scanClaim(rows pgx.Rows) (core.ClaimReply, bool, error) {
+	defer rows.Close()
+	var (
+		reply         core.ClaimReply
+		settled       bool
+		claimed, done bool
+		fingerprint   []byte
+		result        []byte
+		remaining     int64
+	)
+	if rows.Next() {
+		if err := rows.Scan(&claimed, &done, &fingerprint, &result, &remaining); err != nil {
+			return reply, false, err
+		}
+		settled = true
+		switch {
+		case claimed:
+			reply.State = core.StateClaimed
+		case done:
+			reply = core.ClaimReply{State: core.StateDone, Fingerprint: string(fingerprint), Result: result}
+		default:
+			reply = core.ClaimReply{State: core.StateRunning, Fingerprint: string(fingerprint),
+				Remaining: time.Duration(remaining) * time.Microsecond}
+		}
+	}
+	rows.Close()
+	return reply, settled, rows.Err()
+}
+
+// Extend implements core.Store. It returns core.ErrLeaseLost when token no
+// longer holds a live claim on key.
+func (s *Store) Extend(ctx context.Context, key string, token core.Token, lease time.Duration) error {
+	if err := checkDuration("lease", lease); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, s.sql.extend, []byte(key), uuid(token), micros(lease))
+	if err != nil {
+		return s.wrap(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return core.ErrLeaseLost
+	}
+	return nil
+}
+
+func (s *Store) completeArgs(req *core.CompleteRequest) []any {
+	return []any{[]byte(req.Key), uuid(req.Token), []byte(req.Fingerprint), req.Result, micros(req.Retention)}
+}
+
+// Complete implements core.Store: the claim becomes a done row kept for
+// req.Retention (database clock) with its fingerprint and result. It returns
+// core.ErrLeaseLost when req.Token no longer holds a live claim.
+func (s *Store) Complete(ctx context.Context, req core.CompleteRequest) error {
+	if err := checkDuration("retention", req.Retention); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, s.sql.complete, s.completeArgs(&req)...)
+	if err != nil {
+		return s.wrap(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return core.ErrLeaseLost
+	}
+	return nil
+}
+
+// Release implements core.Store: it deletes the claim held by token. It
+// returns core.ErrLeaseLost when token no longer holds a live claim, and
+// never touches another token's claim or a done row.
+func (s *Store) Release(ctx context.Context, key string, token core.Token) error {
+	tag, err := s.pool.Exec(ctx, s.sql.release, []byte(key), uuid(token))
+	if err != nil {
+		return s.wrap(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return core.ErrLeaseLost
+	}
+	return nil
+}

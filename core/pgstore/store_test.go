@@ -1,0 +1,426 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+func TestNewRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, err := pgstore.New(ctx, nil, nil)
+	require.ErrorContains(t, err, "pool is nil")
+
+	// A pool connects lazily: validation fails before any I/O.
+	pool, err := pgxpool.New(ctx, "postgres://nobody@127.0.0.1:1/none")
+	require.NoError(t, err)
+	defer pool.Close()
+	cases := []struct {
+		cfg   pgstore.Config
+		field string
+	}{
+		{pgstore.Config{Table: strings.Repeat("t", 60)}, "Table"},
+		{pgstore.Config{Table: "a\x00b"}, "Table"},
+		{pgstore.Config{Schema: "\xff"}, "Schema"},
+		{pgstore.Config{Schema: strings.Repeat("s", 64)}, "Schema"},
+		{pgstore.Config{Retention: -time.Second}, "Retention"},
+		{pgstore.Config{Retention: time.Microsecond}, "Retention"},
+		{pgstore.Config{LockTimeout: -1}, "LockTimeout"},
+		{pgstore.Config{LockTimeout: time.Microsecond}, "LockTimeout"},
+		{pgstore.Config{RetryAfter: -1}, "RetryAfter"},
+		{pgstore.Config{PruneBatch: -1}, "PruneBatch"},
+	}
+	for _, tc := range cases {
+		_, err := pgstore.New(ctx, pool, &tc.cfg)
+		require.ErrorContains(t, err, "pgstore.Config."+tc.field, "%+v", tc.cfg)
+		_, err = pgstore.MigrationSQL(&tc.cfg)
+		require.ErrorContains(t, err, "pgstore.Config."+tc.field)
+	}
+	require.ErrorContains(t, pgstore.Migrate(ctx, nil, nil), "pool is nil")
+}
+
+func TestMigrationSQLQuotesIdentifiers(t *testing.T) {
+	t.Parallel()
+	sql, err := pgstore.MigrationSQL(&pgstore.Config{Schema: `my"schema`, Table: "Keys"})
+	require.NoError(t, err)
+	require.Contains(t, sql, `CREATE TABLE IF NOT EXISTS "my""schema"."Keys"`)
+	require.Contains(t, sql, `CREATE INDEX IF NOT EXISTS "Keys_expires_at_idx" ON "my""schema"."Keys"`)
+}
+
+func TestNewMissingTableSaysMigrate(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, _ := testenv.Postgres(t)
+	_, err := pgstore.New(ctx, pool, nil)
+	require.ErrorIs(t, err, pgstore.ErrNotMigrated)
+	require.ErrorContains(t, err, "run pgstore.Migrate")
+	require.ErrorContains(t, err, `"jobonce_keys"`)
+
+	require.NoError(t, pgstore.Migrate(ctx, pool, nil))
+	require.NoError(t, pgstore.Migrate(ctx, pool, nil), "Migrate is idempotent")
+	s, err := pgstore.New(ctx, pool, nil)
+	require.NoError(t, err)
+
+	// A table dropped later gives the same advice from every call.
+	_, err = pool.Exec(ctx, "DROP TABLE jobonce_keys")
+	require.NoError(t, err)
+	_, err = s.Claim(ctx, claimReq("k", time.Second))
+	require.ErrorIs(t, err, pgstore.ErrNotMigrated)
+	_, err = s.DoInTx(ctx, "k", func(context.Context, pgx.Tx) error { return nil })
+	require.ErrorIs(t, err, pgstore.ErrNotMigrated)
+	require.ErrorIs(t, err, core.ErrStoreUnavailable)
+}
+
+func TestMigrateConcurrentlyWithSchemaAndTable(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, schema := testenv.Postgres(t)
+	admin := bigPool(t, "public", 8)
+	cfg := &pgstore.Config{Schema: schema, Table: "Claims Table"}
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Go(func() { errs[i] = pgstore.Migrate(ctx, admin, cfg) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	// A pool whose search_path does not include the schema still finds it.
+	s, err := pgstore.New(ctx, admin, cfg)
+	require.NoError(t, err)
+	require.Equal(t, fmt.Sprintf(`"%s"."Claims Table"`, schema), s.Table())
+	r, err := s.Claim(ctx, claimReq("k", time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, core.StateClaimed, r.State)
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM "Claims Table"`))
+}
+
+func TestClaimLifecycle(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, _ := newStore(t, nil)
+
+	first := core.ClaimRequest{Key: "job", Token: core.NewToken(), Fingerprint: "fp-1", Lease: time.Minute}
+	r, err := s.Claim(ctx, first)
+	require.NoError(t, err)
+	require.Equal(t, core.ClaimReply{State: core.StateClaimed}, r)
+
+	second := core.ClaimRequest{Key: "job", Token: core.NewToken(), Fingerprint: "fp-2", Lease: time.Minute}
+	r, err = s.Claim(ctx, second)
+	require.NoError(t, err)
+	require.Equal(t, core.StateRunning, r.State)
+	require.Equal(t, "fp-1", r.Fingerprint)
+	require.InDelta(t, time.Minute, r.Remaining, float64(5*time.Second))
+
+	// Only the holder's token counts.
+	require.ErrorIs(t, s.Extend(ctx, "job", second.Token, time.Minute), core.ErrLeaseLost)
+	require.ErrorIs(t, s.Release(ctx, "job", second.Token), core.ErrLeaseLost)
+	require.ErrorIs(t, s.Complete(ctx, core.CompleteRequest{Key: "job", Token: second.Token, Retention: time.Hour}), core.ErrLeaseLost)
+	require.ErrorIs(t, s.Extend(ctx, "other", first.Token, time.Minute), core.ErrLeaseLost)
+	require.NoError(t, s.Extend(ctx, "job", first.Token, 2*time.Minute))
+
+	result := []byte{0, 1, 2, 0xff}
+	require.NoError(t, s.Complete(ctx, core.CompleteRequest{Key: "job", Token: first.Token, Fingerprint: "fp-1", Result: result, Retention: time.Hour}))
+
+	r, err = s.Claim(ctx, second)
+	require.NoError(t, err)
+	require.Equal(t, core.ClaimReply{State: core.StateDone, Fingerprint: "fp-1", Result: result}, r)
+
+	// A done row has no token: nothing can extend, complete or release it.
+	require.ErrorIs(t, s.Extend(ctx, "job", first.Token, time.Minute), core.ErrLeaseLost)
+	require.ErrorIs(t, s.Release(ctx, "job", first.Token), core.ErrLeaseLost)
+	require.ErrorIs(t, s.Complete(ctx, core.CompleteRequest{Key: "job", Token: first.Token, Retention: time.Hour}), core.ErrLeaseLost)
+}
+
+func TestReleaseFreesKey(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, _ := newStore(t, nil)
+	a := claimReq("k", time.Minute)
+	_, err := s.Claim(ctx, a)
+	require.NoError(t, err)
+	require.NoError(t, s.Release(ctx, "k", a.Token))
+	require.ErrorIs(t, s.Release(ctx, "k", a.Token), core.ErrLeaseLost)
+	r, err := s.Claim(ctx, claimReq("k", time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, core.StateClaimed, r.State)
+}
+
+func TestClaimRejectsNonPositiveDurations(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, _ := newStore(t, nil)
+	_, err := s.Claim(ctx, claimReq("k", 0))
+	require.ErrorContains(t, err, "lease must be positive")
+	require.ErrorContains(t, s.Extend(ctx, "k", core.NewToken(), -time.Second), "lease must be positive")
+	require.ErrorContains(t, s.Complete(ctx, core.CompleteRequest{Key: "k"}), "retention must be positive")
+}
+
+// TestDeadlinesUseDatabaseClock checks that leases and remaining times come
+// from the database: the row's expires_at is set on the server's clock, and a
+// deadline moved in the database (not on the worker) decides the state.
+func TestDeadlinesUseDatabaseClock(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, nil)
+
+	a := claimReq("k", 90*time.Second)
+	_, err := s.Claim(ctx, a)
+	require.NoError(t, err)
+	var leftMs float64
+	require.NoError(t, pool.QueryRow(ctx,
+		"SELECT extract(epoch FROM expires_at - clock_timestamp()) * 1000 FROM jobonce_keys WHERE key = $1", []byte("k")).Scan(&leftMs))
+	require.InDelta(t, 90_000, leftMs, 2_000)
+
+	// The remaining lease a rival sees is computed from the row in SQL.
+	_, err = pool.Exec(ctx, "UPDATE jobonce_keys SET expires_at = clock_timestamp() + interval '1 hour'")
+	require.NoError(t, err)
+	r, err := s.Claim(ctx, claimReq("k", time.Second))
+	require.NoError(t, err)
+	require.Equal(t, core.StateRunning, r.State)
+	require.InDelta(t, time.Hour, r.Remaining, float64(5*time.Second))
+
+	// The lease ends when the database clock passes it, whatever the worker thinks.
+	_, err = pool.Exec(ctx, "UPDATE jobonce_keys SET expires_at = clock_timestamp() - interval '1 millisecond'")
+	require.NoError(t, err)
+	require.ErrorIs(t, s.Extend(ctx, "k", a.Token, time.Minute), core.ErrLeaseLost)
+	b := claimReq("k", time.Minute)
+	r, err = s.Claim(ctx, b)
+	require.NoError(t, err)
+	require.Equal(t, core.StateClaimed, r.State, "an expired claim is taken over")
+	require.ErrorIs(t, s.Complete(ctx, core.CompleteRequest{Key: "k", Token: a.Token, Retention: time.Hour}), core.ErrLeaseLost)
+
+	// A short lease lapses on its own.
+	c := claimReq("short", 50*time.Millisecond)
+	_, err = s.Claim(ctx, c)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		r, err := s.Claim(ctx, claimReq("short", time.Minute))
+		return err == nil && r.State == core.StateClaimed
+	}, 5*time.Second, 10*time.Millisecond)
+	require.ErrorIs(t, s.Release(ctx, "short", c.Token), core.ErrLeaseLost)
+
+	// A done row is kept for its retention, then the key is free again.
+	d := claimReq("done", time.Minute)
+	_, err = s.Claim(ctx, d)
+	require.NoError(t, err)
+	require.NoError(t, s.Complete(ctx, core.CompleteRequest{Key: "done", Token: d.Token, Retention: 50 * time.Millisecond}))
+	r, err = s.Claim(ctx, claimReq("done", time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, core.StateDone, r.State)
+	require.Eventually(t, func() bool {
+		r, err := s.Claim(ctx, claimReq("done", time.Minute))
+		return err == nil && r.State == core.StateClaimed
+	}, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestClaimRaceOneWinner(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, schema := testenv.Postgres(t)
+	migratedStore(t, pool, nil)
+	s := migratedStore(t, bigPool(t, schema, 16), nil)
+	for round := range 20 {
+		key := fmt.Sprintf("race-%d", round)
+		var wg sync.WaitGroup
+		states := make([]core.State, 16)
+		errs := make([]error, 16)
+		for i := range states {
+			wg.Go(func() {
+				r, err := s.Claim(ctx, claimReq(key, time.Minute))
+				states[i], errs[i] = r.State, err
+			})
+		}
+		wg.Wait()
+		won := 0
+		for i := range states {
+			require.NoError(t, errs[i])
+			if states[i] == core.StateClaimed {
+				won++
+			} else {
+				require.Equal(t, core.StateRunning, states[i])
+			}
+		}
+		require.Equal(t, 1, won, "round %d", round)
+	}
+}
+
+func TestKeysAreBytes(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, _ := newStore(t, nil)
+	g, err := core.New(s, nil)
+	require.NoError(t, err)
+	keys := []string{"a\x00b", "\xff\xfe", "a\x00c", strings.Repeat("long", 100), strings.Repeat("long", 100) + "x"}
+	for _, key := range keys {
+		out, err := g.Do(ctx, key, func(context.Context) error { return nil })
+		require.NoError(t, err)
+		require.Equal(t, core.Ran, out, "%q", key)
+	}
+	for _, key := range keys {
+		out, err := g.Do(ctx, key, func(context.Context) error { return nil })
+		require.NoError(t, err)
+		require.Equal(t, core.Duplicate, out, "%q", key)
+	}
+	out, err := g.Do(ctx, "", func(context.Context) error { return nil })
+	require.ErrorIs(t, err, core.ErrInvalidKey)
+	require.Equal(t, core.Rejected, out)
+}
+
+func TestGuardOnPostgres(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, _ := newStore(t, nil)
+	g, err := core.New(s, &core.Config{Lease: time.Second})
+	require.NoError(t, err)
+
+	boom := errors.New("boom")
+	out, err := g.Do(ctx, "job", func(context.Context) error { return boom })
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, core.Failed, out)
+
+	res, err := g.Run(ctx, core.Job{Key: "job", Fingerprint: "f"}, func(context.Context) ([]byte, error) { return []byte("answer"), nil })
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, res.Outcome)
+
+	res, err = g.Run(ctx, core.Job{Key: "job", Fingerprint: "f"}, func(context.Context) ([]byte, error) { return nil, boom })
+	require.NoError(t, err)
+	require.Equal(t, core.Result{Outcome: core.Duplicate, Value: []byte("answer")}, res)
+
+	_, err = g.Run(ctx, core.Job{Key: "job", Fingerprint: "g"}, func(context.Context) ([]byte, error) { return nil, nil })
+	require.ErrorIs(t, err, core.ErrConflict)
+
+	// A job longer than the lease keeps its claim through the heartbeat.
+	started := make(chan struct{})
+	finish := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		out, err := g.Do(ctx, "long", func(ctx context.Context) error {
+			close(started)
+			select {
+			case <-finish:
+				return nil
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		})
+		require.NoError(t, err)
+		require.Equal(t, core.Ran, out)
+	})
+	<-started
+	deadline := time.Now().Add(2500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		out, err := g.Do(ctx, "long", func(context.Context) error { return nil })
+		require.ErrorIs(t, err, core.ErrRunning)
+		require.Equal(t, core.Running, out)
+		time.Sleep(100 * time.Millisecond) // pacing of the probe, not synchronisation
+	}
+	close(finish)
+	wg.Wait()
+}
+
+func TestBatch(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, _ := newStore(t, nil)
+
+	held := claimReq("held", time.Minute)
+	_, err := s.Claim(ctx, held)
+	require.NoError(t, err)
+	done := claimReq("done", time.Minute)
+	_, err = s.Claim(ctx, done)
+	require.NoError(t, err)
+	require.NoError(t, s.Complete(ctx, core.CompleteRequest{Key: "done", Token: done.Token, Result: []byte("r"), Retention: time.Hour}))
+
+	reqs := []core.ClaimRequest{
+		claimReq("new-b", time.Minute),
+		claimReq("held", time.Minute),
+		claimReq("new-a", time.Minute),
+		claimReq("done", time.Minute),
+		claimReq("new-a", time.Minute), // the same key twice in one batch
+		claimReq("bad", 0),
+	}
+	replies, errs := s.ClaimBatch(ctx, reqs)
+	require.Len(t, replies, len(reqs))
+	for i := range 5 {
+		require.NoError(t, errs[i], i)
+	}
+	require.ErrorContains(t, errs[5], "lease must be positive")
+	require.Equal(t, core.StateClaimed, replies[0].State)
+	require.Equal(t, core.StateRunning, replies[1].State)
+	require.Equal(t, core.StateClaimed, replies[2].State)
+	require.Equal(t, core.ClaimReply{State: core.StateDone, Result: []byte("r"), Fingerprint: ""}, replies[3])
+	require.Equal(t, core.StateRunning, replies[4].State)
+
+	cerrs := s.CompleteBatch(ctx, []core.CompleteRequest{
+		{Key: "new-a", Token: reqs[2].Token, Result: []byte("a"), Retention: time.Hour},
+		{Key: "new-b", Token: reqs[4].Token, Retention: time.Hour}, // wrong token
+		{Key: "new-b", Token: reqs[0].Token, Result: []byte("b"), Retention: time.Hour},
+		{Key: "x", Token: reqs[0].Token},
+	})
+	require.NoError(t, cerrs[0])
+	require.ErrorIs(t, cerrs[1], core.ErrLeaseLost)
+	require.NoError(t, cerrs[2])
+	require.ErrorContains(t, cerrs[3], "retention must be positive")
+
+	replies, errs = s.ClaimBatch(ctx, []core.ClaimRequest{claimReq("new-a", time.Minute), claimReq("new-b", time.Minute)})
+	require.NoError(t, errors.Join(errs...))
+	require.Equal(t, []byte("a"), replies[0].Result)
+	require.Equal(t, []byte("b"), replies[1].Result)
+}
+
+// TestBatchesDoNotDeadlock runs overlapping batches in opposite key orders:
+// every key is claimed exactly once and no batch fails.
+func TestBatchesDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, schema := testenv.Postgres(t)
+	migratedStore(t, pool, nil)
+	s := migratedStore(t, bigPool(t, schema, 8), nil)
+	const keys = 60
+	var mu sync.Mutex
+	claimed := map[string]int{}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for round := range 5 {
+				reqs := make([]core.ClaimRequest, 0, 10)
+				for j := range 10 {
+					k := (round*10 + j) % keys
+					if w%2 == 1 {
+						k = keys - 1 - k
+					}
+					reqs = append(reqs, claimReq(fmt.Sprintf("k%02d", k), time.Minute))
+				}
+				replies, errs := s.ClaimBatch(ctx, reqs)
+				mu.Lock()
+				for i := range reqs {
+					require.NoError(t, errs[i])
+					if replies[i].State == core.StateClaimed {
+						claimed[reqs[i].Key]++
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.Len(t, claimed, keys)
+	for k, n := range claimed {
+		require.Equal(t, 1, n, k)
+	}
+}
