@@ -13,9 +13,9 @@ var ErrNotMigrated = errors.New("jobonce: pgstore table is missing; run pgstore.
 
 // SQLSTATE codes the store reacts to.
 const (
-	codeUndefinedTable    = "42P01"
-	codeUndefinedColumn   = "42703"
-	codeLockNotAvailable  = "55P03"
+	codeUndefinedTable   = "42P01"
+	codeUndefinedColumn  = "42703"
+	codeLockNotAvailable = "55P03"
 )
 
 // sqlState returns err's SQLSTATE, or "" when err is not a server error.
