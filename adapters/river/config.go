@@ -1,0 +1,95 @@
+package riveronce
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/jobonce/jobonce/core"
+)
+
+// Config configures Middleware, Wrap and the transactional forms. A nil
+// *Config gives the defaults; the Config is copied, so later changes to it
+// have no effect.
+type Config struct {
+	// Key returns the key that names a job's effect. Copies of a job that
+	// share a key run once. An empty key cancels the job (river.JobCancel)
+	// with an error matching core.ErrInvalidKey. Defaults to nil: the key a
+	// job's args give through Keyer, else Kind + ":" + core.Fingerprint of the
+	// encoded args.
+	Key func(job *rivertype.JobRow) string
+
+	// Fingerprint returns the fingerprint of a job's payload. A key held or
+	// done with a different fingerprint is a conflict: the job is cancelled
+	// (river.JobCancel). Return "" to turn the check off. Defaults to nil:
+	// core.Fingerprint of the encoded args.
+	Fingerprint func(job *rivertype.JobRow) string
+
+	// Skip reports jobs that run without the guard, such as kinds that are
+	// idempotent already. Defaults to nil: every job is guarded.
+	Skip func(job *rivertype.JobRow) bool
+}
+
+// Keyer is implemented by job args that name their own key, such as
+// "email:welcome:user-42". Wrap calls OnceKey on the decoded args. The
+// middleware form sees only the encoded args, so Middleware also acts at
+// insert time: when a client configured with it inserts args that implement
+// Keyer, it records OnceKey in the job's metadata under MetadataKey, where
+// the middleware finds it when the job is worked.
+type Keyer interface {
+	OnceKey() string
+}
+
+// MetadataKey is the job metadata field in which Middleware records the key
+// of args that implement Keyer.
+const MetadataKey = "jobonce_key"
+
+var metadataKeyField = []byte(`"` + MetadataKey + `"`)
+
+func (c *Config) withDefaults() Config {
+	if c == nil {
+		return Config{}
+	}
+	return *c
+}
+
+// job returns the key and fingerprint of row. args is the decoded args when
+// known (Wrap), or nil (Middleware).
+func (c *Config) job(row *rivertype.JobRow, args any) core.Job {
+	var fp string
+	if c.Fingerprint != nil {
+		fp = c.Fingerprint(row)
+	} else {
+		fp = core.Fingerprint(row.EncodedArgs)
+	}
+	switch {
+	case c.Key != nil:
+		return core.Job{Key: c.Key(row), Fingerprint: fp}
+	case args != nil:
+		if k, ok := args.(Keyer); ok {
+			return core.Job{Key: k.OnceKey(), Fingerprint: fp}
+		}
+	}
+	if key, ok := metadataKey(row.Metadata); ok {
+		return core.Job{Key: key, Fingerprint: fp}
+	}
+	if c.Fingerprint == nil {
+		return core.Job{Key: row.Kind + ":" + fp, Fingerprint: fp}
+	}
+	return core.Job{Key: row.Kind + ":" + core.Fingerprint(row.EncodedArgs), Fingerprint: fp}
+}
+
+// metadataKey reads the key recorded at insert time, if any.
+func metadataKey(metadata []byte) (string, bool) {
+	if !bytes.Contains(metadata, metadataKeyField) {
+		return "", false
+	}
+	var m struct {
+		Key *string `json:"jobonce_key"`
+	}
+	if err := json.Unmarshal(metadata, &m); err != nil || m.Key == nil {
+		return "", false
+	}
+	return *m.Key, true
+}

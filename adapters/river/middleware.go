@@ -1,0 +1,81 @@
+package riveronce
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/jobonce/jobonce/core"
+)
+
+// middleware is both a worker middleware (the guard) and a job insert
+// middleware (recording Keyer keys in metadata).
+type middleware struct {
+	river.MiddlewareDefaults
+	r *runner
+}
+
+var (
+	_ rivertype.WorkerMiddleware    = (*middleware)(nil)
+	_ rivertype.JobInsertMiddleware = (*middleware)(nil)
+)
+
+// Middleware returns a River middleware that runs every job of a client at
+// most once per key: put it in river.Config.Middleware. Keys and outcomes are
+// as for Wrap. A job already guarded by Wrap is not claimed twice.
+//
+// The returned value is a job insert middleware too: a client configured with
+// it records, for args that implement Keyer, the key in the job's metadata
+// (MetadataKey), since a worker middleware sees only the encoded args. Jobs
+// inserted by a client without it get the other keys (Config.Key or the
+// default).
+//
+// It panics if g is nil.
+func Middleware(g *core.Guard, cfg *Config) rivertype.WorkerMiddleware {
+	return &middleware{r: newRunner(g, cfg, "Middleware")}
+}
+
+// Work implements rivertype.WorkerMiddleware.
+func (m *middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+	return m.r.run(ctx, job, nil, doInner)
+}
+
+// InsertMany implements rivertype.JobInsertMiddleware: it records the keys of
+// args that implement Keyer in their jobs' metadata.
+func (m *middleware) InsertMany(ctx context.Context, params []*rivertype.JobInsertParams,
+	doInner func(context.Context) ([]*rivertype.JobInsertResult, error),
+) ([]*rivertype.JobInsertResult, error) {
+	if m.r.cfg.Key == nil {
+		for _, p := range params {
+			k, ok := p.Args.(Keyer)
+			if !ok {
+				continue
+			}
+			md, err := withMetadataKey(p.Metadata, k.OnceKey())
+			if err != nil {
+				return nil, fmt.Errorf("riveronce: job of kind %q: %w", p.Kind, err)
+			}
+			p.Metadata = md
+		}
+	}
+	return doInner(ctx)
+}
+
+// withMetadataKey returns metadata with MetadataKey set to key.
+func withMetadataKey(metadata []byte, key string) ([]byte, error) {
+	fields := map[string]json.RawMessage{}
+	if len(metadata) > 0 {
+		if err := json.Unmarshal(metadata, &fields); err != nil {
+			return nil, fmt.Errorf("metadata is not a JSON object: %w", err)
+		}
+	}
+	k, err := json.Marshal(key)
+	if err != nil {
+		return nil, err
+	}
+	fields[MetadataKey] = k
+	return json.Marshal(fields)
+}

@@ -1,0 +1,241 @@
+package riveronce
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// TestEveryCopyOnce inserts 500 jobs twice each (same args, different job
+// IDs) and works them with 16 workers: every effect happens once, every copy
+// completes on its first attempt, none is discarded or cancelled.
+func TestEveryCopyOnce(t *testing.T) {
+	testenv.Short(t)
+	t.Parallel()
+	for _, form := range []string{"Wrap", "Middleware"} {
+		t.Run(form, func(t *testing.T) {
+			t.Parallel()
+			pool, schema := riverSchema(t)
+			g := redisGuard(t, nil)
+			workers := river.NewWorkers()
+			cfg := clientConfig(schema, workers, 16)
+			if form == "Wrap" {
+				river.AddWorker(workers, Wrap[effectArgs](g, &effectWorker{pool: pool}, nil))
+			} else {
+				river.AddWorker(workers, &effectWorker{pool: pool})
+				cfg.Middleware = []rivertype.Middleware{Middleware(g, nil)}
+			}
+
+			const n = 500
+			params := make([]river.InsertManyParams, 0, 2*n)
+			for i := range n {
+				args := effectArgs{N: i, Sleep: 5 * time.Millisecond}
+				params = append(params, river.InsertManyParams{Args: args}, river.InsertManyParams{Args: args})
+			}
+			_, err := insertClient(t, pool, schema).InsertMany(context.Background(), params)
+			require.NoError(t, err)
+			startClient(t, pool, cfg)
+
+			jobs := waitFinished(t, pool, 2*n, 2*time.Minute)
+			require.Equal(t, 2*n, jobs.Completed, "every copy completed")
+			require.Zero(t, jobs.Cancelled)
+			require.Zero(t, jobs.Discarded)
+			require.Equal(t, 1, jobs.MaxAttempt, "no copy used a second attempt")
+			require.Zero(t, jobs.WithErrors)
+			require.Positive(t, jobs.Snoozed, "copies that found their twin running were snoozed")
+			effects := readEffectStats(t, pool)
+			require.Equal(t, effectStats{Rows: n, Keys: n}, effects, "every effect once")
+			t.Logf("%s: %d copies completed, %d snoozed at least once", form, jobs.Completed, jobs.Snoozed)
+		})
+	}
+}
+
+// longArgs is a job that runs until the test releases it, ignoring its
+// context, as a worker stuck in an uncancellable call would.
+type longArgs struct {
+	N int `json:"n"`
+}
+
+func (longArgs) Kind() string { return "riveronce_long" }
+
+type longWorker struct {
+	river.WorkerDefaults[longArgs]
+	pool    *pgxpool.Pool
+	started chan struct{}
+	release chan struct{}
+	runs    atomic.Int32
+}
+
+func (w *longWorker) Work(ctx context.Context, job *river.Job[longArgs]) error {
+	if w.runs.Add(1) == 1 {
+		close(w.started)
+		<-w.release
+	}
+	return insertEffect(ctx, w.pool, "long", job.ID)
+}
+
+// TestRescueWhileRunning: River rescues a job that has run longer than
+// RescueStuckJobsAfter although its worker lives; the guard's heartbeated
+// lease makes the rescued copy snooze instead of running it again.
+func TestRescueWhileRunning(t *testing.T) {
+	testenv.Short(t)
+	t.Parallel()
+	pool, schema := riverSchema(t)
+	// The lease is far shorter than the job: only the heartbeat keeps it.
+	g := redisGuard(t, &core.Config{Lease: 600 * time.Millisecond})
+	worker := &longWorker{pool: pool, started: make(chan struct{}), release: make(chan struct{})}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, Wrap[longArgs](g, worker, nil))
+
+	newConfig := func() *river.Config {
+		cfg := clientConfig(schema, workers, 4)
+		cfg.JobTimeout = 300 * time.Millisecond
+		cfg.RescueStuckJobsAfter = 300 * time.Millisecond
+		return cfg
+	}
+	// The first client works the job but never leads, so it runs no rescuer.
+	first := newConfig()
+	first.LeaderElectionDisabled = true
+	startClient(t, pool, first)
+	res, err := insertClient(t, pool, schema).Insert(context.Background(), longArgs{N: 1}, nil)
+	require.NoError(t, err)
+	<-worker.started
+
+	// Once the job is past RescueStuckJobsAfter, a leading client starts; its
+	// rescuer runs at once and puts the job back in the queue.
+	require.Eventually(t, func() bool {
+		var stuck bool
+		err := pool.QueryRow(context.Background(),
+			`SELECT attempted_at < now() - interval '400 milliseconds' FROM river_job WHERE id = $1`, res.Job.ID).Scan(&stuck)
+		return err == nil && stuck
+	}, 10*time.Second, 20*time.Millisecond)
+	startClient(t, pool, newConfig())
+
+	// The rescued copy is fetched again and finds the claim live: it snoozes.
+	require.Eventually(t, func() bool {
+		var errs, snoozes int
+		err := pool.QueryRow(context.Background(),
+			`SELECT coalesce(array_length(errors, 1), 0), coalesce((metadata->>'snoozes')::int, 0) FROM river_job WHERE id = $1`,
+			res.Job.ID).Scan(&errs, &snoozes)
+		return err == nil && errs >= 1 && snoozes >= 2
+	}, 30*time.Second, 20*time.Millisecond, "the rescued copy should snooze while the first runs")
+	close(worker.release)
+
+	jobs := waitFinished(t, pool, 1, 30*time.Second)
+	require.Equal(t, 1, jobs.Completed)
+	require.Equal(t, effectStats{Rows: 1, Keys: 1}, readEffectStats(t, pool), "one effect")
+	require.EqualValues(t, 1, worker.runs.Load(), "the rescued copy never ran the worker")
+}
+
+// flakyArgs fails its first attempt.
+type flakyArgs struct {
+	N int `json:"n"`
+}
+
+func (flakyArgs) Kind() string { return "riveronce_flaky" }
+
+var errFlaky = errors.New("first attempt fails")
+
+type flakyWorker struct {
+	river.WorkerDefaults[flakyArgs]
+	pool *pgxpool.Pool
+}
+
+func (w *flakyWorker) Work(ctx context.Context, job *river.Job[flakyArgs]) error {
+	if job.Attempt == 1 {
+		return errFlaky
+	}
+	return insertEffect(ctx, w.pool, "flaky", job.ID)
+}
+
+// TestHandlerError: a failed attempt releases the claim, River retries with
+// its own policy, and the retry runs the job at once.
+func TestHandlerError(t *testing.T) {
+	testenv.Short(t)
+	t.Parallel()
+	pool, schema := riverSchema(t)
+	g := redisGuard(t, nil)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &flakyWorker{pool: pool})
+	cfg := clientConfig(schema, workers, 4)
+	cfg.Middleware = []rivertype.Middleware{Middleware(g, nil)}
+	startClient(t, pool, cfg)
+	_, err := insertClient(t, pool, schema).Insert(context.Background(), flakyArgs{N: 1}, nil)
+	require.NoError(t, err)
+
+	jobs := waitFinished(t, pool, 1, 30*time.Second)
+	require.Equal(t, 1, jobs.Completed)
+	require.Equal(t, 2, jobs.MaxAttempt, "the error used an attempt; the retry ran")
+	var errText string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT errors[1]->>'error' FROM river_job`).Scan(&errText))
+	require.Equal(t, errFlaky.Error(), errText, "the worker's error reached River unchanged")
+	require.Equal(t, effectStats{Rows: 1, Keys: 1}, readEffectStats(t, pool))
+}
+
+// TestStoreOutage: with the guard's Redis unreachable, jobs do not run and
+// River retries them; once Redis is back every job runs once. Nothing is lost.
+func TestStoreOutage(t *testing.T) {
+	testenv.Short(t)
+	t.Parallel()
+	pool, schema := riverSchema(t)
+	prefix := testenv.Prefix(t)
+	real := testenv.Redis(t, prefix)
+
+	// A port nothing listens on, for now.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = client.Close() })
+	store, err := redisstore.New(client, &redisstore.Config{SkipEvictionCheck: true})
+	require.NoError(t, err)
+	g, err := core.New(store, &core.Config{KeyPrefix: prefix, Logger: discardLogger()})
+	require.NoError(t, err)
+
+	workers := river.NewWorkers()
+	river.AddWorker(workers, Wrap[effectArgs](g, &effectWorker{pool: pool}, nil))
+	cfg := clientConfig(schema, workers, 4)
+	cfg.Logger = discardLogger()
+	startClient(t, pool, cfg)
+	const n = 20
+	params := make([]river.InsertManyParams, n)
+	for i := range params {
+		params[i] = river.InsertManyParams{Args: effectArgs{N: i}}
+	}
+	_, err = insertClient(t, pool, schema).InsertMany(context.Background(), params)
+	require.NoError(t, err)
+
+	// Every job fails closed at least twice: not run, not completed, retried.
+	require.Eventually(t, func() bool {
+		var failedTwice int
+		err := pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM river_job WHERE coalesce(array_length(errors, 1), 0) >= 2`).Scan(&failedTwice)
+		return err == nil && failedTwice == n
+	}, 30*time.Second, 20*time.Millisecond)
+	jobs := readJobStats(t, pool)
+	require.Zero(t, jobs.Completed+jobs.Discarded+jobs.Cancelled)
+	require.Zero(t, readEffectStats(t, pool).Rows, "no job ran without the guard")
+	var errText string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT errors[1]->>'error' FROM river_job LIMIT 1`).Scan(&errText))
+	require.Contains(t, errText, core.ErrStoreUnavailable.Error())
+
+	// Redis comes back on the same address.
+	serveProxy(t, addr, real.Options().Addr)
+	jobs = waitFinished(t, pool, n, 60*time.Second)
+	require.Equal(t, n, jobs.Completed)
+	require.Equal(t, effectStats{Rows: n, Keys: n}, readEffectStats(t, pool), "every job ran once")
+}

@@ -1,0 +1,62 @@
+package riveronce
+
+import (
+	"context"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/jobonce/jobonce/core"
+)
+
+// wrapped is a river.Worker that runs its inner worker under the guard.
+type wrapped[T river.JobArgs] struct {
+	inner river.Worker[T]
+	r     *runner
+}
+
+// Wrap returns a worker that runs w at most once per key: register it with
+// river.AddWorker. It keeps w's Timeout, NextRetry and Middleware.
+//
+// The key is Config.Key if set, else the args' OnceKey if they implement
+// Keyer, else a key recorded in the job's metadata by Middleware at insert,
+// else Kind + ":" + core.Fingerprint of the encoded args. Outcomes map to
+// River's control flow:
+//
+//   - the job ran, or it is done already (a duplicate): nil, so River
+//     completes the job;
+//   - another copy holds the key: river.JobSnooze with the claim's RetryAfter
+//     hint; a snooze does not use one of the job's attempts;
+//   - the key is done or held with a different fingerprint (core.ErrConflict),
+//     or the key is empty (core.ErrInvalidKey): river.JobCancel;
+//   - the store cannot be reached: an error matching core.ErrStoreUnavailable
+//     and w does not run (fail closed); River retries it as a failed attempt;
+//   - w fails or panics: the claim is released and w's error (or panic) goes
+//     to River unchanged.
+//
+// It panics if g or w is nil.
+func Wrap[T river.JobArgs](g *core.Guard, w river.Worker[T], cfg *Config) river.Worker[T] {
+	if w == nil {
+		panic("riveronce: Wrap: worker is nil")
+	}
+	return &wrapped[T]{inner: w, r: newRunner(g, cfg, "Wrap")}
+}
+
+// Middleware returns the inner worker's middleware.
+func (w *wrapped[T]) Middleware(job *rivertype.JobRow) []rivertype.WorkerMiddleware {
+	return w.inner.Middleware(job)
+}
+
+// NextRetry returns the inner worker's next retry time.
+func (w *wrapped[T]) NextRetry(job *river.Job[T]) time.Time { return w.inner.NextRetry(job) }
+
+// Timeout returns the inner worker's timeout.
+func (w *wrapped[T]) Timeout(job *river.Job[T]) time.Duration { return w.inner.Timeout(job) }
+
+// Work runs the inner worker under the guard.
+func (w *wrapped[T]) Work(ctx context.Context, job *river.Job[T]) error {
+	return w.r.run(ctx, job.JobRow, job.Args, func(ctx context.Context) error {
+		return w.inner.Work(ctx, job)
+	})
+}
