@@ -1,0 +1,458 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// effects creates a table of effects without a unique constraint, so a
+// duplicate effect shows as a second row.
+func effects(t testing.TB, pool *pgxpool.Pool) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), "CREATE TABLE effects (key text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())")
+	require.NoError(t, err)
+}
+
+func insertEffect(key string) func(ctx context.Context, tx pgx.Tx) error {
+	return func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO effects (key) VALUES ($1)", key)
+		return err
+	}
+}
+
+func records(t testing.TB, pool *pgxpool.Pool) int {
+	t.Helper()
+	return count(t, pool, "SELECT count(*) FROM jobonce_keys")
+}
+
+func TestDoTxRunsOnceThenDuplicate(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, nil)
+	effects(t, pool)
+
+	out, err := s.DoInTx(ctx, "order-1", insertEffect("order-1"))
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, out)
+
+	out, err = s.DoInTx(ctx, "order-1", insertEffect("order-1"))
+	require.NoError(t, err)
+	require.Equal(t, core.Duplicate, out)
+
+	// With the caller's own transaction, several keys in one transaction.
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	for _, key := range []string{"order-1", "order-2", "order-3"} {
+		_, err := s.DoTx(ctx, tx, key, insertEffect(key))
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, 3, count(t, pool, "SELECT count(*) FROM effects"))
+	require.Equal(t, 3, count(t, pool, "SELECT count(DISTINCT key) FROM effects"))
+	require.Equal(t, 3, count(t, pool, "SELECT count(*) FROM jobonce_keys WHERE key = ANY($1) AND token IS NULL",
+		[][]byte{[]byte("jobonce:order-1"), []byte("jobonce:order-2"), []byte("jobonce:order-3")}))
+}
+
+func TestDoTxRollbackLeavesNoRecord(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, nil)
+	effects(t, pool)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	out, err := s.DoTx(ctx, tx, "k", insertEffect("k"))
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, out)
+	require.NoError(t, tx.Rollback(ctx))
+	require.Equal(t, 0, records(t, pool))
+	require.Equal(t, 0, count(t, pool, "SELECT count(*) FROM effects"))
+
+	// fn's error comes back unchanged; DoInTx rolls back.
+	boom := errors.New("boom")
+	out, err = s.DoInTx(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
+		require.NoError(t, insertEffect("k")(ctx, tx))
+		return boom
+	})
+	require.Same(t, boom, err)
+	require.Equal(t, core.Failed, out)
+	require.Equal(t, 0, records(t, pool))
+
+	// A panic propagates and leaves nothing either.
+	require.PanicsWithValue(t, "kaboom", func() {
+		_, _ = s.DoInTx(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
+			require.NoError(t, insertEffect("k")(ctx, tx))
+			panic("kaboom")
+		})
+	})
+	require.Equal(t, 0, records(t, pool))
+	require.Equal(t, 0, count(t, pool, "SELECT count(*) FROM effects"))
+
+	out, err = s.DoInTx(ctx, "k", insertEffect("k"))
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, out)
+	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM effects"))
+}
+
+// TestDoTxUncommittedCopyGetsRunning: a copy that meets an uncommitted
+// record waits at most LockTimeout, gets ErrRunning, and keeps a usable
+// transaction with its own lock_timeout; after the commit it is a duplicate.
+func TestDoTxUncommittedCopyGetsRunning(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, &pgstore.Config{LockTimeout: 50 * time.Millisecond, RetryAfter: 3 * time.Second})
+	effects(t, pool)
+
+	first, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer first.Rollback(ctx)
+	out, err := s.DoTx(ctx, first, "k", insertEffect("k"))
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, out)
+
+	second, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer second.Rollback(ctx)
+	_, err = second.Exec(ctx, "SET LOCAL lock_timeout = '7s'")
+	require.NoError(t, err)
+	began := time.Now()
+	ran := false
+	out, err = s.DoTx(ctx, second, "k", func(context.Context, pgx.Tx) error { ran = true; return nil })
+	waited := time.Since(began)
+	require.ErrorIs(t, err, core.ErrRunning)
+	require.Equal(t, core.Running, out)
+	require.False(t, ran)
+	after, ok := core.RetryAfter(err)
+	require.True(t, ok)
+	require.Equal(t, 3*time.Second, after)
+	require.GreaterOrEqual(t, waited, 50*time.Millisecond)
+	require.Less(t, waited, 5*time.Second, "the wait is bounded by LockTimeout, not the caller's 7s")
+
+	var lt string
+	require.NoError(t, second.QueryRow(ctx, "SHOW lock_timeout").Scan(&lt))
+	require.Equal(t, "7s", lt, "the caller's lock_timeout is restored")
+
+	// A leased claim through a Guard does not hang behind it either.
+	g, err := core.New(s, nil)
+	require.NoError(t, err)
+	out, err = g.Do(ctx, "k", func(context.Context) error { ran = true; return nil })
+	require.ErrorIs(t, err, core.ErrRunning)
+	require.Equal(t, core.Running, out)
+
+	require.NoError(t, first.Commit(ctx))
+	out, err = s.DoTx(ctx, second, "k", func(context.Context, pgx.Tx) error { ran = true; return nil })
+	require.NoError(t, err)
+	require.Equal(t, core.Duplicate, out)
+	require.NoError(t, second.Commit(ctx))
+	out, err = g.Do(ctx, "k", func(context.Context) error { ran = true; return nil })
+	require.NoError(t, err)
+	require.Equal(t, core.Duplicate, out)
+	require.False(t, ran)
+	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM effects"))
+}
+
+// TestDoTxWaitsForRollback: a copy blocked on an uncommitted record runs
+// itself when that transaction rolls back within the lock timeout.
+func TestDoTxWaitsForRollback(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, &pgstore.Config{LockTimeout: 10 * time.Second})
+	effects(t, pool)
+
+	first, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	recorded := make(chan struct{})
+	rollback := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer first.Rollback(ctx)
+		out, err := s.DoTx(ctx, first, "k", func(ctx context.Context, tx pgx.Tx) error {
+			close(recorded)
+			<-rollback
+			return errors.New("rolled back")
+		})
+		require.Error(t, err)
+		require.Equal(t, core.Failed, out)
+	})
+	<-recorded
+	time.AfterFunc(200*time.Millisecond, func() { close(rollback) })
+	out, err := s.DoInTx(ctx, "k", insertEffect("k"))
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, out)
+	wg.Wait()
+	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM effects"))
+}
+
+func TestDoTxRestoresDefaultLockTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, nil)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	var inside, before, after string
+	require.NoError(t, tx.QueryRow(ctx, "SHOW lock_timeout").Scan(&before))
+	_, err = s.DoTx(ctx, tx, "k", func(ctx context.Context, tx pgx.Tx) error {
+		return tx.QueryRow(ctx, "SHOW lock_timeout").Scan(&inside)
+	})
+	require.NoError(t, err)
+	require.NoError(t, tx.QueryRow(ctx, "SHOW lock_timeout").Scan(&after))
+	require.Equal(t, before, inside, "fn runs under the caller's lock_timeout")
+	require.Equal(t, before, after)
+}
+
+// TestDoTxAndLeasedClaimsShareKeys: DoTx and a Guard with default prefixes
+// see each other's rows.
+func TestDoTxAndLeasedClaimsShareKeys(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, nil)
+	effects(t, pool)
+	g, err := core.New(s, nil)
+	require.NoError(t, err)
+
+	// A live leased claim: the transactional copy is told to come back later.
+	held := core.ClaimRequest{Key: "jobonce:a", Token: core.NewToken(), Lease: time.Minute}
+	r, err := s.Claim(ctx, held)
+	require.NoError(t, err)
+	require.Equal(t, core.StateClaimed, r.State)
+	out, err := s.DoInTx(ctx, "a", insertEffect("a"))
+	require.ErrorIs(t, err, core.ErrRunning)
+	require.Equal(t, core.Running, out)
+	after, _ := core.RetryAfter(err)
+	require.InDelta(t, time.Minute, after, float64(5*time.Second))
+
+	require.NoError(t, s.Complete(ctx, core.CompleteRequest{Key: "jobonce:a", Token: held.Token, Retention: time.Hour}))
+	out, err = s.DoInTx(ctx, "a", insertEffect("a"))
+	require.NoError(t, err)
+	require.Equal(t, core.Duplicate, out)
+
+	// An expired leased claim is free for the transactional copy.
+	_, err = s.Claim(ctx, core.ClaimRequest{Key: "jobonce:b", Token: core.NewToken(), Lease: 20 * time.Millisecond})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		out, err := s.DoInTx(ctx, "b", insertEffect("b"))
+		return err == nil && out == core.Ran
+	}, 5*time.Second, 10*time.Millisecond)
+	out, err = g.Do(ctx, "b", func(context.Context) error { return errors.New("must not run") })
+	require.NoError(t, err)
+	require.Equal(t, core.Duplicate, out)
+	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM effects WHERE key = 'b'"))
+}
+
+func TestDoTxRetention(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, &pgstore.Config{Retention: 100 * time.Millisecond})
+	effects(t, pool)
+	out, err := s.DoInTx(ctx, "k", insertEffect("k"))
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, out)
+	var leftMs float64
+	require.NoError(t, pool.QueryRow(ctx, "SELECT extract(epoch FROM expires_at - clock_timestamp()) * 1000 FROM jobonce_keys").Scan(&leftMs))
+	require.LessOrEqual(t, leftMs, 100.0)
+	require.Eventually(t, func() bool {
+		out, err := s.DoInTx(ctx, "k", insertEffect("k"))
+		return err == nil && out == core.Ran
+	}, 5*time.Second, 20*time.Millisecond)
+	require.Equal(t, 2, count(t, pool, "SELECT count(*) FROM effects"))
+}
+
+func TestDoTxJobConflict(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, nil)
+	job := core.Job{Key: "k", Fingerprint: core.Fingerprint([]byte("payload-1"))}
+	run := func(job core.Job) (core.Outcome, error) {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Commit(ctx)
+		return s.DoTxJob(ctx, tx, job, func(context.Context, pgx.Tx) error { return nil })
+	}
+	out, err := run(job)
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, out)
+	out, err = run(core.Job{Key: "k", Fingerprint: core.Fingerprint([]byte("payload-2"))})
+	require.ErrorIs(t, err, core.ErrConflict)
+	require.Equal(t, core.Conflict, out)
+	out, err = run(job)
+	require.NoError(t, err)
+	require.Equal(t, core.Duplicate, out)
+	out, err = run(core.Job{Key: "k"})
+	require.NoError(t, err)
+	require.Equal(t, core.Duplicate, out, "no fingerprint, no check")
+}
+
+func TestDoTxBadInput(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, nil)
+	nop := func(context.Context, pgx.Tx) error { return nil }
+
+	out, err := s.DoTx(ctx, nil, "k", nop)
+	require.ErrorContains(t, err, "tx is nil")
+	require.Equal(t, core.Rejected, out)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	out, err = s.DoTx(ctx, tx, "k", nil)
+	require.ErrorContains(t, err, "function is nil")
+	require.Equal(t, core.Rejected, out)
+	out, err = s.DoTx(ctx, tx, "", nop)
+	require.ErrorIs(t, err, core.ErrInvalidKey)
+	require.Equal(t, core.Rejected, out)
+	out, err = s.DoInTx(ctx, "", nop)
+	require.ErrorIs(t, err, core.ErrInvalidKey)
+	require.Equal(t, core.Rejected, out)
+	out, err = s.DoInTx(ctx, "k", nil)
+	require.ErrorContains(t, err, "function is nil")
+	require.Equal(t, core.Rejected, out)
+
+	// Long and binary keys are fine; a long key is stored hashed.
+	long := strings.Repeat("x", 10_000)
+	out, err = s.DoTx(ctx, tx, long, nop)
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, out)
+	out, err = s.DoTx(ctx, tx, "\x00\xff", nop)
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, out)
+	var maxLen int
+	require.NoError(t, tx.QueryRow(ctx, "SELECT max(length(key)) FROM jobonce_keys").Scan(&maxLen))
+	require.LessOrEqual(t, maxLen, len("jobonce:")+core.MaxKeyLen)
+}
+
+// TestDoTxConcurrentCopiesExactlyOnce: 32 workers run 4 copies of each of
+// 500 jobs, retrying copies told the job is running, and write the effects
+// into a table without a unique constraint: every job's effect exists once.
+func TestDoTxConcurrentCopiesExactlyOnce(t *testing.T) {
+	t.Parallel()
+	testenv.Short(t)
+	ctx := ctxT(t)
+	small, schema := testenv.Postgres(t)
+	migratedStore(t, small, &pgstore.Config{})
+	effects(t, small)
+	pool := bigPool(t, schema, 34)
+	s := migratedStore(t, pool, &pgstore.Config{LockTimeout: 20 * time.Millisecond, RetryAfter: time.Millisecond})
+
+	const jobs, copies, workers = 500, 4, 32
+	queue := make(chan string, jobs*copies)
+	deliveries := make([]string, 0, jobs*copies)
+	for j := range jobs {
+		for range copies {
+			deliveries = append(deliveries, fmt.Sprintf("job-%03d", j))
+		}
+	}
+	rand.Shuffle(len(deliveries), func(i, j int) { deliveries[i], deliveries[j] = deliveries[j], deliveries[i] })
+	for _, d := range deliveries {
+		queue <- d
+	}
+	var pending atomic.Int32
+	pending.Store(int32(len(deliveries)))
+	var ran, dup, running atomic.Int32
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for key := range queue {
+				effect := func(ctx context.Context, tx pgx.Tx) error {
+					if key[len(key)-1] == '7' { // some jobs hold their transaction longer
+						if _, err := tx.Exec(ctx, "SELECT pg_sleep(0.03)"); err != nil {
+							return err
+						}
+					}
+					return insertEffect(key)(ctx, tx)
+				}
+				var out core.Outcome
+				var err error
+				if w%2 == 0 {
+					out, err = s.DoInTx(ctx, key, effect)
+				} else { // the caller's own transaction
+					err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+						out, err = s.DoTx(ctx, tx, key, effect)
+						return err
+					})
+				}
+				switch {
+				case errors.Is(err, core.ErrRunning):
+					running.Add(1)
+					queue <- key // a retry, as a queue would redeliver it
+					continue
+				case err != nil:
+					t.Errorf("%s: %v (%s)", key, err, out)
+				case out == core.Ran:
+					ran.Add(1)
+				case out == core.Duplicate:
+					dup.Add(1)
+				default:
+					t.Errorf("%s: outcome %s", key, out)
+				}
+				if pending.Add(-1) == 0 {
+					close(queue)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("ran %d, duplicates %d, running retries %d", ran.Load(), dup.Load(), running.Load())
+	require.Equal(t, int32(jobs), ran.Load())
+	require.Equal(t, int32(jobs*(copies-1)), dup.Load())
+	require.Equal(t, jobs, count(t, pool, "SELECT count(*) FROM effects"))
+	require.Equal(t, jobs, count(t, pool, "SELECT count(DISTINCT key) FROM effects"))
+	require.Equal(t, jobs, records(t, pool))
+}
+
+// TestDoTxTerminatedBackend kills a worker's connection in the middle of its
+// transaction: nothing is recorded, and a later copy runs the job once.
+func TestDoTxTerminatedBackend(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, nil)
+	effects(t, pool)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	var pid int
+	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
+	out, err := s.DoTx(ctx, tx, "k", func(ctx context.Context, tx pgx.Tx) error {
+		if err := insertEffect("k")(ctx, tx); err != nil {
+			return err
+		}
+		// A concurrent copy is told the job is running...
+		out, err := s.DoInTx(ctx, "k", insertEffect("k"))
+		require.ErrorIs(t, err, core.ErrRunning)
+		require.Equal(t, core.Running, out)
+		// ...then the worker's connection dies before it commits.
+		var killed bool
+		require.NoError(t, pool.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&killed))
+		require.True(t, killed)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, out)
+	require.Error(t, tx.Commit(ctx), "the commit fails on a terminated connection")
+	require.Equal(t, 0, records(t, pool))
+	require.Equal(t, 0, count(t, pool, "SELECT count(*) FROM effects"))
+
+	out, err = s.DoInTx(ctx, "k", insertEffect("k"))
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, out)
+	out, err = s.DoInTx(ctx, "k", insertEffect("k"))
+	require.NoError(t, err)
+	require.Equal(t, core.Duplicate, out)
+	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM effects"))
+}
