@@ -1,0 +1,274 @@
+package sqsonce_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	sqsonce "github.com/jobonce/jobonce/adapters/sqs"
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// newSQS returns a client for the test SQS server: the endpoint from the
+// environment, static dummy credentials, us-east-1.
+func newSQS(t testing.TB) *sqs.Client {
+	t.Helper()
+	testenv.Short(t)
+	return sqsClient(testenv.SQSEndpoint(t))
+}
+
+func sqsClient(endpoint string) *sqs.Client {
+	return sqs.New(sqs.Options{
+		BaseEndpoint: aws.String(endpoint),
+		Region:       "us-east-1",
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "test", SecretAccessKey: "test", Source: "jobonce tests"}, nil
+		}),
+	})
+}
+
+// queueSpec describes a test queue.
+type queueSpec struct {
+	visibility int // seconds; 0 for SQS's default (30)
+	maxReceive int // with a dead-letter queue when positive
+}
+
+// testQueue is a queue of the test's own, deleted at cleanup.
+type testQueue struct {
+	url, dlq string
+}
+
+func createQueue(t testing.TB, c *sqs.Client, spec queueSpec) testQueue {
+	t.Helper()
+	ctx := context.Background()
+	name := "jobonce-" + testenv.RandomID(8)
+	var q testQueue
+	attrs := map[string]string{}
+	if spec.visibility > 0 {
+		attrs["VisibilityTimeout"] = strconv.Itoa(spec.visibility)
+	}
+	if spec.maxReceive > 0 {
+		out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name + "-dlq")})
+		require.NoError(t, err)
+		q.dlq = aws.ToString(out.QueueUrl)
+		t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(q.dlq)}) })
+		a, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl: aws.String(q.dlq), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn},
+		})
+		require.NoError(t, err)
+		arn := a.Attributes[string(types.QueueAttributeNameQueueArn)]
+		require.NotEmpty(t, arn)
+		attrs["RedrivePolicy"] = fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, arn, spec.maxReceive)
+	}
+	out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	require.NoError(t, err)
+	q.url = aws.ToString(out.QueueUrl)
+	t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(q.url)}) })
+	return q
+}
+
+// depth returns a queue's visible and in-flight (not visible) message counts.
+func depth(t testing.TB, c *sqs.Client, url string) (visible, inflight int) {
+	t.Helper()
+	visible, inflight, err := depthErr(c, url)
+	require.NoError(t, err)
+	return visible, inflight
+}
+
+func depthErr(c *sqs.Client, url string) (visible, inflight int, err error) {
+	out, err := c.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url),
+		AttributeNames: []types.QueueAttributeName{
+			types.QueueAttributeNameApproximateNumberOfMessages,
+			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+		},
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	visible, err = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+	if err != nil {
+		return 0, 0, err
+	}
+	inflight, err = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	return visible, inflight, err
+}
+
+// sendAll sends bodies in batches of ten, in order.
+func sendAll(t testing.TB, c *sqs.Client, url string, bodies []string) {
+	t.Helper()
+	for len(bodies) > 0 {
+		n := min(len(bodies), 10)
+		entries := make([]types.SendMessageBatchRequestEntry, n)
+		for i, b := range bodies[:n] {
+			entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(b)}
+		}
+		out, err := c.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
+		require.NoError(t, err)
+		require.Empty(t, out.Failed)
+		bodies = bodies[n:]
+	}
+}
+
+// newGuard returns a Guard on the test Redis under a prefix of the test's own.
+func newGuard(t testing.TB, rdb *redis.Client, prefix string, cfg *core.Config) *core.Guard {
+	t.Helper()
+	store, err := redisstore.New(rdb, nil)
+	require.NoError(t, err)
+	c := core.Config{}
+	if cfg != nil {
+		c = *cfg
+	}
+	c.KeyPrefix = prefix
+	g, err := core.New(store, &c)
+	require.NoError(t, err)
+	return g
+}
+
+// effects counts effects per job id in a Redis hash.
+type effects struct {
+	rdb *redis.Client
+	key string
+}
+
+func newEffects(rdb *redis.Client, prefix string) effects {
+	return effects{rdb: rdb, key: prefix + "effects"}
+}
+
+func (e effects) record(ctx context.Context, id string) error {
+	return e.rdb.HIncrBy(context.WithoutCancel(ctx), e.key, id, 1).Err()
+}
+
+func (e effects) all(t testing.TB) map[string]int {
+	t.Helper()
+	m, err := e.rdb.HGetAll(context.Background(), e.key).Result()
+	require.NoError(t, err)
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err)
+		out[k] = n
+	}
+	return out
+}
+
+// count returns how many ids have effects, or -1 when Redis fails.
+func (e effects) count() int {
+	n, err := e.rdb.HLen(context.Background(), e.key).Result()
+	if err != nil {
+		return -1
+	}
+	return int(n)
+}
+
+// requireOnce requires exactly one effect for every id in ids, and no others.
+func (e effects) requireOnce(t testing.TB, ids []string) {
+	t.Helper()
+	got := e.all(t)
+	var dup, missing []string
+	for _, id := range ids {
+		switch n := got[id]; {
+		case n == 0:
+			missing = append(missing, id)
+		case n > 1:
+			dup = append(dup, fmt.Sprintf("%s×%d", id, n))
+		}
+	}
+	require.Empty(t, dup, "duplicate effects")
+	require.Empty(t, missing, "missing effects")
+	require.Len(t, got, len(ids), "effects for unknown ids")
+}
+
+// startPoller runs p until the returned stop is called (or the test ends);
+// stop cancels Run's context and returns Run's error.
+func startPoller(t testing.TB, p *sqsonce.Poller) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(2 * time.Minute):
+				err = fmt.Errorf("Poller.Run did not return within 2 minutes of cancellation")
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// recorder passes every call through to the real client and records which
+// messages were received and deleted.
+type recorder struct {
+	sqsonce.Client
+	mu       sync.Mutex
+	receives map[string]int  // message id → receives
+	deleted  map[string]bool // receipt handles deleted
+}
+
+func newRecorder(c sqsonce.Client) *recorder {
+	return &recorder{Client: c, receives: map[string]int{}, deleted: map[string]bool{}}
+}
+
+func (r *recorder) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	out, err := r.Client.ReceiveMessage(ctx, in, opts...)
+	if err == nil {
+		r.mu.Lock()
+		for _, m := range out.Messages {
+			r.receives[aws.ToString(m.MessageId)]++
+		}
+		r.mu.Unlock()
+	}
+	return out, err
+}
+
+func (r *recorder) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	r.mu.Lock()
+	for _, e := range in.Entries {
+		r.deleted[aws.ToString(e.ReceiptHandle)] = true
+	}
+	r.mu.Unlock()
+	return r.Client.DeleteMessageBatch(ctx, in, opts...)
+}
+
+func (r *recorder) receivesOf(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.receives[id]
+}
+
+func (r *recorder) deletedHandles() map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]bool, len(r.deleted))
+	for h := range r.deleted {
+		out[h] = true
+	}
+	return out
+}
+
+// requireDrained waits until the queue has no message left, visible or not.
+func requireDrained(t testing.TB, c *sqs.Client, url string, within time.Duration) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		v, f, err := depthErr(c, url)
+		return err == nil && v == 0 && f == 0
+	}, within, 100*time.Millisecond, "queue did not drain")
+}

@@ -1,0 +1,207 @@
+package sqsonce_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/stretchr/testify/require"
+
+	sqsonce "github.com/jobonce/jobonce/adapters/sqs"
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// 500 jobs, each sent twice side by side, consumed by two Pollers of 8
+// handlers each: every effect happens once, the queue drains, and the
+// dead-letter queue stays empty.
+func TestPollerRunsEachJobOnce(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{visibility: 10, maxReceive: 5})
+	eff := newEffects(rdb, prefix)
+
+	const jobs = 500
+	ids := make([]string, jobs)
+	bodies := make([]string, 0, 2*jobs)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("job-%03d", i)
+		bodies = append(bodies, ids[i], ids[i])
+	}
+	sendAll(t, c, q.url, bodies)
+
+	handler := func(ctx context.Context, m types.Message) error {
+		return eff.record(ctx, aws.ToString(m.Body))
+	}
+	var pollers [2]*sqsonce.Poller
+	var stops [2]func() error
+	for i := range pollers {
+		// Lease bounds the RetryAfter hint, so copies found running come back soon.
+		g := newGuard(t, rdb, prefix, &core.Config{Lease: 3 * time.Second})
+		pollers[i] = &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, Handler: handler, Concurrency: 8, WaitTime: time.Second}
+		stops[i] = startPoller(t, pollers[i])
+	}
+
+	require.Eventually(t, func() bool { return eff.count() == jobs }, time.Minute, 50*time.Millisecond)
+	requireDrained(t, c, q.url, time.Minute)
+	for _, stop := range stops {
+		require.NoError(t, stop())
+	}
+	eff.requireOnce(t, ids)
+	v, f := depth(t, c, q.dlq)
+	require.Zero(t, v+f, "dead-letter queue")
+
+	var total sqsonce.Stats
+	for _, p := range pollers {
+		s := p.Stats()
+		total.Ran += s.Ran
+		total.Duplicates += s.Duplicates
+		total.Deleted += s.Deleted
+		total.Conflicts += s.Conflicts
+		total.Failed += s.Failed
+	}
+	require.EqualValues(t, jobs, total.Ran)
+	require.EqualValues(t, jobs, total.Duplicates)
+	require.EqualValues(t, 2*jobs, total.Deleted)
+	require.Zero(t, total.Conflicts+total.Failed)
+}
+
+// A job runs 15 s with a 2 s lease on a queue whose visibility timeout is
+// 4 s and maxReceiveCount 6, while a duplicate is consumed concurrently: one
+// effect, the job's own message is received once (its visibility is
+// extended), and the duplicate never reaches the dead-letter queue.
+func TestPollerLongJobWithDuplicate(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{visibility: 4, maxReceive: 6})
+	eff := newEffects(rdb, prefix)
+	rec := newRecorder(c)
+
+	var mu sync.Mutex
+	var ranID string
+	handler := func(ctx context.Context, m types.Message) error {
+		mu.Lock()
+		ranID = aws.ToString(m.MessageId)
+		mu.Unlock()
+		select {
+		case <-time.After(15 * time.Second):
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		return eff.record(ctx, aws.ToString(m.Body))
+	}
+	var pollers [2]*sqsonce.Poller
+	for i := range pollers {
+		g := newGuard(t, rdb, prefix, &core.Config{Lease: 2 * time.Second})
+		pollers[i] = &sqsonce.Poller{Client: rec, QueueURL: q.url, Guard: g, Handler: handler,
+			Concurrency: 2, WaitTime: time.Second, VisibilityTimeout: 4 * time.Second}
+		startPoller(t, pollers[i])
+	}
+	sendAll(t, c, q.url, []string{"long-job"})
+	sendAll(t, c, q.url, []string{"long-job"})
+
+	require.Eventually(t, func() bool { return eff.count() == 1 }, 30*time.Second, 50*time.Millisecond)
+	requireDrained(t, c, q.url, time.Minute)
+	eff.requireOnce(t, []string{"long-job"})
+	v, f := depth(t, c, q.dlq)
+	require.Zero(t, v+f, "dead-letter queue")
+	mu.Lock()
+	require.Equal(t, 1, rec.receivesOf(ranID), "the running job's own message was redelivered")
+	mu.Unlock()
+	var running, dups int64
+	for _, p := range pollers {
+		running += p.Stats().Running
+		dups += p.Stats().Duplicates
+	}
+	require.EqualValues(t, 1, dups)
+	require.Less(t, running, int64(6), "the duplicate's receives must stay below maxReceiveCount")
+	t.Logf("the duplicate was received %d times while the job ran", running+1)
+}
+
+// Cancelling Run's context with handlers in flight stops receiving, lets the
+// handlers finish within ShutdownTimeout, deletes only messages whose handler
+// completed, and hands the rest back to the queue; a second Poller finishes
+// them, each once.
+func TestPollerGracefulStop(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{visibility: 30})
+	eff := newEffects(rdb, prefix)
+	rec := newRecorder(c)
+
+	// Two stuck jobs outlast the shutdown timeout; the quick ones do not.
+	ids := []string{"stuck-1", "quick-1", "quick-2", "stuck-2", "quick-3", "quick-4", "quick-5", "quick-6", "quick-7", "quick-8"}
+	sendAll(t, c, q.url, ids)
+
+	var mu sync.Mutex
+	completed := map[string]bool{} // receipt handles whose handler succeeded
+	started := make(chan string, len(ids))
+	firstRun := func(ctx context.Context, m types.Message) error {
+		started <- aws.ToString(m.Body)
+		wait := 500 * time.Millisecond
+		if strings.HasPrefix(aws.ToString(m.Body), "stuck") {
+			wait = time.Hour
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		if err := eff.record(ctx, aws.ToString(m.Body)); err != nil {
+			return err
+		}
+		mu.Lock()
+		completed[aws.ToString(m.ReceiptHandle)] = true
+		mu.Unlock()
+		return nil
+	}
+	g := newGuard(t, rdb, prefix, nil)
+	p := &sqsonce.Poller{Client: rec, QueueURL: q.url, Guard: g, Handler: firstRun,
+		Concurrency: 4, WaitTime: time.Second, ShutdownTimeout: 2 * time.Second}
+	stop := startPoller(t, p)
+	for range 4 {
+		select {
+		case <-started:
+		case <-time.After(20 * time.Second):
+			t.Fatal("handlers did not start")
+		}
+	}
+	begin := time.Now()
+	require.NoError(t, stop())
+	took := time.Since(begin)
+	require.Less(t, took, 5*time.Second, "Run must return soon after the shutdown timeout")
+
+	mu.Lock()
+	done := len(completed)
+	for h := range rec.deletedHandles() {
+		require.True(t, completed[h], "a message was deleted whose handler did not complete")
+	}
+	mu.Unlock()
+	require.Positive(t, done, "in-flight quick handlers must be allowed to finish")
+	require.Equal(t, done, eff.count())
+	v, f := depth(t, c, q.url)
+	require.Equal(t, len(ids)-done, v+f, "messages lost or deleted early")
+	stats := p.Stats()
+	require.EqualValues(t, done, stats.Deleted)
+	require.EqualValues(t, stats.Received-int64(done), stats.Failed, "unfinished handlers count as failed")
+
+	// Handed back at once, so a second Poller finishes them without waiting
+	// for the 30 s visibility timeout.
+	finish := func(ctx context.Context, m types.Message) error { return eff.record(ctx, aws.ToString(m.Body)) }
+	p2 := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: newGuard(t, rdb, prefix, nil), Handler: finish, WaitTime: time.Second}
+	startPoller(t, p2)
+	require.Eventually(t, func() bool { return eff.count() == len(ids) }, 20*time.Second, 50*time.Millisecond)
+	requireDrained(t, c, q.url, 10*time.Second)
+	eff.requireOnce(t, ids)
+}
