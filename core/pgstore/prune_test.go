@@ -1,0 +1,162 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+func TestPruneDeletesOnlyExpiredRows(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, &pgstore.Config{PruneBatch: 7})
+
+	// 50 expired rows (claims and done rows), 5 live claims, 5 live done rows.
+	_, err := pool.Exec(ctx, `INSERT INTO jobonce_keys (key, token, expires_at)
+		SELECT convert_to('old-' || i, 'UTF8'), CASE WHEN i % 2 = 0 THEN gen_random_uuid() END,
+		       clock_timestamp() - interval '1 second'
+		  FROM generate_series(1, 50) AS i`)
+	require.NoError(t, err)
+	live := make([]core.ClaimRequest, 10)
+	for i := range live {
+		live[i] = claimReq(fmt.Sprintf("live-%d", i), time.Minute)
+		_, err := s.Claim(ctx, live[i])
+		require.NoError(t, err)
+		if i >= 5 {
+			require.NoError(t, s.Complete(ctx, core.CompleteRequest{Key: live[i].Key, Token: live[i].Token, Retention: time.Hour}))
+		}
+	}
+	// An uncommitted transactional record of an expired-looking key stays too.
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = s.DoTx(ctx, tx, "in-flight", func(context.Context, pgx.Tx) error { return nil })
+	require.NoError(t, err)
+
+	n, err := s.Prune(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 50, n)
+	require.Equal(t, 10, records(t, pool))
+	for i := range 5 {
+		require.NoError(t, s.Extend(ctx, live[i].Key, live[i].Token, time.Minute), "live claims survive")
+	}
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, 11, records(t, pool))
+
+	n, err = s.Prune(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+// TestPruneNeverDeletesLiveClaims prunes continuously while workers take
+// over the rows it is pruning: claims that expire at once are re-claimed,
+// completed with a tiny retention, and claimed again. No holder ever loses
+// its claim to the pruner.
+func TestPruneNeverDeletesLiveClaims(t *testing.T) {
+	t.Parallel()
+	testenv.Short(t)
+	ctx := ctxT(t)
+	small, schema := testenv.Postgres(t)
+	migratedStore(t, small, nil)
+	pool := bigPool(t, schema, 8)
+	s := migratedStore(t, pool, &pgstore.Config{PruneBatch: 5})
+
+	const keys, workers = 40, 6
+	stop := make(chan struct{})
+	var claims, lost, pruned atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key := fmt.Sprintf("k%02d", (i*7+w)%keys)
+				req := claimReq(key, 10*time.Second)
+				r, err := s.Claim(ctx, req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.State != core.StateClaimed {
+					continue
+				}
+				claims.Add(1)
+				if err := s.Extend(ctx, key, req.Token, 10*time.Second); err != nil {
+					lost.Add(1)
+				}
+				err = s.Complete(ctx, core.CompleteRequest{Key: key, Token: req.Token, Retention: time.Millisecond})
+				if errors.Is(err, core.ErrLeaseLost) {
+					lost.Add(1)
+				} else if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			n, err := s.Prune(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			pruned.Add(int64(n))
+		}
+	})
+	require.Eventually(t, func() bool { return claims.Load() > 1000 && pruned.Load() > 200 },
+		30*time.Second, 10*time.Millisecond)
+	close(stop)
+	wg.Wait()
+	t.Logf("claims %d, pruned %d, lost %d", claims.Load(), pruned.Load(), lost.Load())
+	require.Zero(t, lost.Load(), "a live claim was deleted")
+}
+
+func TestRunPrunerStopsWithContext(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, nil)
+	require.ErrorContains(t, s.RunPruner(ctx, 0), "interval must be positive")
+
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.RunPruner(pctx, 10*time.Millisecond) }()
+
+	for i := range 20 {
+		req := claimReq(fmt.Sprintf("k%d", i), time.Minute)
+		_, err := s.Claim(ctx, req)
+		require.NoError(t, err)
+		require.NoError(t, s.Complete(ctx, core.CompleteRequest{Key: req.Key, Token: req.Token, Retention: time.Millisecond}))
+	}
+	live := claimReq("live", time.Minute)
+	_, err := s.Claim(ctx, live)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return records(t, pool) == 1 }, 10*time.Second, 10*time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("RunPruner did not return after its context was cancelled")
+	}
+	require.NoError(t, s.Extend(ctx, "live", live.Token, time.Minute))
+}
