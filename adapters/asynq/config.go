@@ -1,0 +1,93 @@
+package asynqonce
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/jobonce/jobonce/core"
+)
+
+// Config configures the middleware. The zero value, or a nil *Config, gives
+// the defaults. The middleware copies the Config; later changes to it have
+// no effect.
+type Config struct {
+	// Key returns the job key of a task: copies that should cause one effect
+	// must return the same key. It may read the task's type, payload and
+	// headers. An empty key runs the task without a guard, reported to the
+	// Guard's Observer as core.Unguarded. Defaults to DefaultKey: the task
+	// type, ":" and core.Fingerprint of the payload.
+	Key func(t *asynq.Task) string
+
+	// Fingerprint returns the fingerprint of a task's payload: a key found
+	// running or done with a different fingerprint is a conflict (two
+	// different jobs share a key), which is archived at once through
+	// asynq.SkipRetry. Returning "" disables the check for that task.
+	// Defaults to core.Fingerprint of the payload.
+	Fingerprint func(t *asynq.Task) string
+
+	// UnguardedTypes lists task types that run without a guard, as if Key
+	// returned "". Defaults to none.
+	UnguardedTypes []string
+
+	// WaitRunning is how long a copy that finds its job running elsewhere
+	// waits in its worker slot, polling, before it goes back to Asynq to be
+	// retried later. Waiting saves the round trip through Asynq's retry set
+	// when copies arrive close together and jobs are short. A copy with no
+	// retries left always waits, up to its task deadline, whatever this is.
+	// Defaults to 0 (no wait while retries are left).
+	WaitRunning time.Duration
+
+	// PollInterval is the longest pause between two checks of a waiting copy.
+	// Pauses start at 10ms and double up to it. Defaults to 1s.
+	PollInterval time.Duration
+
+	// DisableBatching sends each claim and each done marker on its own.
+	// By default, claims and done markers of tasks that run at the same time
+	// on one server are grouped into one store round trip when the store is a
+	// core.BatchStore (such as redisstore); nothing waits to form a group.
+	// Defaults to false.
+	DisableBatching bool
+}
+
+const (
+	defaultPollInterval = time.Second
+	firstPoll           = 10 * time.Millisecond
+	// deadlineMargin is how long before the task deadline a waiting copy gives
+	// up, so that it returns before Asynq cancels it.
+	deadlineMargin = 500 * time.Millisecond
+)
+
+func (c *Config) withDefaults() (Config, error) {
+	var cfg Config
+	if c != nil {
+		cfg = *c
+	}
+	if cfg.WaitRunning < 0 {
+		return cfg, fmt.Errorf("jobonce: asynqonce.Config.WaitRunning must not be negative, got %s", cfg.WaitRunning)
+	}
+	if cfg.PollInterval < 0 {
+		return cfg, fmt.Errorf("jobonce: asynqonce.Config.PollInterval must not be negative, got %s", cfg.PollInterval)
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = defaultPollInterval
+	}
+	if cfg.Key == nil {
+		cfg.Key = DefaultKey
+	}
+	if cfg.Fingerprint == nil {
+		cfg.Fingerprint = defaultFingerprint
+	}
+	cfg.UnguardedTypes = append([]string(nil), cfg.UnguardedTypes...)
+	return cfg, nil
+}
+
+// DefaultKey is the default job key of a task: its type, ":" and
+// core.Fingerprint of its payload, so copies of one task share a key and
+// tasks with different payloads do not.
+func DefaultKey(t *asynq.Task) string {
+	return t.Type() + ":" + core.Fingerprint(t.Payload())
+}
+
+func defaultFingerprint(t *asynq.Task) string { return core.Fingerprint(t.Payload()) }

@@ -1,0 +1,63 @@
+// Package asynqonce runs each Asynq task once, whatever the number of copies
+// delivered, with a jobonce Guard.
+//
+//	import asynqonce "github.com/jobonce/jobonce/adapters/asynq"
+//
+// # Setup
+//
+// One middleware line, and two fields of the server's configuration:
+//
+//	srv := asynq.NewServer(redisOpt, asynq.Config{
+//		IsFailure:      asynqonce.IsFailure,
+//		RetryDelayFunc: asynqonce.RetryDelay(asynq.DefaultRetryDelayFunc),
+//	})
+//	mux := asynq.NewServeMux()
+//	mux.Use(asynqonce.Middleware(guard, nil))
+//
+// Without a ServeMux, wrap the handler: asynqonce.Middleware(guard, nil)(h).
+//
+// # Keys
+//
+// A task's key names its effect. By default it is the task type, ":" and a
+// hash of the payload (DefaultKey), so copies of one task share a key;
+// Config.Key derives it from the type, payload or headers instead, and an
+// empty key, or a type in Config.UnguardedTypes, runs the task unguarded.
+// Copies under one key with different payloads are a conflict: the task is
+// archived through asynq.SkipRetry.
+//
+// # Copies that find the job running
+//
+// They return an error for which IsFailure reports false, so Asynq retries
+// them without charging a retry or counting a failure, after the delay
+// RetryDelay takes from the running claim. Asynq archives a failing task
+// whose retries are used up before it asks IsFailure; such a copy (for
+// instance one enqueued with asynq.MaxRetry(0)) therefore waits in its worker
+// slot, polling, until the other copy is done (it is then acknowledged as a
+// duplicate) or its claim lapses (it then runs the job itself), for as long
+// as its task deadline allows. Set asynq.Config.BaseContext to a context you
+// cancel at shutdown so that waiting copies end with the server.
+//
+// Asynq's recoverer re-delivers a task whose worker stopped extending Asynq's
+// lease, while that worker may still be running it: the Guard's own lease,
+// extended while the handler runs, keeps the new copy out. The recoverer
+// archives such a task without running it when its retries are used up, so
+// give guarded tasks at least one retry.
+//
+// # Results
+//
+// A handler that produces a result calls SetResult instead of writing to the
+// ResultWriter: the bytes go to the ResultWriter and are stored with the done
+// marker, and duplicates write the same bytes to their own ResultWriter.
+//
+// # Enqueueing once
+//
+// EnqueueOnce enqueues a task at most once per key within a window through
+// Guard.Enqueue; unlike Asynq's Unique option it takes any key and releases
+// the key at once when enqueueing fails.
+//
+// # Batching
+//
+// When the Guard's store is a core.BatchStore (redisstore is), the claims and
+// done markers of tasks that run at the same time are sent in groups, one
+// store round trip per group; a task never waits for a group to form.
+package asynqonce

@@ -1,0 +1,100 @@
+package asynqonce
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// group merges calls made at the same time into one batch call (group
+// commit). A call that finds no batch in flight sends its own at once; calls
+// that arrive while one is in flight queue up, and when it returns the first
+// of them sends the whole queue. Nothing waits to form a batch and no
+// goroutine is started: the caller that sends a batch is one of its members.
+type group[I, O any] struct {
+	send    func(ctx context.Context, in []I) []O
+	timeout time.Duration // bounds a batch sent on behalf of others
+
+	mu    sync.Mutex
+	busy  bool // a batch is in flight
+	queue []*call[I, O]
+	pool  sync.Pool // of *call[I, O]
+}
+
+type call[I, O any] struct {
+	in   I
+	out  O
+	ok   bool      // out was set by a batch
+	tell chan bool // true: send the queue; false: out is ready
+}
+
+func (g *group[I, O]) newCall(in I) *call[I, O] {
+	if c, ok := g.pool.Get().(*call[I, O]); ok {
+		c.in = in
+		return c
+	}
+	return &call[I, O]{in: in, tell: make(chan bool, 1)}
+}
+
+// do runs in as part of a batch and returns its output. ok is false when the
+// batch that held it panicked; the caller then sends it on its own.
+func (g *group[I, O]) do(ctx context.Context, in I) (out O, ok bool) {
+	c := g.newCall(in)
+	g.mu.Lock()
+	g.queue = append(g.queue, c)
+	lead := !g.busy
+	g.busy = true
+	g.mu.Unlock()
+	if !lead {
+		lead = <-c.tell
+	}
+	if lead {
+		g.flush(ctx)
+	}
+	out, ok = c.out, c.ok
+	var zeroI I
+	var zeroO O
+	c.in, c.out, c.ok = zeroI, zeroO, false
+	g.pool.Put(c)
+	return out, ok
+}
+
+// flush sends the queue as one batch, tells its members, and hands the next
+// batch to the first caller queued meanwhile.
+func (g *group[I, O]) flush(ctx context.Context) {
+	g.mu.Lock()
+	batch := g.queue
+	g.queue = make([]*call[I, O], 0, cap(batch))
+	g.mu.Unlock()
+
+	defer func() {
+		// Runs on panic too: members not served send on their own.
+		for _, c := range batch[1:] {
+			c.tell <- false
+		}
+		g.mu.Lock()
+		if len(g.queue) > 0 {
+			next := g.queue[0]
+			g.mu.Unlock()
+			next.tell <- true
+			return
+		}
+		g.busy = false
+		g.mu.Unlock()
+	}()
+
+	in := make([]I, len(batch))
+	for i, c := range batch {
+		in[i] = c.in
+	}
+	if len(batch) > 1 {
+		// One member's cancellation must not fail the others.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), g.timeout)
+		defer cancel()
+	}
+	out := g.send(ctx, in)
+	for i, c := range batch {
+		c.out, c.ok = out[i], true
+	}
+}

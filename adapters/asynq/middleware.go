@@ -1,0 +1,184 @@
+package asynqonce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/jobonce/jobonce/core"
+)
+
+// Middleware returns an Asynq middleware that runs each job once through g:
+// use it with mux.Use, or call it on a handler directly, since an
+// asynq.MiddlewareFunc is a func(asynq.Handler) asynq.Handler. cfg may be nil
+// for the defaults. Set IsFailure and RetryDelay in the server's asynq.Config
+// as well, so copies that find their job running are retried without being
+// charged a retry.
+//
+// For each task the middleware derives a key (Config.Key) and claims it:
+//
+//   - The key was free: the handler runs. Its error (or panic) releases the
+//     claim and goes back to Asynq unchanged, so Asynq's retry policy applies.
+//     Success records the done marker, with the result given to SetResult.
+//   - Already done: the handler does not run; the task is acknowledged, and a
+//     stored result is written to the task's ResultWriter.
+//   - Another copy runs: an error matching core.ErrRunning, for which
+//     IsFailure is false and RetryDelay gives the claim's remaining lease. A
+//     copy with no retries left, which Asynq would archive, waits for the
+//     other copy instead (see Config.WaitRunning).
+//   - A different payload under the key: an error matching core.ErrConflict
+//     and asynq.SkipRetry, so Asynq archives the task at once.
+//   - The store is unreachable: an error matching core.ErrStoreUnavailable,
+//     which Asynq retries (fail closed); nothing is acknowledged.
+//
+// Middleware panics when g is nil or cfg is invalid; NewMiddleware returns
+// the error instead.
+func Middleware(g *core.Guard, cfg *Config) asynq.MiddlewareFunc {
+	mw, err := NewMiddleware(g, cfg)
+	if err != nil {
+		panic(err)
+	}
+	return mw
+}
+
+// NewMiddleware is Middleware returning an error, naming the field, for a
+// nil Guard or an invalid Config.
+func NewMiddleware(g *core.Guard, cfg *Config) (asynq.MiddlewareFunc, error) {
+	if g == nil {
+		return nil, errors.New("jobonce: asynqonce.Middleware needs a Guard, got nil")
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	gc := g.Config()
+	m := &middleware{
+		g:        g,
+		cfg:      c,
+		observer: gc.Observer,
+		logger:   gc.Logger,
+		plainKey: cfg == nil || cfg.Key == nil && cfg.Fingerprint == nil,
+	}
+	if len(c.UnguardedTypes) > 0 {
+		m.unguarded = make(map[string]struct{}, len(c.UnguardedTypes))
+		for _, typ := range c.UnguardedTypes {
+			m.unguarded[typ] = struct{}{}
+		}
+	}
+	if !c.DisableBatching {
+		if _, ok := g.Store().(core.BatchStore); ok {
+			m.claims = &group[core.Job, *core.Claim]{timeout: gc.StoreTimeout,
+				send: func(ctx context.Context, jobs []core.Job) []*core.Claim { return g.Claim(ctx, jobs...) }}
+			m.finishes = &group[*core.Claim, core.Outcome]{timeout: gc.StoreTimeout,
+				send: func(ctx context.Context, cs []*core.Claim) []core.Outcome { return g.Finish(ctx, cs...) }}
+		}
+	}
+	return m.wrap, nil
+}
+
+type middleware struct {
+	g         *core.Guard
+	cfg       Config
+	observer  core.Observer
+	logger    *slog.Logger
+	plainKey  bool // Key and Fingerprint are the defaults: hash the payload once
+	unguarded map[string]struct{}
+	claims    *group[core.Job, *core.Claim]     // nil without batching
+	finishes  *group[*core.Claim, core.Outcome] // nil without batching
+}
+
+func (m *middleware) wrap(next asynq.Handler) asynq.Handler {
+	if next == nil {
+		return asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+			return errors.New("jobonce: asynqonce.Middleware was given a nil handler")
+		})
+	}
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		return m.process(ctx, t, next)
+	})
+}
+
+func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Handler) error {
+	rs := &taskResult{task: t}
+	ctx = context.WithValue(ctx, taskResultKey{}, rs)
+	job, guarded := m.job(t)
+	if !guarded {
+		m.observeUnguarded(ctx, t)
+		return next.ProcessTask(ctx, t)
+	}
+	fn := func(ctx context.Context) ([]byte, error) {
+		err := next.ProcessTask(ctx, t)
+		return rs.value, err
+	}
+	res, err := m.run(ctx, job, fn)
+	if err != nil && (errors.Is(err, core.ErrRunning) || errors.Is(err, core.ErrStoreUnavailable)) {
+		res, err = m.wait(ctx, job, fn, res, err)
+	}
+	switch {
+	case err == nil:
+		if res.Outcome == core.Duplicate && len(res.Value) > 0 {
+			if w := t.ResultWriter(); w != nil {
+				if _, werr := w.Write(res.Value); werr != nil {
+					return fmt.Errorf("jobonce: write the stored result to the duplicate's ResultWriter: %w", werr)
+				}
+			}
+		}
+		return nil
+	case errors.Is(err, core.ErrConflict):
+		return fmt.Errorf("%w (%w)", err, asynq.SkipRetry)
+	default:
+		return err
+	}
+}
+
+// job returns the task's job, or false when the task runs unguarded.
+func (m *middleware) job(t *asynq.Task) (core.Job, bool) {
+	if m.unguarded != nil {
+		if _, ok := m.unguarded[t.Type()]; ok {
+			return core.Job{}, false
+		}
+	}
+	if m.plainKey {
+		fp := core.Fingerprint(t.Payload())
+		return core.Job{Key: t.Type() + ":" + fp, Fingerprint: fp}, true
+	}
+	key := m.cfg.Key(t)
+	if key == "" {
+		return core.Job{}, false
+	}
+	return core.Job{Key: key, Fingerprint: m.cfg.Fingerprint(t)}, true
+}
+
+// run is Guard.Run, with the claim and the done marker sent in groups when
+// batching is on.
+func (m *middleware) run(ctx context.Context, job core.Job, fn core.RunFunc) (core.Result, error) {
+	if m.claims == nil {
+		return m.g.Run(ctx, job, fn)
+	}
+	c, ok := m.claims.do(ctx, job)
+	if !ok {
+		return m.g.Run(ctx, job, fn)
+	}
+	res, err := c.Work(ctx, fn)
+	if err != nil || res.Outcome != core.Ran {
+		return res, err
+	}
+	out, ok := m.finishes.do(ctx, c)
+	if !ok {
+		out = m.g.Finish(ctx, c)[0]
+	}
+	res.Outcome = out
+	return res, nil
+}
+
+func (m *middleware) observeUnguarded(ctx context.Context, t *asynq.Task) {
+	if m.observer != nil {
+		m.observer(ctx, core.Event{Key: t.Type(), Outcome: core.Unguarded})
+	}
+	if m.logger.Enabled(ctx, slog.LevelDebug) {
+		m.logger.DebugContext(ctx, "jobonce: task type runs unguarded", "type", t.Type())
+	}
+}
