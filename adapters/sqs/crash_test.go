@@ -1,0 +1,159 @@
+package sqsonce_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/stretchr/testify/require"
+
+	sqsonce "github.com/jobonce/jobonce/adapters/sqs"
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+const (
+	crashEnv      = "JOBONCE_SQS_CRASH_WORKER"
+	crashQueueEnv = "JOBONCE_SQS_CRASH_QUEUE"
+	crashPrefix   = "JOBONCE_SQS_CRASH_PREFIX"
+	crashGate     = 120 // effects the worker makes before it holds its handlers
+)
+
+// A Poller process is killed with SIGKILL while it holds claims on messages
+// in flight (their handlers running) and may have deletes in flight; a second
+// Poller finishes the queue: no job runs twice, none is missing.
+//
+// The worker makes its first crashGate effects, then holds every handler
+// that starts later before its effect, and reports READY once each effect
+// it made is recorded in the store. Killing it at that point takes out
+// running handlers and live claims, never the one window the design leaves
+// open (a crash between a job's effect and its done marker).
+func TestPollerCrash(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{visibility: 3, maxReceive: 10})
+	eff := newEffects(rdb, prefix)
+
+	const jobs = 300
+	ids := make([]string, jobs)
+	bodies := make([]string, 0, 2*jobs)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("job-%03d", i)
+		bodies = append(bodies, ids[i], ids[i])
+	}
+	sendAll(t, c, q.url, bodies)
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashWorker$", "-test.v")
+	cmd.Env = append(os.Environ(), crashEnv+"=1", crashQueueEnv+"="+q.url, crashPrefix+"="+prefix)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if line := sc.Text(); strings.HasPrefix(line, "READY ") {
+				ready <- line
+				return
+			}
+		}
+		close(ready)
+	}()
+	var line string
+	select {
+	case l, ok := <-ready:
+		require.True(t, ok, "the worker exited before it was ready")
+		line = l
+	case <-time.After(time.Minute):
+		t.Fatal("the worker did not get ready")
+	}
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	var made, held int
+	_, err = fmt.Sscanf(line, "READY effects=%d held=%d", &made, &held)
+	require.NoError(t, err)
+	require.Positive(t, held, "no handler was in flight at the kill")
+	require.Equal(t, made, eff.count(), "effects before the kill")
+	t.Logf("killed the worker after %d effects, with %d handlers in flight", made, held)
+
+	g := newGuard(t, rdb, prefix, &core.Config{Lease: 2 * time.Second})
+	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, Concurrency: 16, WaitTime: time.Second,
+		VisibilityTimeout: 3 * time.Second,
+		Handler: func(ctx context.Context, m types.Message) error {
+			return eff.record(ctx, aws.ToString(m.Body))
+		}}
+	stop := startPoller(t, p)
+	require.Eventually(t, func() bool { return eff.count() == jobs }, time.Minute, 50*time.Millisecond)
+	requireDrained(t, c, q.url, time.Minute)
+	require.NoError(t, stop())
+	eff.requireOnce(t, ids)
+	v, f := depth(t, c, q.dlq)
+	require.Zero(t, v+f, "dead-letter queue")
+}
+
+// TestCrashWorker is the worker process of TestPollerCrash; it does nothing
+// unless started by it.
+func TestCrashWorker(t *testing.T) {
+	if os.Getenv(crashEnv) != "1" {
+		return
+	}
+	c := newSQS(t)
+	prefix := os.Getenv(crashPrefix)
+	rdb := testenv.Redis(t, "")
+	eff := newEffects(rdb, prefix)
+
+	var made, recorded, passing, held atomic.Int64
+	g := newGuard(t, rdb, prefix, &core.Config{
+		Lease: 2 * time.Second,
+		Observer: func(_ context.Context, e core.Event) {
+			switch e.Outcome {
+			case core.Ran, core.LeaseLost, core.Unrecorded:
+				recorded.Add(1)
+			}
+		},
+	})
+	p := &sqsonce.Poller{Client: c, QueueURL: os.Getenv(crashQueueEnv), Guard: g, Concurrency: 16,
+		WaitTime: time.Second, VisibilityTimeout: 3 * time.Second,
+		Handler: func(ctx context.Context, m types.Message) error {
+			passing.Add(1)
+			if made.Load() >= crashGate {
+				passing.Add(-1)
+				held.Add(1)
+				<-ctx.Done() // held until the kill
+				return ctx.Err()
+			}
+			time.Sleep(2 * time.Millisecond) // the job's work
+			err := eff.record(ctx, aws.ToString(m.Body))
+			if err == nil {
+				made.Add(1)
+			}
+			passing.Add(-1)
+			return err
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for {
+			if m := made.Load(); m >= crashGate && passing.Load() == 0 && recorded.Load() == m && held.Load() > 0 {
+				fmt.Println("READY effects=" + strconv.FormatInt(m, 10) + " held=" + strconv.FormatInt(held.Load(), 10))
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	_ = p.Run(ctx)
+}
