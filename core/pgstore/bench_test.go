@@ -1,0 +1,129 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// BenchmarkClaimComplete measures Guard.Do (claim, then complete) with a
+// no-op job on a fresh key per operation, on PostgreSQL and on Redis side by
+// side, with 1 and 16 concurrent callers.
+func BenchmarkClaimComplete(b *testing.B) {
+	ctx := context.Background()
+	pgPool, schema := testenv.Postgres(b)
+	migratedStore(b, pgPool, nil)
+	pg := migratedStore(b, bigPool(b, schema, 20), nil)
+
+	prefix := testenv.Prefix(b)
+	rs, err := redisstore.New(testenv.Redis(b, prefix), &redisstore.Config{SkipEvictionCheck: true})
+	require.NoError(b, err)
+
+	stores := []struct {
+		name  string
+		store core.Store
+	}{{"store=postgres", pg}, {"store=redis", rs}}
+	for _, conc := range []int{1, 16} {
+		for _, st := range stores {
+			g, err := core.New(st.store, &core.Config{
+				KeyPrefix: prefix + st.name + ":" + strconv.Itoa(conc) + ":",
+				Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+			})
+			require.NoError(b, err)
+			var seq atomic.Int64 // across the runs of one sub-benchmark: every key is fresh
+			b.Run(fmt.Sprintf("%s/c=%d", st.name, conc), func(b *testing.B) {
+				nop := func(context.Context) error { return nil }
+				do := func() {
+					key := strconv.FormatInt(seq.Add(1), 36)
+					if out, err := g.Do(ctx, key, nop); err != nil || out != core.Ran {
+						b.Errorf("Do: %s, %v", out, err)
+					}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				if conc == 1 {
+					for b.Loop() {
+						do()
+					}
+				} else {
+					b.SetParallelism((conc + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							do()
+						}
+					})
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+			})
+		}
+	}
+}
+
+// BenchmarkTxEffect measures what DoTx adds to a transaction: a bare effect
+// transaction (INSERT one row, commit) next to the same effect through DoTx
+// (record the key, INSERT, commit), with 1 and 16 concurrent callers.
+func BenchmarkTxEffect(b *testing.B) {
+	ctx := context.Background()
+	small, schema := testenv.Postgres(b)
+	migratedStore(b, small, nil)
+	effects(b, small)
+	pool := bigPool(b, schema, 20)
+	s := migratedStore(b, pool, nil)
+
+	var seq atomic.Int64
+	variants := []struct {
+		name string
+		run  func(key string) error
+	}{
+		{"bare", func(key string) error {
+			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return insertEffect(key)(ctx, tx) })
+		}},
+		{"dotx", func(key string) error {
+			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				out, err := s.DoTx(ctx, tx, key, insertEffect(key))
+				if err == nil && out != core.Ran {
+					err = fmt.Errorf("outcome %s", out)
+				}
+				return err
+			})
+		}},
+	}
+	for _, conc := range []int{1, 16} {
+		for _, v := range variants {
+			b.Run(fmt.Sprintf("%s/c=%d", v.name, conc), func(b *testing.B) {
+				run := func() {
+					if err := v.run("k" + strconv.FormatInt(seq.Add(1), 36)); err != nil {
+						b.Error(err)
+					}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				if conc == 1 {
+					for b.Loop() {
+						run()
+					}
+				} else {
+					b.SetParallelism((conc + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							run()
+						}
+					})
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+			})
+		}
+	}
+}
