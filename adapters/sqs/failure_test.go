@@ -1,0 +1,120 @@
+package sqsonce_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	sqsonce "github.com/jobonce/jobonce/adapters/sqs"
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// A handler that fails (or panics) releases its claim and leaves its message
+// to be redelivered after Config.FailureDelay; the retry runs the job once.
+func TestPollerHandlerFailure(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{visibility: 30, maxReceive: 5})
+	eff := newEffects(rdb, prefix)
+	rec := newRecorder(c)
+
+	var mu sync.Mutex
+	attempts := map[string][]time.Time{}
+	handler := func(ctx context.Context, m types.Message) error {
+		body := aws.ToString(m.Body)
+		mu.Lock()
+		attempts[body] = append(attempts[body], time.Now())
+		n := len(attempts[body])
+		mu.Unlock()
+		if n == 1 {
+			if body == "panics-once" {
+				panic("first attempt panics")
+			}
+			return errors.New("first attempt fails")
+		}
+		return eff.record(ctx, body)
+	}
+	g := newGuard(t, rdb, prefix, nil)
+	p := &sqsonce.Poller{Client: rec, QueueURL: q.url, Guard: g, Handler: handler, WaitTime: time.Second,
+		Config: &sqsonce.Config{FailureDelay: 2 * time.Second}}
+	stop := startPoller(t, p)
+	ids := []string{"fails-once", "panics-once"}
+	sendAll(t, c, q.url, ids)
+
+	require.Eventually(t, func() bool { return eff.count() == 2 }, 20*time.Second, 50*time.Millisecond)
+	requireDrained(t, c, q.url, 10*time.Second)
+	require.NoError(t, stop())
+	eff.requireOnce(t, ids)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		require.Len(t, attempts[id], 2, id)
+		// Redelivered after FailureDelay, not after the 30 s visibility timeout.
+		gap := attempts[id][1].Sub(attempts[id][0])
+		require.GreaterOrEqual(t, gap, 1500*time.Millisecond, id)
+		require.Less(t, gap, 10*time.Second, id)
+	}
+	s := p.Stats()
+	require.EqualValues(t, 2, s.Failed)
+	require.EqualValues(t, 2, s.Ran)
+	require.EqualValues(t, 2, s.Deleted)
+	v, f := depth(t, c, q.dlq)
+	require.Zero(t, v+f, "dead-letter queue")
+}
+
+// With the store unreachable nothing runs and nothing is deleted (fail
+// closed), and the message is hidden for Config.UnavailableDelay instead of
+// being received again at once. Once the store is back, the job runs once.
+func TestPollerStoreOutage(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 5})
+	eff := newEffects(rdb, prefix)
+	rec := newRecorder(c)
+
+	// A Redis client for an address where no server listens.
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = down.Close() })
+	store, err := redisstore.New(down, &redisstore.Config{SkipEvictionCheck: true})
+	require.NoError(t, err)
+	downGuard, err := core.New(store, &core.Config{KeyPrefix: prefix, StoreTimeout: time.Second})
+	require.NoError(t, err)
+
+	ran := make(chan struct{}, 1)
+	p := &sqsonce.Poller{Client: rec, QueueURL: q.url, Guard: downGuard, WaitTime: time.Second,
+		Config: &sqsonce.Config{UnavailableDelay: 3 * time.Second},
+		Handler: func(context.Context, types.Message) error {
+			ran <- struct{}{}
+			return nil
+		}}
+	stop := startPoller(t, p)
+	sendAll(t, c, q.url, []string{"during-outage"})
+	require.Eventually(t, func() bool { return p.Stats().Unavailable == 1 }, 10*time.Second, 20*time.Millisecond)
+	// The queue's visibility timeout is 1 s; the message stays hidden longer.
+	require.Never(t, func() bool { return p.Stats().Received > 1 }, 2*time.Second, 50*time.Millisecond)
+	require.NoError(t, stop())
+	require.Empty(t, ran, "the handler ran without a claim")
+	require.Empty(t, rec.deletedHandles(), "a message was deleted during the outage")
+	v, f := depth(t, c, q.url)
+	require.Equal(t, 1, v+f, "the message must stay in the queue")
+
+	up := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: newGuard(t, rdb, prefix, nil), WaitTime: time.Second,
+		Handler: func(ctx context.Context, m types.Message) error { return eff.record(ctx, aws.ToString(m.Body)) }}
+	startPoller(t, up)
+	require.Eventually(t, func() bool { return eff.count() == 1 }, 15*time.Second, 50*time.Millisecond)
+	requireDrained(t, c, q.url, 10*time.Second)
+	eff.requireOnce(t, []string{"during-outage"})
+}
