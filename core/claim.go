@@ -43,7 +43,7 @@ func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 	for i, job := range jobs {
 		c := &Claim{g: g, job: job, started: now}
 		claims[i] = c
-		c.key, c.err = StoredKey(g.cfg.KeyPrefix, job.Key)
+		c.key, c.err = g.storedKey(g.cfg.KeyPrefix, job.Key)
 		if c.err != nil {
 			continue
 		}
@@ -63,7 +63,7 @@ func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 
 func (g *Guard) claimOne(ctx context.Context, c *Claim, job Job) {
 	*c = Claim{g: g, job: job}
-	c.key, c.err = StoredKey(g.cfg.KeyPrefix, job.Key)
+	c.key, c.err = g.storedKey(g.cfg.KeyPrefix, job.Key)
 	if c.err != nil {
 		return
 	}
@@ -270,6 +270,14 @@ var completeBackoff = [...]time.Duration{10 * time.Millisecond, 50 * time.Millis
 // runs even when ctx is cancelled.
 func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
 	req := c.completeRequest()
+	if ctx.Err() == nil {
+		// The common case costs no context of its own; a cancellation that
+		// lands during the call is retried detached below.
+		err := g.store.Complete(ctx, req)
+		if err == nil || errors.Is(err, ErrLeaseLost) {
+			return completeOutcome(err), err
+		}
+	}
 	base := context.WithoutCancel(ctx)
 	var err error
 	for attempt := 0; ; attempt++ {

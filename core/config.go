@@ -34,6 +34,12 @@ type Config struct {
 	// KeyPrefix is prepended to every key in the store. Defaults to "jobonce:".
 	KeyPrefix string
 
+	// PlainKeys stores keys as given (prefixed; hashed only beyond MaxKeyLen
+	// bytes, see StoredKey), readable in redis-cli but larger. Defaults to
+	// false: keys are stored hashed to a fixed 16 characters after the prefix
+	// (see HashedKey), which keeps a Redis done marker under 150 bytes.
+	PlainKeys bool
+
 	// MinRetryAfter is the smallest RetryAfter hint given to a copy that finds
 	// its job running. Defaults to 100ms.
 	MinRetryAfter time.Duration

@@ -13,7 +13,7 @@ import (
 // store call; stop waits for a beat in flight, so nothing outlives the job.
 type heartbeat struct {
 	g        *Guard
-	ctx      context.Context // the job's context, for values; never cancels a beat
+	ctx      context.Context // the job's context, for its values only
 	key      string
 	token    Token
 	cancel   context.CancelCauseFunc
@@ -30,7 +30,7 @@ func (g *Guard) startHeartbeat(ctx context.Context, c *Claim, cancel context.Can
 		return nil
 	}
 	h := &heartbeat{
-		g: g, ctx: context.WithoutCancel(ctx), key: c.key, token: c.token, cancel: cancel,
+		g: g, ctx: ctx, key: c.key, token: c.token, cancel: cancel,
 		deadline: c.started.Add(g.cfg.Lease),
 	}
 	h.mu.Lock()
@@ -67,7 +67,7 @@ func (h *heartbeat) beat() {
 	if limit := sent.Add(h.g.cfg.StoreTimeout); limit.Before(until) {
 		until = limit
 	}
-	ctx, cancel := context.WithDeadline(h.ctx, until)
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(h.ctx), until)
 	err := h.g.store.Extend(ctx, h.key, h.token, lease)
 	cancel()
 	var next time.Duration

@@ -29,6 +29,22 @@ func StoredKey(prefix, key string) (string, error) {
 	return string(buf), nil
 }
 
+// HashedKey returns the compact stored key the Guard uses by default: prefix
+// followed by 16 unpadded base64url characters of the key's SHA-256 (96
+// bits). Every stored key has the same short length, which keeps a Redis done
+// marker under 150 bytes. It returns an error matching ErrInvalidKey when key
+// is empty.
+func HashedKey(prefix, key string) (string, error) {
+	if key == "" {
+		return "", fmt.Errorf("%w: key is empty", ErrInvalidKey)
+	}
+	sum := sha256.Sum256([]byte(key))
+	buf := make([]byte, 0, len(prefix)+16)
+	buf = append(buf, prefix...)
+	buf = base64.RawURLEncoding.AppendEncode(buf, sum[:12])
+	return string(buf), nil
+}
+
 // Fingerprint returns a short, stable fingerprint of a payload for conflict
 // detection: the first 8 bytes of its SHA-256, unpadded base64url (11 bytes).
 // Adapters use it for their default keys and fingerprints.

@@ -18,7 +18,8 @@ const instrumentationName = "github.com/jobonce/jobonce/core"
 type metrics struct {
 	outcomes metric.Int64Counter
 	duration metric.Float64Histogram
-	attrs    [len(outcomeNames)]metric.MeasurementOption
+	add      [len(outcomeNames)][]metric.AddOption
+	rec      [len(outcomeNames)][]metric.RecordOption
 }
 
 func newMetrics(mp metric.MeterProvider) (*metrics, error) {
@@ -39,18 +40,20 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 		return nil, err
 	}
 	for i, name := range outcomeNames {
-		m.attrs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", name)))
+		attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", name)))
+		m.add[i] = []metric.AddOption{attrs}
+		m.rec[i] = []metric.RecordOption{attrs}
 	}
 	return m, nil
 }
 
 func (m *metrics) record(ctx context.Context, out Outcome, ran time.Duration) {
-	attrs := m.attrs[0]
-	if int(out) < len(m.attrs) {
-		attrs = m.attrs[out]
+	i := int(out)
+	if i >= len(m.add) {
+		i = 0
 	}
-	m.outcomes.Add(ctx, 1, attrs)
+	m.outcomes.Add(ctx, 1, m.add[i]...)
 	if out.Executed() {
-		m.duration.Record(ctx, ran.Seconds(), attrs)
+		m.duration.Record(ctx, ran.Seconds(), m.rec[i]...)
 	}
 }

@@ -1,7 +1,8 @@
 -- Replaces a claim with a done marker if the token still holds it.
 -- KEYS[1]  the key
 -- ARGV[1]  "R" .. token (17 bytes)
--- ARGV[2]  the done marker: "D" .. fingerprint length (1 byte) .. fingerprint .. result
+-- ARGV[2]  the done marker: "d" .. fingerprint, or with a result
+--          "D" .. fingerprint length (1 byte) .. fingerprint .. result
 -- ARGV[3]  the retention in milliseconds
 -- Reply:   1 when completed, 0 when the token does not hold the key
 local v = redis.call('GET', KEYS[1])

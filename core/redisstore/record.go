@@ -10,14 +10,16 @@ import (
 
 // A key's value is one string, so a done marker costs one small Redis string:
 //
-//	running: "R" token(16 bytes) fingerprint
-//	done:    "D" len(fingerprint)(1 byte) fingerprint result
+//	running:             "R" token(16 bytes) fingerprint
+//	done without result: "d" fingerprint
+//	done with result:    "D" len(fingerprint)(1 byte) fingerprint result
 //
 // The lease and the retention are the key's TTL.
 
 const (
 	tagRunning = 'R'
 	tagDone    = 'D'
+	tagDoneFP  = 'd'
 	ownerLen   = 1 + len(core.Token{})
 )
 
@@ -41,6 +43,9 @@ func runningValue(token core.Token, fingerprint string) string {
 }
 
 func doneValue(fingerprint string, result []byte) (string, error) {
+	if len(result) == 0 {
+		return string(tagDoneFP) + fingerprint, nil
+	}
 	if len(fingerprint) > 255 {
 		return "", errFingerprintTooLong
 	}
@@ -60,6 +65,8 @@ func parseValue(v string, pttl int64) (core.ClaimReply, error) {
 			Fingerprint: v[ownerLen:],
 			Remaining:   time.Duration(max(pttl, 0)) * time.Millisecond,
 		}, nil
+	case len(v) >= 1 && v[0] == tagDoneFP:
+		return core.ClaimReply{State: core.StateDone, Fingerprint: v[1:]}, nil
 	case len(v) >= 2 && v[0] == tagDone && len(v) >= 2+int(v[1]):
 		n := 2 + int(v[1])
 		var result []byte

@@ -21,7 +21,7 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func newStore(t *testing.T, client redis.UniversalClient) *redisstore.Store {
+func newStore(t testing.TB, client redis.UniversalClient) *redisstore.Store {
 	t.Helper()
 	s, err := redisstore.New(client, &redisstore.Config{Logger: quiet})
 	require.NoError(t, err)

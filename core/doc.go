@@ -1,0 +1,49 @@
+// Package core gives "run each job once" semantics on top of queues that
+// deliver at least once.
+//
+//	import "github.com/jobonce/jobonce/core"
+//
+// # Claim, run, complete
+//
+// Guard.Do claims a key in one atomic store round trip, with a random token
+// and a lease. The copy that claims runs the job; while it runs, a heartbeat
+// extends the lease every Lease/3, so a long job stays exclusive, and a lost
+// lease cancels the job's context with cause ErrLeaseLost. Success replaces
+// the claim with a done marker kept for the retention window; failure or a
+// panic releases the claim at once so a retry can run. A crashed worker's
+// claim simply expires with its lease, so a later copy runs: nothing is lost.
+//
+// Other copies never run the job: a copy that finds the key running gets a
+// *RunningError (ErrRunning) with a RetryAfter hint, and the framework
+// adapters turn it into their "try again later, not a failure"; a copy that
+// finds it done gets outcome Duplicate and a nil error, so it is acknowledged.
+//
+// # Keys
+//
+// A key names the effect ("email:welcome:user-42"), not the message, so two
+// messages that should cause one effect share a key. Any bytes are allowed;
+// keys longer than MaxKeyLen are hashed. An empty key is ErrInvalidKey.
+//
+// # Failure modes
+//
+// When the store cannot be reached the Guard fails closed: the job does not
+// run and the error matches ErrStoreUnavailable, so the framework retries it
+// later. Config.FailOpen runs it unguarded instead. When the job succeeded
+// but its done marker could not be written (lease lost, or the store failed
+// after retries), the effect happened, so Do reports success with outcome
+// LeaseLost or Unrecorded, logged as a warning and counted.
+//
+// # Observing
+//
+// Every outcome goes to Config.Observer, to log/slog, and to OpenTelemetry
+// metrics: the counter jobonce.outcomes and the histogram
+// jobonce.run.duration, both with an "outcome" attribute.
+//
+// # Stores
+//
+// The Store interface has four atomic operations: Claim, Extend, Complete and
+// Release. Implementations: core/redisstore (Redis, Sentinel, Cluster),
+// core/pgstore (PostgreSQL, with exactly-once database effects in the
+// caller's transaction) and core/memstore (in-process). core/storetest is the
+// conformance suite every store passes.
+package core

@@ -1,0 +1,109 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/memstore"
+)
+
+func TestNewValidatesConfig(t *testing.T) {
+	store := memstore.New()
+	bad := []struct {
+		cfg  core.Config
+		want string
+	}{
+		{core.Config{Lease: -time.Second}, "Config.Lease"},
+		{core.Config{Lease: time.Millisecond}, "Config.Lease"},
+		{core.Config{Retention: -1}, "Config.Retention"},
+		{core.Config{Lease: time.Hour, Retention: time.Minute}, "Config.Retention"},
+		{core.Config{MinRetryAfter: -1}, "MinRetryAfter"},
+		{core.Config{MinRetryAfter: time.Minute, MaxRetryAfter: time.Second}, "Config.MaxRetryAfter"},
+	}
+	for _, b := range bad {
+		_, err := core.New(store, &b.cfg)
+		require.ErrorContains(t, err, b.want)
+	}
+	_, err := core.New(nil, nil)
+	require.ErrorContains(t, err, "store is nil")
+
+	cfg := &core.Config{}
+	g, err := core.New(store, cfg)
+	require.NoError(t, err)
+	require.Equal(t, core.Config{}, *cfg, "New never writes to the caller's Config")
+	got := g.Config()
+	require.Equal(t, 30*time.Second, got.Lease)
+	require.Equal(t, 24*time.Hour, got.Retention)
+	require.Equal(t, "jobonce:", got.KeyPrefix)
+	require.Equal(t, 100*time.Millisecond, got.MinRetryAfter)
+	require.Equal(t, got.Lease, got.MaxRetryAfter)
+	require.False(t, got.FailOpen)
+	require.False(t, got.DisableHeartbeat)
+}
+
+func TestStoredKey(t *testing.T) {
+	_, err := core.StoredKey("p:", "")
+	require.ErrorIs(t, err, core.ErrInvalidKey)
+	k, err := core.StoredKey("p:", "email:1")
+	require.NoError(t, err)
+	require.Equal(t, "p:email:1", k)
+	long := strings.Repeat("x", core.MaxKeyLen+1)
+	k, err = core.StoredKey("p:", long)
+	require.NoError(t, err)
+	require.Len(t, k, len("p:")+44)
+	require.True(t, strings.HasPrefix(k, "p:#"))
+	k2, _ := core.StoredKey("p:", long[:len(long)-1]+"y")
+	require.NotEqual(t, k, k2)
+	require.Len(t, core.Fingerprint([]byte("payload")), 11)
+	require.Equal(t, core.Fingerprint([]byte("a")), core.Fingerprint([]byte("a")))
+	require.NotEqual(t, core.Fingerprint([]byte("a")), core.Fingerprint([]byte("b")))
+}
+
+func TestOutcomes(t *testing.T) {
+	for o := core.Ran; o <= core.Rejected; o++ {
+		require.NotEqual(t, "unknown", o.String(), "outcome %d has a name", o)
+	}
+	require.Equal(t, "unknown", core.Outcome(200).String())
+	require.True(t, core.Ran.Acknowledge())
+	require.True(t, core.Duplicate.Acknowledge())
+	require.False(t, core.Running.Acknowledge())
+	require.False(t, core.Unavailable.Acknowledge())
+	require.True(t, core.Failed.Executed())
+	require.False(t, core.Duplicate.Executed())
+}
+
+func TestRunningError(t *testing.T) {
+	err := error(&core.RunningError{RetryAfter: 2 * time.Second})
+	wrapped := errors.Join(errors.New("context"), err)
+	require.ErrorIs(t, wrapped, core.ErrRunning)
+	d, ok := core.RetryAfter(wrapped)
+	require.True(t, ok)
+	require.Equal(t, 2*time.Second, d)
+	_, ok = core.RetryAfter(errors.New("other"))
+	require.False(t, ok)
+	require.Contains(t, err.Error(), "2s")
+}
+
+func TestObserverSeesEveryOutcome(t *testing.T) {
+	var seen []core.Event
+	g, err := core.New(memstore.New(), &core.Config{Observer: func(_ context.Context, e core.Event) { seen = append(seen, e) }})
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, _ = g.Do(ctx, "a", func(context.Context) error { return nil })
+	_, _ = g.Do(ctx, "a", func(context.Context) error { return nil })
+	_, _ = g.Do(ctx, "b", func(context.Context) error { return errors.New("x") })
+	_, _ = g.Do(ctx, "", func(context.Context) error { return nil })
+	got := make([]core.Outcome, len(seen))
+	for i, e := range seen {
+		got[i] = e.Outcome
+	}
+	require.Equal(t, []core.Outcome{core.Ran, core.Duplicate, core.Failed, core.Rejected}, got)
+	require.Equal(t, "a", seen[0].Key)
+	require.EqualError(t, seen[2].Err, "x")
+}

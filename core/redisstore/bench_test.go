@@ -1,0 +1,74 @@
+package redisstore_test
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// rawRelease is the usual token-checked delete that a hand-written
+// SET NX PX lock pairs with.
+var rawRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+// BenchmarkClaimComplete compares Guard.Do (claim + complete, two round
+// trips) with the raw pair it replaces: SET NX PX, then a token-checked Lua
+// DEL. Run side by side at 1 and 64 goroutines:
+//
+//	go test -run '^$' -bench ClaimComplete -count 6 ./core/redisstore | benchstat -col /impl -
+func BenchmarkClaimComplete(b *testing.B) {
+	prefix := testenv.Prefix(b)
+	client := testenv.Redis(b, prefix)
+	client.Options().PoolSize = 128
+	g, err := core.New(newStore(b, client), &core.Config{KeyPrefix: prefix, Logger: quiet, Retention: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var seq atomic.Int64
+	impls := []struct {
+		name string
+		op   func(ctx context.Context, key string) error
+	}{
+		{"raw", func(ctx context.Context, key string) error {
+			tok := core.NewToken().String()
+			if err := client.SetNX(ctx, prefix+key, tok, 30*time.Second).Err(); err != nil {
+				return err
+			}
+			return rawRelease.Run(ctx, client, []string{prefix + key}, tok).Err()
+		}},
+		{"jobonce", func(ctx context.Context, key string) error {
+			_, err := g.Do(ctx, key, func(context.Context) error { return nil })
+			return err
+		}},
+	}
+	for _, c := range []int{1, 64} {
+		for _, impl := range impls {
+			b.Run("c="+strconv.Itoa(c)+"/impl="+impl.name, func(b *testing.B) {
+				ctx := context.Background()
+				b.ReportAllocs()
+				b.SetParallelism(max(1, c/2)) // 2 cores here: GOMAXPROCS × c/2 goroutines
+				if c == 1 {
+					for b.Loop() {
+						if err := impl.op(ctx, "k"+strconv.FormatInt(seq.Add(1), 36)); err != nil {
+							b.Fatal(err)
+						}
+					}
+					return
+				}
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := impl.op(ctx, "k"+strconv.FormatInt(seq.Add(1), 36)); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			})
+		}
+	}
+}
