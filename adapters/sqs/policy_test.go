@@ -1,0 +1,240 @@
+package sqsonce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/memstore"
+)
+
+const testQueueURL = "http://127.0.0.1:4566/000000000000/orders"
+
+func testGuard(t *testing.T) *core.Guard {
+	t.Helper()
+	g, err := core.New(memstore.New(), nil)
+	require.NoError(t, err)
+	return g
+}
+
+func testOptions(t *testing.T, cfg *Config) *options {
+	t.Helper()
+	o, err := cfg.options(testGuard(t), testQueueURL)
+	require.NoError(t, err)
+	return o
+}
+
+func TestBackoff(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		base     time.Duration
+		receives int
+		limit    time.Duration
+		want     time.Duration
+	}{
+		{time.Second, 1, time.Hour, time.Second},
+		{time.Second, 0, time.Hour, time.Second},
+		{time.Second, 2, time.Hour, 2 * time.Second},
+		{time.Second, 5, time.Hour, 16 * time.Second},
+		{time.Second, 20, time.Hour, time.Hour},
+		{time.Second, 1 << 30, 12 * time.Hour, 12 * time.Hour},   // no overflow
+		{1500 * time.Millisecond, 1, time.Hour, 2 * time.Second}, // whole seconds, rounded up
+		{1500 * time.Millisecond, 1, 1700 * time.Millisecond, time.Second},
+		{100 * time.Millisecond, 1, time.Hour, time.Second},
+		{time.Second, 3, 0, 0},
+		{time.Second, 3, -time.Minute, 0},
+	} {
+		t.Run(fmt.Sprintf("%s×%d≤%s", tc.base, tc.receives, tc.limit), func(t *testing.T) {
+			require.Equal(t, tc.want, backoff(tc.base, tc.receives, tc.limit))
+		})
+	}
+}
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	o := testOptions(t, nil)
+	running := func(d time.Duration) error { return &core.RunningError{RetryAfter: d} }
+	unavailable := fmt.Errorf("%w: boom", core.ErrStoreUnavailable)
+	for _, tc := range []struct {
+		name     string
+		out      core.Outcome
+		err      error
+		receives int
+		elapsed  time.Duration
+		stopping bool
+		want     decision
+	}{
+		{"ran", core.Ran, nil, 1, 0, false, decision{act: remove}},
+		{"duplicate", core.Duplicate, nil, 3, 0, false, decision{act: remove}},
+		{"lease lost still deletes", core.LeaseLost, nil, 1, 0, false, decision{act: remove}},
+		{"unrecorded still deletes", core.Unrecorded, nil, 1, 0, false, decision{act: remove}},
+		{"unguarded", core.Unguarded, nil, 1, 0, false, decision{act: remove}},
+		{"running uses the hint", core.Running, running(30 * time.Second), 1, 0, false, decision{hide, 30 * time.Second}},
+		{"running at least RunningDelay", core.Running, running(100 * time.Millisecond), 1, 0, false, decision{hide, time.Second}},
+		{"running grows with receives", core.Running, running(2 * time.Second), 4, 0, false, decision{hide, 16 * time.Second}},
+		{"running capped at 12h less the time since receive", core.Running, running(time.Hour), 30, time.Hour, false,
+			decision{hide, 11*time.Hour - visibilityMargin}},
+		{"failure left as is", core.Failed, errors.New("x"), 2, 0, false, decision{act: leave}},
+		{"failure when stopping handed back", core.Failed, context.Canceled, 2, 0, true, decision{act: hide}},
+		{"conflict left for the DLQ", core.Conflict, core.ErrConflict, 1, 0, false, decision{act: leave}},
+		{"rejected left for the DLQ", core.Rejected, core.ErrInvalidKey, 1, 0, false, decision{act: leave}},
+		{"unavailable backs off", core.Unavailable, unavailable, 1, 0, false, decision{hide, 10 * time.Second}},
+		{"unavailable grows", core.Unavailable, unavailable, 3, 0, false, decision{hide, 40 * time.Second}},
+		{"unavailable when stopping handed back", core.Unavailable, unavailable, 3, 0, true, decision{act: hide}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, o.decide(tc.out, tc.err, tc.receives, tc.elapsed, tc.stopping))
+		})
+	}
+
+	t.Run("FailureDelay backs off", func(t *testing.T) {
+		o := testOptions(t, &Config{FailureDelay: 5 * time.Second, MaxDelay: time.Minute})
+		require.Equal(t, decision{hide, 5 * time.Second}, o.decide(core.Failed, errors.New("x"), 1, 0, false))
+		require.Equal(t, decision{hide, 20 * time.Second}, o.decide(core.Failed, errors.New("x"), 3, 0, false))
+		require.Equal(t, decision{hide, time.Minute}, o.decide(core.Failed, errors.New("x"), 9, 0, false))
+	})
+}
+
+// A copy waiting on a long job: the receives it takes to outlast the job
+// grow with the logarithm of the job's length, not linearly.
+func TestRunningReceivesThinOut(t *testing.T) {
+	t.Parallel()
+	o := testOptions(t, nil)
+	for _, tc := range []struct {
+		job, lease time.Duration
+		most       int
+	}{
+		{15 * time.Second, 2 * time.Second, 4},
+		{time.Hour, 30 * time.Second, 7},
+		{11 * time.Hour, 30 * time.Second, 11},
+	} {
+		waited, receives := time.Duration(0), 0
+		for waited < tc.job {
+			receives++
+			d := o.decide(core.Running, &core.RunningError{RetryAfter: tc.lease}, receives, 0, false)
+			require.Equal(t, hide, d.act)
+			require.LessOrEqual(t, d.delay, maxVisibility)
+			waited += d.delay
+		}
+		require.LessOrEqual(t, receives, tc.most, "job %s, lease %s", tc.job, tc.lease)
+	}
+}
+
+func TestKey(t *testing.T) {
+	t.Parallel()
+	body := "ship order 1"
+	m := types.Message{Body: aws.String(body)}
+	o := testOptions(t, nil)
+	require.Equal(t, core.Job{Key: "orders:" + core.Fingerprint([]byte(body)), Fingerprint: core.Fingerprint([]byte(body))}, o.job(m))
+
+	fifo := m
+	fifo.Attributes = map[string]string{attrDeduplication: "dedup-1"}
+	require.Equal(t, "orders:dedup:dedup-1", o.job(fifo).Key)
+
+	attr := fifo
+	attr.MessageAttributes = map[string]types.MessageAttributeValue{
+		"job": {DataType: aws.String("String"), StringValue: aws.String("order-1")},
+		"bin": {DataType: aws.String("Binary"), BinaryValue: []byte("order-2")},
+		"nil": {DataType: aws.String("String"), StringValue: aws.String("")},
+	}
+	require.Equal(t, "order-1", testOptions(t, &Config{KeyAttribute: "job"}).job(attr).Key)
+	require.Equal(t, "order-2", testOptions(t, &Config{KeyAttribute: "bin"}).job(attr).Key)
+	require.Equal(t, "orders:dedup:dedup-1", testOptions(t, &Config{KeyAttribute: "nil"}).job(attr).Key, "an empty attribute falls back")
+	require.Equal(t, "orders:dedup:dedup-1", testOptions(t, &Config{KeyAttribute: "missing"}).job(attr).Key)
+
+	custom := testOptions(t, &Config{
+		KeyAttribute: "job",
+		Key:          func(m types.Message) string { return "custom:" + aws.ToString(m.Body) },
+		Fingerprint:  func(types.Message) string { return "" },
+	})
+	require.Equal(t, core.Job{Key: "custom:" + body}, custom.job(attr))
+
+	require.Equal(t, "orders:"+core.Fingerprint(nil), o.job(types.Message{}).Key, "a message without a body")
+}
+
+func TestReceiveCount(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, 1, receiveCount(types.Message{}))
+	require.Equal(t, 1, receiveCount(types.Message{Attributes: map[string]string{attrReceiveCount: "x"}}))
+	require.Equal(t, 7, receiveCount(types.Message{Attributes: map[string]string{attrReceiveCount: "7"}}))
+}
+
+func TestConfigErrors(t *testing.T) {
+	t.Parallel()
+	g := testGuard(t)
+	for _, tc := range []struct {
+		cfg  *Config
+		url  string
+		g    *core.Guard
+		want string
+	}{
+		{nil, testQueueURL, nil, "Guard is nil"},
+		{nil, "", g, "queue URL is empty"},
+		{nil, "http://127.0.0.1:4566/", g, "has no queue name"},
+		{&Config{RunningDelay: -1}, testQueueURL, g, "must not be negative"},
+		{&Config{MaxDelay: 13 * time.Hour}, testQueueURL, g, "Config.MaxDelay"},
+	} {
+		_, err := tc.cfg.options(tc.g, tc.url)
+		require.ErrorContains(t, err, tc.want)
+	}
+
+	cfg := &Config{}
+	o, err := cfg.options(g, testQueueURL)
+	require.NoError(t, err)
+	require.Equal(t, time.Second, o.RunningDelay)
+	require.Equal(t, 10*time.Second, o.UnavailableDelay)
+	require.Equal(t, maxVisibility, o.MaxDelay)
+	require.Equal(t, "orders", o.queueName)
+	require.Equal(t, &Config{}, cfg, "defaults must not be written to the caller's Config")
+}
+
+func TestDecorateInvalid(t *testing.T) {
+	t.Parallel()
+	h := Decorate(nil, nil, testQueueURL, nil, nil)
+	err := h(context.Background(), types.Message{ReceiptHandle: aws.String("r")})
+	require.ErrorContains(t, err, "Guard is nil")
+
+	h = Decorate(testGuard(t), nil, testQueueURL, func(context.Context, types.Message) error { return nil }, nil)
+	require.ErrorContains(t, h(context.Background(), types.Message{}), "client is nil")
+}
+
+func TestPollerErrors(t *testing.T) {
+	t.Parallel()
+	g := testGuard(t)
+	noop := func(context.Context, types.Message) error { return nil }
+	valid := func() *Poller {
+		return &Poller{Client: nopClient{}, QueueURL: testQueueURL, Guard: g, Handler: noop}
+	}
+	for _, tc := range []struct {
+		change func(*Poller)
+		want   string
+	}{
+		{func(p *Poller) { p.Client = nil }, "Poller.Client"},
+		{func(p *Poller) { p.QueueURL = "" }, "Poller.QueueURL"},
+		{func(p *Poller) { p.Guard = nil }, "Poller.Guard"},
+		{func(p *Poller) { p.Handler = nil }, "Poller.Handler"},
+		{func(p *Poller) { p.Concurrency = -1 }, "Poller.Concurrency"},
+		{func(p *Poller) { p.BatchSize = 11 }, "Poller.BatchSize"},
+		{func(p *Poller) { p.WaitTime = 21 * time.Second }, "Poller.WaitTime"},
+		{func(p *Poller) { p.WaitTime = 1500 * time.Millisecond }, "Poller.WaitTime"},
+		{func(p *Poller) { p.VisibilityTimeout = time.Second }, "Poller.VisibilityTimeout"},
+		{func(p *Poller) { p.VisibilityTimeout = 13 * time.Hour }, "Poller.VisibilityTimeout"},
+		{func(p *Poller) { p.ShutdownTimeout = -1 }, "Poller.ShutdownTimeout"},
+		{func(p *Poller) { p.FlushDelay = -1 }, "Poller.FlushDelay"},
+		{func(p *Poller) { p.Config = &Config{UnavailableDelay: -1} }, "must not be negative"},
+	} {
+		p := valid()
+		tc.change(p)
+		err := p.Run(context.Background())
+		require.Error(t, err)
+		require.True(t, strings.Contains(err.Error(), tc.want), "%q does not name %s", err, tc.want)
+	}
+}
