@@ -1,0 +1,112 @@
+package pgstore_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// Environment of a crash worker process.
+const (
+	envCrashWorker = "JOBONCE_PGSTORE_CRASH_WORKER" // the schema to work in
+	envCrashJobs   = "JOBONCE_PGSTORE_CRASH_JOBS"
+)
+
+// TestCrashWorker is the worker process of TestCrashMidTransaction. It does
+// nothing unless started by it: it runs every job through DoInTx, each
+// effect holding its transaction open for a few milliseconds, and prints
+// "tx <key>" inside each transaction and "done <key>" after it.
+func TestCrashWorker(t *testing.T) {
+	schema := os.Getenv(envCrashWorker)
+	if schema == "" {
+		return
+	}
+	jobs, err := strconv.Atoi(os.Getenv(envCrashJobs))
+	require.NoError(t, err)
+	ctx := context.Background()
+	s, err := pgstore.New(ctx, bigPool(t, schema, 2), &pgstore.Config{LockTimeout: 20 * time.Millisecond})
+	require.NoError(t, err)
+	for j := range jobs {
+		key := fmt.Sprintf("job-%03d", j)
+		for {
+			out, err := s.DoInTx(ctx, key, func(ctx context.Context, tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, "INSERT INTO effects (key) VALUES ($1)", key); err != nil {
+					return err
+				}
+				fmt.Printf("tx %s\n", key)
+				_, err := tx.Exec(ctx, "SELECT pg_sleep(0.005)")
+				return err
+			})
+			if errors.Is(err, core.ErrRunning) {
+				time.Sleep(10 * time.Millisecond) // a queue's retry delay
+				continue
+			}
+			require.NoError(t, err)
+			fmt.Printf("done %s %s\n", key, out)
+			break
+		}
+	}
+}
+
+// TestCrashMidTransaction kills a worker process (SIGKILL) in the middle of
+// a job's transaction, then lets a second worker run every job: each job's
+// effect exists exactly once, none is missing.
+func TestCrashMidTransaction(t *testing.T) {
+	t.Parallel()
+	testenv.Short(t)
+	pool, schema := testenv.Postgres(t)
+	migratedStore(t, pool, nil)
+	effects(t, pool)
+	const jobs = 200
+
+	worker := func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashWorker$", "-test.count=1")
+		cmd.Env = append(os.Environ(), envCrashWorker+"="+schema, envCrashJobs+"="+strconv.Itoa(jobs))
+		return cmd
+	}
+
+	first := worker()
+	first.Stderr = os.Stderr
+	stdout, err := first.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, first.Start())
+	lines := bufio.NewScanner(stdout)
+	done, killedIn := 0, ""
+	for lines.Scan() {
+		line := lines.Text()
+		if strings.HasPrefix(line, "done ") {
+			done++
+		}
+		if done >= 60 && strings.HasPrefix(line, "tx ") {
+			require.NoError(t, first.Process.Kill())
+			killedIn = strings.TrimPrefix(line, "tx ")
+			break
+		}
+	}
+	require.NotEmpty(t, killedIn, "the worker finished before it could be killed")
+	_ = first.Wait()
+	t.Logf("killed the first worker inside the transaction of %s after %d jobs", killedIn, done)
+
+	second := worker()
+	out, err := second.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	require.Equal(t, jobs, count(t, pool, "SELECT count(*) FROM effects"), "no duplicate effect")
+	require.Equal(t, jobs, count(t, pool, "SELECT count(DISTINCT key) FROM effects"), "no missing effect")
+	require.Equal(t, jobs, records(t, pool))
+	require.Contains(t, string(out), "done "+killedIn+" ran", "the killed job ran in the second worker")
+}
