@@ -160,7 +160,7 @@ func TestForeignValueIsAnError(t *testing.T) {
 	prefix := testenv.Prefix(t)
 	client := testenv.Redis(t, prefix)
 	require.NoError(t, client.Set(context.Background(), prefix+"foreign", "hello", time.Minute).Err())
-	g, err := core.New(newStore(t, client), &core.Config{KeyPrefix: prefix, Logger: quiet})
+	g, err := core.New(newStore(t, client), &core.Config{KeyPrefix: prefix, Logger: quiet, PlainKeys: true})
 	require.NoError(t, err)
 	out, err := g.Do(context.Background(), "foreign", func(context.Context) error { return errors.New("must not run") })
 	require.Equal(t, core.Unavailable, out)
