@@ -2,6 +2,7 @@ package asynqonce_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -111,6 +112,9 @@ func newGuard(t testing.TB, cfg *core.Config) (*core.Guard, *redis.Client) {
 	require.NoError(t, err)
 	return g, rdb
 }
+
+// quiet discards the Guard's log records in tests that provoke warnings.
+var quiet = slog.New(slog.DiscardHandler)
 
 func background(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -1,0 +1,111 @@
+package asynqonce_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	asynqonce "github.com/jobonce/jobonce/adapters/asynq"
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// While the Guard's Redis is unreachable no job runs and no task is
+// acknowledged; once it is back, every job is done exactly once.
+func TestStoreUnavailableFailsClosed(t *testing.T) {
+	t.Parallel()
+	e := newAsynqEnv(t)
+	prefix := testenv.Prefix(t)
+	direct := testenv.Redis(t, prefix) // deletes the keys at cleanup
+
+	// The Guard's Redis address: a closed port for now.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DB: direct.Options().DB, Password: direct.Options().Password,
+		DialTimeout: 200 * time.Millisecond, MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	store, err := redisstore.New(rdb, &redisstore.Config{SkipEvictionCheck: true})
+	require.NoError(t, err)
+	var outs outcomes
+	g, err := core.New(store, &core.Config{KeyPrefix: prefix, Observer: outs.observe, Logger: quiet})
+	require.NoError(t, err)
+
+	fx := newEffects()
+	h := asynqonce.Middleware(g, nil)(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+		fx.add(string(task.Payload()))
+		return nil
+	}))
+	const jobs = 20
+	for i := range jobs {
+		e.enqueue(t, asynq.NewTask("job", []byte(strconv.Itoa(i))))
+	}
+	e.start(t, e.serverConfig(4), h)
+
+	require.Eventually(t, func() bool { return outs.get(core.Unavailable) >= 2*jobs }, 30*time.Second, 20*time.Millisecond,
+		"every job should have failed closed at least twice")
+	require.Zero(t, fx.total(), "no job ran")
+	qi := e.info(t)
+	require.Equal(t, jobs, qi.Pending+qi.Active+qi.Retry, "no task was acknowledged")
+	require.Zero(t, qi.Archived)
+
+	t.Logf("failed closed: %d", outs.get(core.Unavailable))
+	proxy(t, addr, direct.Options().Addr) // the store is back
+	t.Log("store back")
+	qi = e.waitEmpty(t, 60*time.Second)
+	for i := range jobs {
+		require.Equal(t, 1, fx.count(strconv.Itoa(i)), "job %d", i)
+	}
+	require.Zero(t, qi.Archived)
+}
+
+// proxy forwards connections on addr to target until the end of the test.
+func proxy(t *testing.T, addr, target string) {
+	t.Helper()
+	var l net.Listener
+	require.Eventually(t, func() bool {
+		var err error
+		l, err = net.Listen("tcp", addr)
+		return err == nil
+	}, 5*time.Second, 50*time.Millisecond, "listen on %s", addr)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		_ = l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = in.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, in, out)
+			mu.Unlock()
+			wg.Go(func() { _, _ = io.Copy(out, in); _ = out.Close() })
+			wg.Go(func() { _, _ = io.Copy(in, out); _ = in.Close() })
+		}
+	})
+}
