@@ -50,7 +50,7 @@ func (e *effects) total() int {
 type outcomes struct{ n [16]atomic.Int64 }
 
 func (o *outcomes) observe(_ context.Context, e core.Event) { o.n[e.Outcome].Add(1) }
-func (o *outcomes) get(out core.Outcome) int64            { return o.n[out].Load() }
+func (o *outcomes) get(out core.Outcome) int64              { return o.n[out].Load() }
 
 // Every job enqueued twice back to back (two task IDs, one payload) has its
 // effect exactly once; the copies that found their job running were retried

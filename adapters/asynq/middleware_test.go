@@ -1,0 +1,221 @@
+package asynqonce_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/stretchr/testify/require"
+
+	asynqonce "github.com/jobonce/jobonce/adapters/asynq"
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/memstore"
+)
+
+// These tests call the wrapped handler directly, as a server without a
+// ServeMux would, with the in-process store.
+
+func memGuard(t *testing.T, cfg *core.Config) *core.Guard {
+	t.Helper()
+	if cfg == nil {
+		cfg = &core.Config{}
+	}
+	cfg.Logger = quiet
+	g, err := core.New(memstore.New(), cfg)
+	require.NoError(t, err)
+	return g
+}
+
+func TestDuplicateIsAcknowledged(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	h := asynqonce.Middleware(memGuard(t, nil), nil)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+		runs.Add(1)
+		return nil
+	}))
+	ctx := context.Background()
+	require.NoError(t, h.ProcessTask(ctx, asynq.NewTask("email", []byte("user-42"))))
+	require.NoError(t, h.ProcessTask(ctx, asynq.NewTask("email", []byte("user-42"))))
+	require.NoError(t, h.ProcessTask(ctx, asynq.NewTask("email", []byte("user-43"))))
+	require.NoError(t, h.ProcessTask(ctx, asynq.NewTask("sms", []byte("user-42"))))
+	require.EqualValues(t, 3, runs.Load(), "the key is the type and the payload")
+}
+
+func TestRunningCopyIsNotAFailure(t *testing.T) {
+	t.Parallel()
+	started, release := make(chan struct{}), make(chan struct{})
+	h := asynqonce.Middleware(memGuard(t, &core.Config{Lease: 10 * time.Second}), nil)(
+		asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+			close(started)
+			<-release
+			return nil
+		}))
+	ctx := context.Background()
+	first := make(chan error, 1)
+	go func() { first <- h.ProcessTask(ctx, asynq.NewTask("slow", nil)) }()
+	<-started
+
+	err := h.ProcessTask(ctx, asynq.NewTask("slow", nil))
+	require.ErrorIs(t, err, core.ErrRunning)
+	require.False(t, asynqonce.IsFailure(err))
+	hint, ok := core.RetryAfter(err)
+	require.True(t, ok)
+	require.InDelta(t, 10*time.Second, hint, float64(time.Second))
+	fallback := func(int, error, *asynq.Task) time.Duration { return time.Hour }
+	require.Equal(t, hint, asynqonce.RetryDelay(fallback)(0, err, nil))
+
+	close(release)
+	require.NoError(t, <-first)
+	require.NoError(t, h.ProcessTask(ctx, asynq.NewTask("slow", nil)), "a duplicate once done")
+}
+
+func TestWaitRunning(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	started, release := make(chan struct{}), make(chan struct{})
+	h := asynqonce.Middleware(memGuard(t, nil), &asynqonce.Config{WaitRunning: 10 * time.Second, PollInterval: 20 * time.Millisecond})(
+		asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+			if runs.Add(1) == 1 {
+				close(started)
+				<-release
+			}
+			return nil
+		}))
+	ctx := context.Background()
+	first := make(chan error, 1)
+	go func() { first <- h.ProcessTask(ctx, asynq.NewTask("slow", nil)) }()
+	<-started
+	second := make(chan error, 1)
+	go func() { second <- h.ProcessTask(ctx, asynq.NewTask("slow", nil)) }()
+	select {
+	case err := <-second:
+		t.Fatalf("the second copy should wait, returned %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	require.NoError(t, <-first)
+	require.NoError(t, <-second, "acknowledged as a duplicate after waiting")
+	require.EqualValues(t, 1, runs.Load())
+
+	// The wait is bounded by WaitRunning.
+	stuck := make(chan struct{})
+	h = asynqonce.Middleware(memGuard(t, nil), &asynqonce.Config{WaitRunning: 50 * time.Millisecond})(
+		asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error { close(stuck); <-ctx.Done(); return ctx.Err() }))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _ = h.ProcessTask(ctx, asynq.NewTask("stuck", nil)) }()
+	<-stuck
+	start := time.Now()
+	err := h.ProcessTask(ctx, asynq.NewTask("stuck", nil))
+	require.ErrorIs(t, err, core.ErrRunning)
+	require.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
+	require.Less(t, time.Since(start), 5*time.Second)
+}
+
+func TestHandlerErrorPassesThrough(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom")
+	var runs atomic.Int64
+	h := asynqonce.Middleware(memGuard(t, nil), nil)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+		if runs.Add(1) == 1 {
+			return boom
+		}
+		return nil
+	}))
+	ctx := context.Background()
+	err := h.ProcessTask(ctx, asynq.NewTask("flaky", nil))
+	require.Same(t, boom, err, "the handler's error comes back unchanged")
+	require.True(t, asynqonce.IsFailure(err))
+	require.NoError(t, h.ProcessTask(ctx, asynq.NewTask("flaky", nil)), "the claim was released")
+	require.EqualValues(t, 2, runs.Load())
+}
+
+func TestConflictSkipsRetry(t *testing.T) {
+	t.Parallel()
+	cfg := &asynqonce.Config{Key: func(t *asynq.Task) string { return t.Headers()["id"] }}
+	h := asynqonce.Middleware(memGuard(t, nil), cfg)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil }))
+	ctx := context.Background()
+	id := map[string]string{"id": "order-1"}
+	require.NoError(t, h.ProcessTask(ctx, asynq.NewTaskWithHeaders("charge", []byte("10"), id)))
+	err := h.ProcessTask(ctx, asynq.NewTaskWithHeaders("charge", []byte("99"), id))
+	require.ErrorIs(t, err, core.ErrConflict)
+	require.ErrorIs(t, err, asynq.SkipRetry)
+	require.True(t, asynqonce.IsFailure(err))
+
+	// A Fingerprint of "" turns the check off.
+	cfg.Fingerprint = func(*asynq.Task) string { return "" }
+	h = asynqonce.Middleware(memGuard(t, nil), cfg)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil }))
+	require.NoError(t, h.ProcessTask(ctx, asynq.NewTaskWithHeaders("charge", []byte("10"), id)))
+	require.NoError(t, h.ProcessTask(ctx, asynq.NewTaskWithHeaders("charge", []byte("99"), id)))
+}
+
+func TestEmptyKeyRunsUnguarded(t *testing.T) {
+	t.Parallel()
+	var outs outcomes
+	var runs atomic.Int64
+	cfg := &asynqonce.Config{Key: func(t *asynq.Task) string { return t.Headers()["id"] }}
+	h := asynqonce.Middleware(memGuard(t, &core.Config{Observer: outs.observe}), cfg)(
+		asynq.HandlerFunc(func(context.Context, *asynq.Task) error { runs.Add(1); return nil }))
+	for range 2 {
+		require.NoError(t, h.ProcessTask(context.Background(), asynq.NewTask("ping", nil)))
+	}
+	require.EqualValues(t, 2, runs.Load())
+	require.EqualValues(t, 2, outs.get(core.Unguarded))
+}
+
+func TestSetResultIsStored(t *testing.T) {
+	t.Parallel()
+	g := memGuard(t, nil)
+	h := asynqonce.Middleware(g, nil)(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
+		return asynqonce.SetResult(ctx, []byte("receipt-1"))
+	}))
+	task := asynq.NewTask("pay", []byte("1"))
+	require.NoError(t, h.ProcessTask(context.Background(), task))
+
+	res, err := g.Run(context.Background(), core.Job{Key: asynqonce.DefaultKey(task)}, func(context.Context) ([]byte, error) {
+		t.Fatal("the job is done")
+		return nil, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, core.Duplicate, res.Outcome)
+	require.Equal(t, "receipt-1", string(res.Value))
+
+	require.ErrorIs(t, asynqonce.SetResult(context.Background(), []byte("x")), asynqonce.ErrNoTask)
+}
+
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	g := memGuard(t, nil)
+	_, err := asynqonce.NewMiddleware(nil, nil)
+	require.ErrorContains(t, err, "Guard")
+	_, err = asynqonce.NewMiddleware(g, &asynqonce.Config{WaitRunning: -time.Second})
+	require.ErrorContains(t, err, "Config.WaitRunning")
+	_, err = asynqonce.NewMiddleware(g, &asynqonce.Config{PollInterval: -time.Second})
+	require.ErrorContains(t, err, "Config.PollInterval")
+	require.Panics(t, func() { asynqonce.Middleware(nil, nil) })
+
+	err = asynqonce.Middleware(g, nil)(nil).ProcessTask(context.Background(), asynq.NewTask("x", nil))
+	require.ErrorContains(t, err, "nil handler")
+
+	_, err = asynqonce.EnqueueOnce(context.Background(), g, nil, asynq.NewTask("x", nil), "", time.Minute)
+	require.Error(t, err)
+	_, err = asynqonce.EnqueueOnce(context.Background(), g, enqueuerFunc(nil), asynq.NewTask("x", nil), "", 0)
+	require.ErrorContains(t, err, "window")
+}
+
+func TestIsFailureAndRetryDelay(t *testing.T) {
+	t.Parallel()
+	running := &core.RunningError{RetryAfter: 3 * time.Second}
+	require.False(t, asynqonce.IsFailure(running))
+	require.True(t, asynqonce.IsFailure(errors.New("x")))
+	require.True(t, asynqonce.IsFailure(core.ErrStoreUnavailable))
+	require.True(t, asynqonce.IsFailure(asynq.ErrLeaseExpired))
+
+	delay := asynqonce.RetryDelay(func(n int, _ error, _ *asynq.Task) time.Duration { return time.Duration(n) * time.Minute })
+	require.Equal(t, 3*time.Second, delay(5, running, nil))
+	require.Equal(t, 5*time.Minute, delay(5, errors.New("x"), nil))
+	require.Positive(t, asynqonce.RetryDelay(nil)(1, errors.New("x"), asynq.NewTask("x", nil)), "nil means Asynq's default")
+}
