@@ -24,11 +24,19 @@ type Config struct {
 	Migrate bool
 
 	// KeyPrefix is prepended to the keys of the transactional calls (DoTx,
-	// DoTxJob, DoInTx); the Guard applies its own prefix to the keys it passes
-	// to Claim. The default equals core.Config's default KeyPrefix, so a key
-	// recorded by DoTx and the same key claimed through a core.Guard with its
-	// default prefix are one row. Defaults to "jobonce:".
+	// DoTxJob, DoInTx); a core.Guard applies its own prefix to the keys it
+	// passes to Claim. The default equals core.Config's, so a key recorded by
+	// DoTx and the same key run through a core.Guard with the default prefix
+	// are one row. Defaults to "jobonce:".
 	KeyPrefix string
+
+	// PlainKeys stores the transactional calls' keys as given (prefixed;
+	// hashed only beyond core.MaxKeyLen bytes, see core.StoredKey), as a
+	// core.Guard does with core.Config.PlainKeys. Set both or neither, so the
+	// two modes share rows. Defaults to false: keys are hashed to a fixed
+	// length after the prefix (see core.HashedKey), as a core.Guard does by
+	// default.
+	PlainKeys bool
 
 	// Retention is how long a transactional record is kept: copies of the job
 	// arriving within it are duplicates. Defaults to 24h.

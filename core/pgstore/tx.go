@@ -35,8 +35,8 @@ const rollbackTimeout = 5 * time.Second
 // The record is written inside a savepoint with lock_timeout set to
 // Config.LockTimeout, and the caller's lock_timeout is restored afterwards;
 // on Running, Duplicate or Unavailable, tx is left as it was and usable. The
-// key gets Config.KeyPrefix and is kept for Config.Retention, both on the
-// database clock. Use READ COMMITTED (PostgreSQL's default): under REPEATABLE
+// key is stored as StoredKey returns it (as a core.Guard with the same
+// prefix stores it) and kept for Config.Retention on the database clock. Use READ COMMITTED (PostgreSQL's default): under REPEATABLE
 // READ a copy that finds the key committed after its snapshot gets a
 // serialization failure (Unavailable) instead of Duplicate.
 func (s *Store) DoTx(ctx context.Context, tx pgx.Tx, key string, fn func(ctx context.Context, tx pgx.Tx) error) (core.Outcome, error) {
@@ -53,7 +53,7 @@ func (s *Store) DoTxJob(ctx context.Context, tx pgx.Tx, job core.Job, fn func(ct
 	if fn == nil {
 		return core.Rejected, errors.New("jobonce: pgstore.DoTx: function is nil")
 	}
-	key, err := core.StoredKey(s.cfg.KeyPrefix, job.Key)
+	key, err := s.storedKey(job.Key)
 	if err != nil {
 		return core.Rejected, err
 	}
@@ -75,8 +75,8 @@ func (s *Store) DoInTx(ctx context.Context, key string, fn func(ctx context.Cont
 	if fn == nil {
 		return core.Rejected, errors.New("jobonce: pgstore.DoInTx: function is nil")
 	}
-	if _, err := core.StoredKey(s.cfg.KeyPrefix, key); err != nil {
-		return core.Rejected, err
+	if key == "" {
+		return core.Rejected, fmt.Errorf("%w: key is empty", core.ErrInvalidKey)
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -95,6 +95,19 @@ func (s *Store) DoInTx(ctx context.Context, key string, fn func(ctx context.Cont
 		return core.Failed, fmt.Errorf("jobonce: pgstore.DoInTx: commit: %w", err)
 	}
 	return core.Ran, nil
+}
+
+// StoredKey returns the key DoTx records for a user key: Config.KeyPrefix
+// and the key, hashed unless Config.PlainKeys is set, exactly as a core.Guard
+// with the same prefix and PlainKeys setting stores it. It returns an error
+// matching core.ErrInvalidKey for an empty key.
+func (s *Store) StoredKey(key string) (string, error) { return s.storedKey(key) }
+
+func (s *Store) storedKey(key string) (string, error) {
+	if s.cfg.PlainKeys {
+		return core.StoredKey(s.cfg.KeyPrefix, key)
+	}
+	return core.HashedKey(s.cfg.KeyPrefix, key)
 }
 
 // txState is a key's row as tx_state.sql reads it.

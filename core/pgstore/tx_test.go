@@ -64,8 +64,13 @@ func TestDoTxRunsOnceThenDuplicate(t *testing.T) {
 	require.NoError(t, tx.Commit(ctx))
 	require.Equal(t, 3, count(t, pool, "SELECT count(*) FROM effects"))
 	require.Equal(t, 3, count(t, pool, "SELECT count(DISTINCT key) FROM effects"))
-	require.Equal(t, 3, count(t, pool, "SELECT count(*) FROM jobonce_keys WHERE key = ANY($1) AND token IS NULL",
-		[][]byte{[]byte("jobonce:order-1"), []byte("jobonce:order-2"), []byte("jobonce:order-3")}))
+	var stored [][]byte
+	for _, key := range []string{"order-1", "order-2", "order-3"} {
+		k, err := s.StoredKey(key)
+		require.NoError(t, err)
+		stored = append(stored, []byte(k))
+	}
+	require.Equal(t, 3, count(t, pool, "SELECT count(*) FROM jobonce_keys WHERE key = ANY($1) AND token IS NULL", stored))
 }
 
 func TestDoTxRollbackLeavesNoRecord(t *testing.T) {
@@ -227,7 +232,12 @@ func TestDoTxAndLeasedClaimsShareKeys(t *testing.T) {
 	require.NoError(t, err)
 
 	// A live leased claim: the transactional copy is told to come back later.
-	held := core.ClaimRequest{Key: "jobonce:a", Token: core.NewToken(), Lease: time.Minute}
+	keyA, err := g.StoredKey("a")
+	require.NoError(t, err)
+	stored, err := s.StoredKey("a")
+	require.NoError(t, err)
+	require.Equal(t, keyA, stored)
+	held := core.ClaimRequest{Key: keyA, Token: core.NewToken(), Lease: time.Minute}
 	r, err := s.Claim(ctx, held)
 	require.NoError(t, err)
 	require.Equal(t, core.StateClaimed, r.State)
@@ -237,13 +247,15 @@ func TestDoTxAndLeasedClaimsShareKeys(t *testing.T) {
 	after, _ := core.RetryAfter(err)
 	require.InDelta(t, time.Minute, after, float64(5*time.Second))
 
-	require.NoError(t, s.Complete(ctx, core.CompleteRequest{Key: "jobonce:a", Token: held.Token, Retention: time.Hour}))
+	require.NoError(t, s.Complete(ctx, core.CompleteRequest{Key: keyA, Token: held.Token, Retention: time.Hour}))
 	out, err = s.DoInTx(ctx, "a", insertEffect("a"))
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out)
 
 	// An expired leased claim is free for the transactional copy.
-	_, err = s.Claim(ctx, core.ClaimRequest{Key: "jobonce:b", Token: core.NewToken(), Lease: 20 * time.Millisecond})
+	keyB, err := g.StoredKey("b")
+	require.NoError(t, err)
+	_, err = s.Claim(ctx, core.ClaimRequest{Key: keyB, Token: core.NewToken(), Lease: 20 * time.Millisecond})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		out, err := s.DoInTx(ctx, "b", insertEffect("b"))
@@ -455,4 +467,21 @@ func TestDoTxTerminatedBackend(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out)
 	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM effects"))
+}
+
+// TestDoTxPlainKeys: with PlainKeys on both sides, DoTx and a Guard still
+// share rows, and the stored key is readable.
+func TestDoTxPlainKeys(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, &pgstore.Config{KeyPrefix: "app:", PlainKeys: true})
+	g, err := core.New(s, &core.Config{KeyPrefix: "app:", PlainKeys: true})
+	require.NoError(t, err)
+	out, err := s.DoInTx(ctx, "invoice-1", func(context.Context, pgx.Tx) error { return nil })
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, out)
+	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM jobonce_keys WHERE key = $1", []byte("app:invoice-1")))
+	out, err = g.Do(ctx, "invoice-1", func(context.Context) error { return errors.New("must not run") })
+	require.NoError(t, err)
+	require.Equal(t, core.Duplicate, out)
 }
