@@ -1,7 +1,12 @@
 package pgstore_test
 
 import (
+	"context"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/storetest"
@@ -17,4 +22,48 @@ func TestConformance(t *testing.T) {
 	migratedStore(t, pool, nil)
 	s := migratedStore(t, bigPool(t, schema, 16), nil)
 	storetest.Run(t, func(*testing.T) core.Store { return s })
+}
+
+// TestConformanceWithoutPreparedStatements runs the suite, and DoTx, on pools
+// that do not prepare statements (as behind PgBouncer in transaction mode).
+func TestConformanceWithoutPreparedStatements(t *testing.T) {
+	testenv.Short(t)
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
+		t.Run(mode.String(), func(t *testing.T) {
+			pool, schema := testenv.Postgres(t)
+			migratedStore(t, pool, nil)
+			cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL())
+			require.NoError(t, err)
+			cfg.ConnConfig.RuntimeParams["search_path"] = schema
+			cfg.ConnConfig.DefaultQueryExecMode = mode
+			cfg.MaxConns = 16
+			unprepared, err := pgxpool.NewWithConfig(context.Background(), cfg)
+			require.NoError(t, err)
+			t.Cleanup(unprepared.Close)
+			s := migratedStore(t, unprepared, nil)
+
+			t.Run("DoTx", func(t *testing.T) {
+				ctx := ctxT(t)
+				effects(t, unprepared)
+				for _, want := range []core.Outcome{core.Ran, core.Duplicate} {
+					out, err := s.DoInTx(ctx, "k", insertEffect("k"))
+					require.NoError(t, err)
+					require.Equal(t, want, out)
+				}
+				tx, err := unprepared.Begin(ctx)
+				require.NoError(t, err)
+				defer tx.Rollback(ctx)
+				_, err = s.DoTx(ctx, tx, "k2", insertEffect("k2"))
+				require.NoError(t, err)
+				out, err := s.DoInTx(ctx, "k2", insertEffect("k2"))
+				require.ErrorIs(t, err, core.ErrRunning, "an uncommitted record: %s", out)
+				var lt string
+				require.NoError(t, tx.QueryRow(ctx, "SHOW lock_timeout").Scan(&lt))
+				require.Equal(t, "0", lt)
+				require.NoError(t, tx.Commit(ctx))
+				require.Equal(t, 2, count(t, unprepared, "SELECT count(*) FROM effects"))
+			})
+			storetest.Run(t, func(*testing.T) core.Store { return s })
+		})
+	}
 }
