@@ -1,0 +1,53 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobonce/jobonce/core"
+)
+
+// Record is a stored key's state, as Inspect reads it for operators.
+type Record struct {
+	// State is StateRunning or StateDone; zero when the key is absent.
+	State core.State
+	// Token is a running claim's token.
+	Token core.Token
+	// Fingerprint is the payload fingerprint kept with the claim or marker.
+	Fingerprint string
+	// Result is a done marker's stored result.
+	Result []byte
+	// TTL is the remaining lease of a claim, or the remaining retention of a
+	// done marker.
+	TTL time.Duration
+}
+
+// Inspect reads a stored key (see core.Guard.StoredKey) without changing it.
+func (s *Store) Inspect(ctx context.Context, key string) (Record, error) {
+	var get *redis.StringCmd
+	var ttl *redis.DurationCmd
+	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.Get(ctx, key)
+		ttl = p.PTTL(ctx, key)
+		return nil
+	})
+	if errors.Is(err, redis.Nil) {
+		return Record{}, nil
+	}
+	if err != nil {
+		return Record{}, err
+	}
+	v := get.Val()
+	reply, err := parseValue(v, ttl.Val().Milliseconds())
+	if err != nil {
+		return Record{}, err
+	}
+	rec := Record{State: reply.State, Fingerprint: reply.Fingerprint, Result: reply.Result, TTL: ttl.Val()}
+	if rec.State == core.StateRunning {
+		copy(rec.Token[:], v[1:ownerLen])
+	}
+	return rec, nil
+}
