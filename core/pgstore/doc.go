@@ -25,13 +25,31 @@
 // in the same database this is exactly once: no duplicate, nothing missing. A
 // copy that meets the key's uncommitted record waits at most
 // Config.LockTimeout and then gets core.ErrRunning, so no worker hangs behind
-// a long transaction. DoInTx runs its own transaction.
+// a long transaction. DoInTx runs its own transaction; DoTxJob adds a
+// payload fingerprint (core.ErrConflict on a mismatch).
+//
+// DoTx stores keys exactly as a core.Guard with the same KeyPrefix and
+// PlainKeys setting does (see Store.StoredKey), so both modes share rows: a
+// live leased claim makes a transactional copy wait (core.ErrRunning), an
+// expired one is taken over, and a Guard sees a transactional record as done.
+//
+// The record is written inside a savepoint, which PostgreSQL keeps as a
+// subtransaction until commit; keep to a few dozen DoTx calls per
+// transaction. Use READ COMMITTED, PostgreSQL's default: under REPEATABLE
+// READ a copy that finds a key committed after its snapshot gets a
+// serialization failure instead of a duplicate.
 //
 // # Schema
 //
 // The table (Config.Schema, Config.Table) is created by Migrate, or by New
 // when Config.Migrate is set; MigrationSQL returns the SQL for migration
 // tools. Without it, New returns an error matching ErrNotMigrated.
+//
+// # Connection poolers
+//
+// The store works with any pgx QueryExecMode, including the modes without
+// prepared statements that PgBouncer's transaction pooling needs. Each
+// statement sets lock_timeout for its own transaction only.
 //
 // # Pruning
 //

@@ -485,3 +485,29 @@ func TestDoTxPlainKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out)
 }
+
+// TestDoTxCancelledWhileWaiting: a copy waiting on an uncommitted record
+// returns promptly when its context is cancelled, without running.
+func TestDoTxCancelledWhileWaiting(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, &pgstore.Config{LockTimeout: 30 * time.Second})
+	first, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer first.Rollback(ctx)
+	_, err = s.DoTx(ctx, first, "k", func(context.Context, pgx.Tx) error { return nil })
+	require.NoError(t, err)
+
+	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	out, err := s.DoInTx(wctx, "k", func(context.Context, pgx.Tx) error { return errors.New("must not run") })
+	require.ErrorIs(t, err, core.ErrStoreUnavailable)
+	require.Equal(t, core.Unavailable, out)
+	require.Less(t, time.Since(began), 10*time.Second)
+
+	require.NoError(t, first.Commit(ctx))
+	out, err = s.DoInTx(ctx, "k", func(context.Context, pgx.Tx) error { return errors.New("must not run") })
+	require.NoError(t, err)
+	require.Equal(t, core.Duplicate, out)
+}
