@@ -222,6 +222,7 @@ func TestPollerErrors(t *testing.T) {
 		{func(p *Poller) { p.Guard = nil }, "Poller.Guard"},
 		{func(p *Poller) { p.Handler = nil }, "Poller.Handler"},
 		{func(p *Poller) { p.Concurrency = -1 }, "Poller.Concurrency"},
+		{func(p *Poller) { p.Receivers = -1 }, "Poller.Receivers"},
 		{func(p *Poller) { p.BatchSize = 11 }, "Poller.BatchSize"},
 		{func(p *Poller) { p.WaitTime = 21 * time.Second }, "Poller.WaitTime"},
 		{func(p *Poller) { p.WaitTime = 1500 * time.Millisecond }, "Poller.WaitTime"},

@@ -36,9 +36,12 @@ type Poller struct {
 
 	// Concurrency is how many handlers run at once. Defaults to 20.
 	Concurrency int
-	// BatchSize is the most messages asked for per receive, 1 to 10; a
-	// receive never asks for more than there are free handler slots.
-	// Defaults to 10.
+	// Receivers is how many receives run at once. Defaults to 1.
+	Receivers int
+	// BatchSize is the most messages asked for per receive, 1 to 10, and at
+	// most Concurrency. A receive never asks for more than there are free
+	// handler slots; it waits up to 10ms for busy ones to free up, so batches
+	// stay full. Defaults to 10.
 	BatchSize int
 	// WaitTime is the long-polling wait of a receive, at most 20s.
 	// Defaults to 20s.
@@ -144,16 +147,17 @@ func (p *Poller) Run(ctx context.Context) error {
 
 // run is one Run of a Poller, with the defaults applied.
 type run struct {
-	p        *Poller
-	o        *options
-	url      *string
-	failOpen bool
-	conc     int
-	batch    int32
-	wait     int32
-	vis      time.Duration
-	shutdown time.Duration
-	flush    time.Duration
+	p         *Poller
+	o         *options
+	url       *string
+	failOpen  bool
+	conc      int
+	receivers int
+	batch     int32
+	wait      int32
+	vis       time.Duration
+	shutdown  time.Duration
+	flush     time.Duration
 	// storeTimeout bounds a batch's claim round trip.
 	storeTimeout time.Duration
 
@@ -186,6 +190,8 @@ func (p *Poller) start() (*run, error) {
 	switch {
 	case r.conc < 0:
 		return nil, fmt.Errorf("jobonce: sqsonce: Poller.Concurrency must be positive, got %d", r.conc)
+	case p.Receivers < 0:
+		return nil, fmt.Errorf("jobonce: sqsonce: Poller.Receivers must be positive, got %d", p.Receivers)
 	case p.BatchSize < 0 || p.BatchSize > 10:
 		return nil, fmt.Errorf("jobonce: sqsonce: Poller.BatchSize must be 1 to 10, got %d", p.BatchSize)
 	case wait < 0 || wait > 20*time.Second || wait%time.Second != 0:
@@ -200,9 +206,14 @@ func (p *Poller) start() (*run, error) {
 	if r.conc == 0 {
 		r.conc = 20
 	}
+	r.receivers = p.Receivers
+	if r.receivers == 0 {
+		r.receivers = 1
+	}
 	if r.batch == 0 {
 		r.batch = 10
 	}
+	r.batch = min(r.batch, int32(r.conc))
 	if wait == 0 {
 		wait = 20 * time.Second
 	}
@@ -224,7 +235,11 @@ func (r *run) run(ctx context.Context) {
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	r.hctx = hctx
-	r.receive(ctx)
+	var receivers sync.WaitGroup
+	for range r.receivers {
+		receivers.Go(func() { r.receive(ctx) })
+	}
+	receivers.Wait()
 
 	done := make(chan struct{})
 	go func() {
@@ -286,8 +301,13 @@ func (r *run) receive(ctx context.Context) {
 	}
 }
 
-// acquire takes at least one free handler slot, waiting for it, and as many
-// more as are free, up to the batch size. It returns 0 when ctx is done.
+// receiveLinger is how long the receiver waits for busy handler slots to
+// free up, so it can ask for a full batch rather than a fragment.
+const receiveLinger = 10 * time.Millisecond
+
+// acquire takes at least one free handler slot, waiting for it, then more,
+// up to the batch size, waiting up to receiveLinger for them. It returns 0
+// when ctx is done.
 func (r *run) acquire(ctx context.Context) int32 {
 	select {
 	case r.slots <- struct{}{}:
@@ -299,7 +319,23 @@ func (r *run) acquire(ctx context.Context) int32 {
 		select {
 		case r.slots <- struct{}{}:
 			n++
+			continue
 		default:
+		}
+		break
+	}
+	if n == r.batch {
+		return n
+	}
+	linger := time.NewTimer(receiveLinger)
+	defer linger.Stop()
+	for n < r.batch {
+		select {
+		case r.slots <- struct{}{}:
+			n++
+		case <-linger.C:
+			return n
+		case <-ctx.Done():
 			return n
 		}
 	}

@@ -1,0 +1,177 @@
+package sqsonce_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/redis/go-redis/v9"
+
+	sqsonce "github.com/jobonce/jobonce/adapters/sqs"
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// countingStore counts a BatchStore's round trips: one per call.
+type countingStore struct {
+	core.BatchStore
+	calls atomic.Int64
+}
+
+func (s *countingStore) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, error) {
+	s.calls.Add(1)
+	return s.BatchStore.Claim(ctx, req)
+}
+
+func (s *countingStore) Extend(ctx context.Context, key string, token core.Token, lease time.Duration) error {
+	s.calls.Add(1)
+	return s.BatchStore.Extend(ctx, key, token, lease)
+}
+
+func (s *countingStore) Complete(ctx context.Context, req core.CompleteRequest) error {
+	s.calls.Add(1)
+	return s.BatchStore.Complete(ctx, req)
+}
+
+func (s *countingStore) Release(ctx context.Context, key string, token core.Token) error {
+	s.calls.Add(1)
+	return s.BatchStore.Release(ctx, key, token)
+}
+
+func (s *countingStore) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) ([]core.ClaimReply, []error) {
+	s.calls.Add(1)
+	return s.BatchStore.ClaimBatch(ctx, reqs)
+}
+
+func (s *countingStore) CompleteBatch(ctx context.Context, reqs []core.CompleteRequest) []error {
+	s.calls.Add(1)
+	return s.BatchStore.CompleteBatch(ctx, reqs)
+}
+
+// deleteWatch passes calls through to the client and closes done once n
+// messages were deleted.
+type deleteWatch struct {
+	sqsonce.Client
+	left atomic.Int64
+	done chan struct{}
+}
+
+func (w *deleteWatch) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	out, err := w.Client.DeleteMessageBatch(ctx, in, opts...)
+	if err == nil && w.left.Add(-int64(len(out.Successful))) == 0 {
+		close(w.done)
+	}
+	return out, err
+}
+
+// fill sends n distinct messages to a fresh queue, outside the timer.
+func fill(b *testing.B, c *sqs.Client, n int) string {
+	b.Helper()
+	q := createQueue(b, c, queueSpec{visibility: 30})
+	bodies := make([]string, n)
+	run := testenv.RandomID(4)
+	for i := range bodies {
+		bodies[i] = "noop-" + run + "-" + strconv.Itoa(i)
+	}
+	sendAll(b, c, q.url, bodies)
+	return q.url
+}
+
+// BenchmarkPoller consumes no-op messages with a plain receive–handle–delete
+// loop and with the Poller on a Redis store, side by side; run it with a
+// fixed count, e.g. -benchtime=3000x. It reports messages per second and,
+// for the Poller, store round trips per message.
+func BenchmarkPoller(b *testing.B) {
+	c := newSQS(b)
+	prefix := testenv.Prefix(b)
+	rdb := testenv.Redis(b, prefix)
+	noop := func(context.Context, types.Message) error { return nil }
+
+	b.Run("plain", func(b *testing.B) {
+		b.ReportAllocs()
+		url := fill(b, c, b.N)
+		ctx := context.Background()
+		b.ResetTimer()
+		handled := 0
+		for handled < b.N {
+			out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+				QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+				MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+				MessageAttributeNames:       []string{"All"},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(out.Messages) == 0 {
+				continue
+			}
+			entries := make([]types.DeleteMessageBatchRequestEntry, len(out.Messages))
+			for i, m := range out.Messages {
+				if err := noop(ctx, m); err != nil {
+					b.Fatal(err)
+				}
+				entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
+			}
+			del, err := c.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
+			if err != nil || len(del.Failed) > 0 {
+				b.Fatal(err, del.Failed)
+			}
+			handled += len(out.Messages)
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	})
+
+	for _, v := range []struct {
+		name                   string
+		concurrency, receivers int
+	}{
+		{"poller", 0, 0}, // the defaults: 20 handlers, one receiver
+		{"poller-2recv", 40, 2},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			benchPoller(b, c, rdb, prefix, v.concurrency, v.receivers)
+		})
+	}
+}
+
+func benchPoller(b *testing.B, c *sqs.Client, rdb *redis.Client, prefix string, concurrency, receivers int) {
+	noop := func(context.Context, types.Message) error { return nil }
+	b.ReportAllocs()
+	url := fill(b, c, b.N)
+	rs, err := redisstore.New(rdb, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	store := &countingStore{BatchStore: rs}
+	g, err := core.New(store, &core.Config{KeyPrefix: prefix + fmt.Sprint(b.N) + ":"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	watch := &deleteWatch{Client: c, done: make(chan struct{})}
+	watch.left.Store(int64(b.N))
+	p := &sqsonce.Poller{Client: watch, QueueURL: url, Guard: g, Handler: noop, Concurrency: concurrency, Receivers: receivers, WaitTime: time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	b.ResetTimer()
+	go func() { done <- p.Run(ctx) }()
+	<-watch.done
+	b.StopTimer()
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	s := p.Stats()
+	if s.Ran != int64(b.N) || s.Deleted != int64(b.N) {
+		b.Fatalf("ran %d, deleted %d of %d", s.Ran, s.Deleted, b.N)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	b.ReportMetric(float64(store.calls.Load())/float64(b.N), "store-rt/msg")
+}
