@@ -271,9 +271,16 @@ var completeBackoff = [...]time.Duration{10 * time.Millisecond, 50 * time.Millis
 func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
 	req := c.completeRequest()
 	if ctx.Err() == nil {
-		// The common case costs no context of its own; a cancellation that
+		// The common case needs no detached context; a cancellation that
 		// lands during the call is retried detached below.
-		err := g.store.Complete(ctx, req)
+		first, cancel := ctx, context.CancelFunc(nil)
+		if d, ok := ctx.Deadline(); !ok || time.Until(d) > g.cfg.StoreTimeout {
+			first, cancel = context.WithTimeout(ctx, g.cfg.StoreTimeout)
+		}
+		err := g.store.Complete(first, req)
+		if cancel != nil {
+			cancel()
+		}
 		if err == nil || errors.Is(err, ErrLeaseLost) {
 			return completeOutcome(err), err
 		}
