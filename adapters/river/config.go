@@ -3,6 +3,7 @@ package riveronce
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 
 	"github.com/riverqueue/river/rivertype"
 
@@ -29,6 +30,13 @@ type Config struct {
 	// Skip reports jobs that run without the guard, such as kinds that are
 	// idempotent already. Defaults to nil: every job is guarded.
 	Skip func(job *rivertype.JobRow) bool
+
+	// MaxBatch caps how many concurrent jobs share one store round trip for
+	// their claims, and one for their done markers, when the guard's store is
+	// a core.BatchStore (redisstore, pgstore). No job waits for a batch to
+	// fill: a round trip starts as soon as the previous one returns, with the
+	// jobs that arrived meanwhile. 1 turns batching off. Defaults to 64.
+	MaxBatch int
 }
 
 // Keyer is implemented by job args that name their own key, such as
@@ -47,11 +55,18 @@ const MetadataKey = "jobonce_key"
 
 var metadataKeyField = []byte(`"` + MetadataKey + `"`)
 
-func (c *Config) withDefaults() Config {
-	if c == nil {
-		return Config{}
+func (c *Config) withDefaults() (Config, error) {
+	var cfg Config
+	if c != nil {
+		cfg = *c
 	}
-	return *c
+	if cfg.MaxBatch < 0 {
+		return cfg, fmt.Errorf("jobonce: riveronce.Config.MaxBatch must not be negative, got %d", cfg.MaxBatch)
+	}
+	if cfg.MaxBatch == 0 {
+		cfg.MaxBatch = 64
+	}
+	return cfg, nil
 }
 
 // job returns the key and fingerprint of row. args is the decoded args when

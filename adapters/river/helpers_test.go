@@ -230,3 +230,5 @@ func serveProxy(t testing.TB, addr, target string) {
 		wg.Wait()
 	})
 }
+
+func riverDriver(pool *pgxpool.Pool) *riverpgxv5.Driver { return riverpgxv5.New(pool) }

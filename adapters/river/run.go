@@ -12,15 +12,24 @@ import (
 
 // runner holds what Middleware and Wrap share: the guard and the settings.
 type runner struct {
-	g   *core.Guard
-	cfg Config
+	g     *core.Guard
+	cfg   Config
+	batch *batcher // nil: one claim and one completion per job
 }
 
 func newRunner(g *core.Guard, cfg *Config, caller string) *runner {
 	if g == nil {
 		panic("riveronce: " + caller + ": guard is nil")
 	}
-	return &runner{g: g, cfg: cfg.withDefaults()}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		panic("riveronce: " + caller + ": " + err.Error())
+	}
+	r := &runner{g: g, cfg: c}
+	if _, ok := g.Store().(core.BatchStore); ok && c.MaxBatch > 1 {
+		r.batch = newBatcher(g, c.MaxBatch)
+	}
+	return r
 }
 
 // guardedKey marks a context whose job already runs under a claim, so that a
@@ -46,10 +55,21 @@ func (r *runner) run(ctx context.Context, row *rivertype.JobRow, args any, work 
 	}
 	job := r.cfg.job(row, args)
 	ctx = context.WithValue(ctx, guardedKey{}, r)
-	res, err := r.g.Run(ctx, job, func(ctx context.Context) ([]byte, error) {
-		return nil, work(ctx)
-	})
-	return outcomeError(row, res.Outcome, err)
+	fn := func(ctx context.Context) ([]byte, error) { return nil, work(ctx) }
+	if r.batch == nil {
+		res, err := r.g.Run(ctx, job, fn)
+		return outcomeError(row, res.Outcome, err)
+	}
+	cr := claimReq{ctx: ctx, job: job}
+	r.batch.claims.submit(&cr)
+	res, err := cr.claim.Work(ctx, fn)
+	if err != nil || res.Outcome != core.Ran {
+		return outcomeError(row, res.Outcome, err)
+	}
+	// The job ran; its done marker is written with those of other jobs.
+	fr := finishReq{ctx: ctx, claim: cr.claim}
+	r.batch.finishes.submit(&fr)
+	return nil
 }
 
 // outcomeError turns a guard outcome and its error into the error a River

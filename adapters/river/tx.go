@@ -76,7 +76,11 @@ func WrapTx[T river.JobArgs](store TxStore, db TxBeginner, w TxWorker[T], cfg *C
 	if store == nil || db == nil || w == nil {
 		panic("riveronce: WrapTx: store, db and worker must not be nil")
 	}
-	return &txWrapped[T]{inner: w, store: store, db: db, cfg: cfg.withDefaults()}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		panic("riveronce: WrapTx: " + err.Error())
+	}
+	return &txWrapped[T]{inner: w, store: store, db: db, cfg: c}
 }
 
 // Middleware returns the inner worker's middleware.

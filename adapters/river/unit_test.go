@@ -1,0 +1,321 @@
+package riveronce
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/memstore"
+)
+
+type keyedArgs struct {
+	User string `json:"user"`
+}
+
+func (keyedArgs) Kind() string { return "welcome_email" }
+
+func (a keyedArgs) OnceKey() string { return "email:welcome:" + a.User }
+
+func row(id int64, kind, args string) *rivertype.JobRow {
+	return &rivertype.JobRow{ID: id, Kind: kind, EncodedArgs: []byte(args), Metadata: []byte(`{}`), State: rivertype.JobStateRunning}
+}
+
+func memGuard(t *testing.T) *core.Guard {
+	t.Helper()
+	g, err := core.New(memstore.New(), &core.Config{Logger: discardLogger()})
+	require.NoError(t, err)
+	return g
+}
+
+func TestDefaultKey(t *testing.T) {
+	t.Parallel()
+	var cfg Config
+	job := cfg.job(row(1, "sort", `{"n":1}`), nil)
+	fp := core.Fingerprint([]byte(`{"n":1}`))
+	require.Equal(t, core.Job{Key: "sort:" + fp, Fingerprint: fp}, job)
+	require.Equal(t, job, cfg.job(row(2, "sort", `{"n":1}`), nil), "copies share the key")
+	require.NotEqual(t, job.Key, cfg.job(row(1, "sort", `{"n":2}`), nil).Key)
+	require.NotEqual(t, job.Key, cfg.job(row(1, "other", `{"n":1}`), nil).Key)
+}
+
+func TestKeyPrecedence(t *testing.T) {
+	t.Parallel()
+	r := row(1, "welcome_email", `{"user":"42"}`)
+	r.Metadata = []byte(`{"jobonce_key":"from-metadata"}`)
+
+	var plain Config
+	require.Equal(t, "email:welcome:42", plain.job(r, keyedArgs{User: "42"}).Key, "Keyer args first")
+	require.Equal(t, "from-metadata", plain.job(r, nil).Key, "then the key recorded at insert")
+
+	custom := Config{Key: func(job *rivertype.JobRow) string { return "custom" }}
+	require.Equal(t, "custom", custom.job(r, keyedArgs{User: "42"}).Key, "Config.Key above all")
+
+	noCheck := Config{Fingerprint: func(*rivertype.JobRow) string { return "" }}
+	job := noCheck.job(row(1, "k", `{}`), nil)
+	require.Equal(t, "k:"+core.Fingerprint([]byte(`{}`)), job.Key)
+	require.Empty(t, job.Fingerprint)
+}
+
+func TestInsertRecordsKeyerKey(t *testing.T) {
+	t.Parallel()
+	mw := Middleware(memGuard(t), nil).(rivertype.JobInsertMiddleware)
+	keyed := &rivertype.JobInsertParams{Args: keyedArgs{User: "7"}, Kind: "welcome_email", Metadata: []byte(`{"tenant":"a"}`)}
+	plain := &rivertype.JobInsertParams{Args: noopArgs{N: 1}, Kind: "riveronce_noop", Metadata: []byte(`{"tenant":"b"}`)}
+	called := false
+	_, err := mw.InsertMany(context.Background(), []*rivertype.JobInsertParams{keyed, plain},
+		func(context.Context) ([]*rivertype.JobInsertResult, error) { called = true; return nil, nil })
+	require.NoError(t, err)
+	require.True(t, called)
+	var md map[string]string
+	require.NoError(t, json.Unmarshal(keyed.Metadata, &md))
+	require.Equal(t, map[string]string{"tenant": "a", MetadataKey: "email:welcome:7"}, md)
+	require.JSONEq(t, `{"tenant":"b"}`, string(plain.Metadata), "args without OnceKey are left alone")
+	key, ok := metadataKey(keyed.Metadata)
+	require.True(t, ok)
+	require.Equal(t, "email:welcome:7", key)
+
+	bad := &rivertype.JobInsertParams{Args: keyedArgs{User: "7"}, Kind: "welcome_email", Metadata: []byte(`[1]`)}
+	_, err = mw.InsertMany(context.Background(), []*rivertype.JobInsertParams{bad},
+		func(context.Context) ([]*rivertype.JobInsertResult, error) { t.Fatal("inserted"); return nil, nil })
+	require.ErrorContains(t, err, `job of kind "welcome_email": metadata is not a JSON object`)
+}
+
+// count returns a doInner that counts its runs.
+func count(n *atomic.Int32) func(context.Context) error {
+	return func(context.Context) error { n.Add(1); return nil }
+}
+
+func TestMiddlewareOutcomes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("RanThenDuplicate", func(t *testing.T) {
+		t.Parallel()
+		mw := Middleware(memGuard(t), nil)
+		var runs atomic.Int32
+		require.NoError(t, mw.Work(ctx, row(1, "k", `{"n":1}`), count(&runs)))
+		require.NoError(t, mw.Work(ctx, row(2, "k", `{"n":1}`), count(&runs)), "a duplicate completes")
+		require.EqualValues(t, 1, runs.Load())
+	})
+
+	t.Run("RunningSnoozes", func(t *testing.T) {
+		t.Parallel()
+		mw := Middleware(memGuard(t), nil)
+		started, release := make(chan struct{}), make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- mw.Work(ctx, row(1, "k", `{}`), func(context.Context) error {
+				close(started)
+				<-release
+				return nil
+			})
+		}()
+		<-started
+		var runs atomic.Int32
+		err := mw.Work(ctx, row(2, "k", `{}`), count(&runs))
+		var snooze *river.JobSnoozeError
+		require.ErrorAs(t, err, &snooze)
+		require.Positive(t, snooze.Duration)
+		require.Zero(t, runs.Load())
+		close(release)
+		require.NoError(t, <-done)
+	})
+
+	t.Run("ConflictCancels", func(t *testing.T) {
+		t.Parallel()
+		mw := Middleware(memGuard(t), &Config{Key: func(*rivertype.JobRow) string { return "same" }})
+		var runs atomic.Int32
+		require.NoError(t, mw.Work(ctx, row(1, "k", `{"n":1}`), count(&runs)))
+		err := mw.Work(ctx, row(2, "k", `{"n":2}`), count(&runs))
+		var cancel *river.JobCancelError
+		require.ErrorAs(t, err, &cancel)
+		require.ErrorIs(t, err, core.ErrConflict)
+		require.EqualValues(t, 1, runs.Load())
+	})
+
+	t.Run("EmptyKeyCancels", func(t *testing.T) {
+		t.Parallel()
+		mw := Middleware(memGuard(t), &Config{Key: func(*rivertype.JobRow) string { return "" }})
+		var runs atomic.Int32
+		err := mw.Work(ctx, row(1, "k", `{}`), count(&runs))
+		var cancel *river.JobCancelError
+		require.ErrorAs(t, err, &cancel)
+		require.ErrorIs(t, err, core.ErrInvalidKey)
+		require.ErrorContains(t, err, `job 1 (kind "k")`)
+		require.Zero(t, runs.Load())
+	})
+
+	t.Run("ErrorReleasesAndPassesThrough", func(t *testing.T) {
+		t.Parallel()
+		mw := Middleware(memGuard(t), nil)
+		boom := errors.New("boom")
+		err := mw.Work(ctx, row(1, "k", `{}`), func(context.Context) error { return boom })
+		require.Same(t, boom, err, "the worker's error reaches River unchanged")
+		var runs atomic.Int32
+		require.NoError(t, mw.Work(ctx, row(1, "k", `{}`), count(&runs)), "the retry claims at once")
+		require.EqualValues(t, 1, runs.Load())
+	})
+
+	t.Run("StoreDownFailsClosed", func(t *testing.T) {
+		t.Parallel()
+		g, err := core.New(downStore{}, &core.Config{Logger: discardLogger()})
+		require.NoError(t, err)
+		var runs atomic.Int32
+		err = Middleware(g, nil).Work(ctx, row(1, "k", `{}`), count(&runs))
+		require.ErrorIs(t, err, core.ErrStoreUnavailable)
+		var snooze *river.JobSnoozeError
+		var cancel *river.JobCancelError
+		require.False(t, errors.As(err, &snooze) || errors.As(err, &cancel), "an ordinary error: River retries")
+		require.Zero(t, runs.Load())
+	})
+
+	t.Run("Skip", func(t *testing.T) {
+		t.Parallel()
+		mw := Middleware(memGuard(t), &Config{Skip: func(job *rivertype.JobRow) bool { return job.Kind == "free" }})
+		var runs atomic.Int32
+		require.NoError(t, mw.Work(ctx, row(1, "free", `{}`), count(&runs)))
+		require.NoError(t, mw.Work(ctx, row(2, "free", `{}`), count(&runs)))
+		require.EqualValues(t, 2, runs.Load())
+	})
+
+	t.Run("WrapInsideMiddlewareClaimsOnce", func(t *testing.T) {
+		t.Parallel()
+		g := memGuard(t)
+		var runs atomic.Int32
+		w := Wrap[noopArgs](g, river.WorkFunc(func(context.Context, *river.Job[noopArgs]) error {
+			runs.Add(1)
+			return nil
+		}), nil)
+		r := row(1, "riveronce_noop", `{"n":1}`)
+		err := Middleware(g, nil).Work(ctx, r, func(ctx context.Context) error {
+			return w.Work(ctx, &river.Job[noopArgs]{JobRow: r, Args: noopArgs{N: 1}})
+		})
+		require.NoError(t, err)
+		require.EqualValues(t, 1, runs.Load())
+	})
+}
+
+// downStore is a store that cannot be reached.
+type downStore struct{}
+
+var errDown = errors.New("connection refused")
+
+func (downStore) Claim(context.Context, core.ClaimRequest) (core.ClaimReply, error) {
+	return core.ClaimReply{}, errDown
+}
+func (downStore) Extend(context.Context, string, core.Token, time.Duration) error { return errDown }
+func (downStore) Complete(context.Context, core.CompleteRequest) error            { return errDown }
+func (downStore) Release(context.Context, string, core.Token) error               { return errDown }
+
+// tunedWorker overrides every Worker method but Work.
+type tunedWorker struct {
+	river.WorkerDefaults[noopArgs]
+	mw []rivertype.WorkerMiddleware
+}
+
+var retryAt = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func (w *tunedWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware { return w.mw }
+func (w *tunedWorker) NextRetry(*river.Job[noopArgs]) time.Time                  { return retryAt }
+func (w *tunedWorker) Timeout(*river.Job[noopArgs]) time.Duration                { return 7 * time.Second }
+func (w *tunedWorker) Work(context.Context, *river.Job[noopArgs]) error          { return nil }
+
+func TestWrapPassesThrough(t *testing.T) {
+	t.Parallel()
+	inner := &tunedWorker{mw: []rivertype.WorkerMiddleware{&river.WorkerMiddlewareDefaults{}}}
+	job := &river.Job[noopArgs]{JobRow: row(1, "riveronce_noop", `{}`)}
+	for name, w := range map[string]river.Worker[noopArgs]{
+		"Wrap":   Wrap[noopArgs](memGuard(t), inner, nil),
+		"WrapTx": WrapTx[noopArgs](txStoreFunc(nil), txBeginnerFunc(nil), txTuned{inner}, nil),
+	} {
+		require.Equal(t, 7*time.Second, w.Timeout(job), name)
+		require.Equal(t, retryAt, w.NextRetry(job), name)
+		require.Equal(t, inner.mw, w.Middleware(job.JobRow), name)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	t.Parallel()
+	require.PanicsWithValue(t, "riveronce: Middleware: guard is nil", func() { Middleware(nil, nil) })
+	require.PanicsWithValue(t, "riveronce: Wrap: worker is nil", func() { Wrap[noopArgs](memGuard(t), nil, nil) })
+	require.PanicsWithValue(t,
+		"riveronce: Middleware: jobonce: riveronce.Config.MaxBatch must not be negative, got -1",
+		func() { Middleware(memGuard(t), &Config{MaxBatch: -1}) })
+}
+
+func TestCoalescer(t *testing.T) {
+	t.Parallel()
+	const callers, maxBatch = 200, 8
+	var mu sync.Mutex
+	var sizes []int
+	seen := map[int]int{}
+	release := make(chan struct{})
+	c := coalescer[int]{max: maxBatch}
+	c.do = func(reqs []*int) {
+		mu.Lock()
+		first := len(sizes) == 0
+		sizes = append(sizes, len(reqs))
+		for _, r := range reqs {
+			seen[*r]++
+			*r = -*r // the answer
+		}
+		mu.Unlock()
+		if first {
+			<-release // a slow round trip: every other request queues meanwhile
+		}
+	}
+	var wg sync.WaitGroup
+	for i := 1; i <= callers; i++ {
+		wg.Go(func() {
+			req := i
+			c.submit(&req)
+			if req != -i {
+				t.Errorf("request %d answered %d", i, req)
+			}
+		})
+	}
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.queue) == callers-1
+	}, 10*time.Second, time.Millisecond)
+	close(release)
+	wg.Wait()
+
+	require.Len(t, seen, callers)
+	for i, n := range seen {
+		require.Equal(t, 1, n, "request %d answered once", i)
+	}
+	want := []int{1}
+	for left := callers - 1; left > 0; left -= maxBatch {
+		want = append(want, min(left, maxBatch))
+	}
+	require.Equal(t, want, sizes, "the first request alone, then the queue in batches of maxBatch")
+	require.False(t, c.busy)
+	require.Empty(t, c.queue)
+}
+
+// txTuned is tunedWorker as a TxWorker.
+type txTuned struct{ *tunedWorker }
+
+func (txTuned) WorkTx(context.Context, pgx.Tx, *river.Job[noopArgs]) error { return nil }
+
+type txStoreFunc func(ctx context.Context, tx pgx.Tx, job core.Job, fn func(context.Context, pgx.Tx) error) (core.Outcome, error)
+
+func (f txStoreFunc) DoTxJob(ctx context.Context, tx pgx.Tx, job core.Job, fn func(context.Context, pgx.Tx) error) (core.Outcome, error) {
+	return f(ctx, tx, job, fn)
+}
+
+type txBeginnerFunc func(ctx context.Context) (pgx.Tx, error)
+
+func (f txBeginnerFunc) Begin(ctx context.Context) (pgx.Tx, error) { return f(ctx) }
