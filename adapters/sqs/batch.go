@@ -31,13 +31,15 @@ func notRun(context.Context) ([]byte, error) { return nil, errNotRun }
 type batch struct {
 	r        *run
 	msgs     []types.Message
+	jobs     []core.Job
 	claims   []*core.Claim
 	received time.Time
-	open     []bool  // the message's handler runs or its done marker is pending: keep it invisible
-	done     []int   // handlers succeeded; done markers to write
-	deletes  []int   // messages to delete
-	hides    []int   // messages whose visibility to change …
-	delays   []int32 // … to these seconds
+	extender *time.Timer // renews the open messages' visibility
+	open     []bool      // the message is not settled yet: keep it invisible
+	done     []int       // handlers succeeded; done markers to write
+	deletes  []int       // messages to delete
+	hides    []int       // messages whose visibility to change …
+	delays   []int32     // … to these seconds
 }
 
 // result is a handler's outcome, sent by its goroutine.
@@ -49,22 +51,63 @@ type result struct {
 
 func (r *run) process(msgs []types.Message, received time.Time) {
 	defer r.batches.Done()
-	b := &batch{r: r, msgs: msgs, received: received, open: make([]bool, len(msgs))}
-	jobs := make([]core.Job, len(msgs))
+	b := &batch{r: r, msgs: msgs, received: received,
+		claims: make([]*core.Claim, len(msgs)), open: make([]bool, len(msgs))}
+	b.jobs = make([]core.Job, len(msgs))
+	pending := make([]int, len(msgs))
 	for i, m := range msgs {
-		jobs[i] = r.o.job(m)
+		b.jobs[i] = r.o.job(m)
+		b.open[i] = true
+		pending[i] = i
+	}
+	b.extender = time.NewTimer(time.Until(received.Add(r.vis / 2)))
+	defer b.extender.Stop()
+	results := make(chan result, len(msgs))
+	for len(pending) > 0 {
+		var round []int
+		round, pending = splitRound(b.jobs, pending)
+		b.round(round, results)
+	}
+}
+
+// splitRound splits pending messages into a round whose keys are distinct and
+// the rest: copies of one job in one batch are claimed one after the other,
+// so a later copy finds the first one done and is deleted as a duplicate
+// at once, instead of being hidden as running.
+func splitRound(jobs []core.Job, pending []int) (round, rest []int) {
+	round = pending[:0:0]
+next:
+	for _, i := range pending {
+		for _, j := range round {
+			if jobs[i].Key != "" && jobs[i].Key == jobs[j].Key {
+				rest = append(rest, i)
+				continue next
+			}
+		}
+		round = append(round, i)
+	}
+	return round, rest
+}
+
+// round claims messages idx in one store round trip, runs the handlers of
+// the claimed ones and settles every message.
+func (b *batch) round(idx []int, results chan result) {
+	r := b.r
+	jobs := make([]core.Job, len(idx))
+	for j, i := range idx {
+		jobs[j] = b.jobs[i]
 	}
 	cctx, cancel := context.WithTimeout(r.hctx, r.storeTimeout)
-	b.claims = r.p.Guard.Claim(cctx, jobs...)
+	claims := r.p.Guard.Claim(cctx, jobs...)
 	cancel()
 
-	results := make(chan result, len(msgs))
 	running := 0
-	for i, c := range b.claims {
+	for j, i := range idx {
+		c := claims[j]
+		b.claims[i] = c
 		if r.runs(c) {
 			running++
-			b.open[i] = true
-			go r.work(i, c, msgs[i], results)
+			go r.work(i, c, b.msgs[i], results)
 			continue
 		}
 		res, err := c.Work(r.hctx, notRun)
@@ -111,8 +154,6 @@ func (r *run) work(i int, c *core.Claim, m types.Message, results chan<- result)
 // open messages' visibility is renewed every half VisibilityTimeout.
 func (b *batch) await(running int, results <-chan result) {
 	r := b.r
-	extend := time.NewTimer(time.Until(b.received.Add(r.vis / 2)))
-	defer extend.Stop()
 	var flushTimer *time.Timer
 	var flushC <-chan time.Time
 	defer func() {
@@ -136,15 +177,14 @@ func (b *batch) await(running int, results <-chan result) {
 				}
 				continue
 			}
-			b.open[res.i] = false
 			b.settle(res.i, res.out, res.err)
 			b.flush()
 		case <-flushC:
 			flushC = nil
 			b.finish()
-		case <-extend.C:
+		case <-b.extender.C:
 			b.extend()
-			extend.Reset(r.vis / 2)
+			b.extender.Reset(r.vis / 2)
 		}
 	}
 	b.finish()
@@ -162,7 +202,6 @@ func (b *batch) finish() {
 	}
 	outs := b.r.p.Guard.Finish(b.r.hctx, claims...)
 	for j, i := range b.done {
-		b.open[i] = false
 		b.settle(i, outs[j], nil)
 	}
 	b.done = b.done[:0]
@@ -172,6 +211,7 @@ func (b *batch) finish() {
 // settle decides what happens to message i after its final outcome.
 func (b *batch) settle(i int, out core.Outcome, err error) {
 	r := b.r
+	b.open[i] = false
 	r.p.stats.count(out)
 	d := r.o.decide(out, err, receiveCount(b.msgs[i]), time.Since(b.received), r.stopping.Load())
 	switch d.act {

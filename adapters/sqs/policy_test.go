@@ -239,3 +239,14 @@ func TestPollerErrors(t *testing.T) {
 		require.True(t, strings.Contains(err.Error(), tc.want), "%q does not name %s", err, tc.want)
 	}
 }
+
+func TestSplitRound(t *testing.T) {
+	t.Parallel()
+	jobs := []core.Job{{Key: "a"}, {Key: "b"}, {Key: "a"}, {Key: ""}, {Key: ""}, {Key: "a"}, {Key: "c"}}
+	round, rest := splitRound(jobs, []int{0, 1, 2, 3, 4, 5, 6})
+	require.Equal(t, []int{0, 1, 3, 4, 6}, round, "empty keys are rejected by the Guard, not held back")
+	require.Equal(t, []int{2, 5}, rest)
+	round, rest = splitRound(jobs, rest)
+	require.Equal(t, []int{2}, round)
+	require.Equal(t, []int{5}, rest)
+}

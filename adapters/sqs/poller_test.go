@@ -88,10 +88,12 @@ func TestPollerLongJobWithDuplicate(t *testing.T) {
 
 	var mu sync.Mutex
 	var ranID string
+	started := make(chan struct{}, 1)
 	handler := func(ctx context.Context, m types.Message) error {
 		mu.Lock()
 		ranID = aws.ToString(m.MessageId)
 		mu.Unlock()
+		started <- struct{}{}
 		select {
 		case <-time.After(15 * time.Second):
 		case <-ctx.Done():
@@ -107,6 +109,13 @@ func TestPollerLongJobWithDuplicate(t *testing.T) {
 		startPoller(t, pollers[i])
 	}
 	sendAll(t, c, q.url, []string{"long-job"})
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job did not start")
+	}
+	// The duplicate arrives while the job runs, so a receive of its own
+	// finds the job running.
 	sendAll(t, c, q.url, []string{"long-job"})
 
 	require.Eventually(t, func() bool { return eff.count() == 1 }, 30*time.Second, 50*time.Millisecond)
@@ -123,6 +132,7 @@ func TestPollerLongJobWithDuplicate(t *testing.T) {
 		dups += p.Stats().Duplicates
 	}
 	require.EqualValues(t, 1, dups)
+	require.Positive(t, running, "the duplicate must have found the job running")
 	require.Less(t, running, int64(6), "the duplicate's receives must stay below maxReceiveCount")
 	t.Logf("the duplicate was received %d times while the job ran", running+1)
 }
