@@ -106,8 +106,6 @@ func (s *Store) Table() string { return s.table }
 
 func uuid(t core.Token) pgtype.UUID { return pgtype.UUID{Bytes: t, Valid: true} }
 
-func micros(d time.Duration) int64 { return d.Microseconds() }
-
 func checkDuration(what string, d time.Duration) error {
 	if d < time.Microsecond {
 		return fmt.Errorf("jobonce: pgstore: %s must be positive, got %s", what, d)
@@ -123,7 +121,7 @@ func (s *Store) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimRep
 		return core.ClaimReply{}, err
 	}
 	for attempt := 1; ; attempt++ {
-		reply, settled, err := s.claimOnce(ctx, s.pool, req)
+		reply, settled, err := s.claimOnce(ctx, req)
 		if err != nil {
 			if lockTimedOut(err) {
 				return core.ClaimReply{State: core.StateRunning, Remaining: s.cfg.RetryAfter}, nil
@@ -140,19 +138,14 @@ func (s *Store) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimRep
 	}
 }
 
-// querier runs a query: the pool, or a batch's results.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
 func (s *Store) claimArgs(req *core.ClaimRequest) []any {
-	return []any{[]byte(req.Key), uuid(req.Token), []byte(req.Fingerprint), micros(req.Lease), s.lockTimeout}
+	return []any{[]byte(req.Key), uuid(req.Token), []byte(req.Fingerprint), req.Lease.Microseconds(), s.lockTimeout}
 }
 
 // claimOnce runs the claim statement once. settled is false when it returned
 // no row and must run again.
-func (s *Store) claimOnce(ctx context.Context, q querier, req core.ClaimRequest) (core.ClaimReply, bool, error) {
-	rows, err := q.Query(ctx, s.sql.claim, s.claimArgs(&req)...)
+func (s *Store) claimOnce(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, bool, error) {
+	rows, err := s.pool.Query(ctx, s.sql.claim, s.claimArgs(&req)...)
 	if err != nil {
 		return core.ClaimReply{}, false, err
 	}
@@ -194,7 +187,7 @@ func (s *Store) Extend(ctx context.Context, key string, token core.Token, lease 
 	if err := checkDuration("lease", lease); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, s.sql.extend, []byte(key), uuid(token), micros(lease))
+	tag, err := s.pool.Exec(ctx, s.sql.extend, []byte(key), uuid(token), lease.Microseconds())
 	if err != nil {
 		return s.wrap(err)
 	}
@@ -205,7 +198,7 @@ func (s *Store) Extend(ctx context.Context, key string, token core.Token, lease 
 }
 
 func (s *Store) completeArgs(req *core.CompleteRequest) []any {
-	return []any{[]byte(req.Key), uuid(req.Token), []byte(req.Fingerprint), req.Result, micros(req.Retention)}
+	return []any{[]byte(req.Key), uuid(req.Token), []byte(req.Fingerprint), req.Result, req.Retention.Microseconds()}
 }
 
 // Complete implements core.Store: the claim becomes a done row kept for
