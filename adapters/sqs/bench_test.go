@@ -134,7 +134,7 @@ func BenchmarkPoller(b *testing.B) {
 		concurrency, receivers int
 	}{
 		{"poller", 0, 0}, // the defaults: 20 handlers, one receiver
-		{"poller-2recv", 40, 2},
+		{"poller-40x2", 40, 2}, // 40 handlers, two receivers
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			benchPoller(b, c, rdb, prefix, v.concurrency, v.receivers)

@@ -134,8 +134,10 @@ func run() error {
 	case <-time.After(time.Minute):
 		fmt.Println("timed out")
 	}
-	// Let the last duplicates be received and deleted, then stop gracefully.
-	time.Sleep(2 * time.Second)
+	// Let the last copies be received and deleted, then stop gracefully.
+	for deadline := time.Now().Add(30 * time.Second); poller.Stats().Deleted < 2*jobs+1 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		return err
