@@ -133,7 +133,7 @@ func BenchmarkPoller(b *testing.B) {
 		name                   string
 		concurrency, receivers int
 	}{
-		{"poller", 0, 0}, // the defaults: 20 handlers, one receiver
+		{"poller", 0, 0},       // the defaults: 20 handlers, one receiver
 		{"poller-40x2", 40, 2}, // 40 handlers, two receivers
 	} {
 		b.Run(v.name, func(b *testing.B) {
