@@ -29,7 +29,7 @@ func TestEveryCopyOnce(t *testing.T) {
 		t.Run(form, func(t *testing.T) {
 			t.Parallel()
 			pool, schema := riverSchema(t)
-			g := redisGuard(t, nil)
+			g := redisGuard(t, &core.Config{MaxRetryAfter: 200 * time.Millisecond})
 			workers := river.NewWorkers()
 			cfg := clientConfig(schema, workers, 16)
 			if form == "Wrap" {

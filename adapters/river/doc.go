@@ -1,0 +1,78 @@
+// Package riveronce runs River jobs once per key: a worker middleware for a
+// whole client, a wrapper for one worker, and a transactional form that
+// makes a job's database effect exactly-once.
+//
+//	import riveronce "github.com/jobonce/jobonce/adapters/river"
+//
+// # Middleware and Wrap
+//
+// Middleware guards every job of a client; put it in river.Config.Middleware.
+// Wrap guards one worker; register its result with river.AddWorker. Both
+// claim the job's key through a core.Guard before the worker runs, keep the
+// claim alive with the guard's heartbeat while it runs, and record a done
+// marker when it succeeds. Wrap keeps the inner worker's Timeout, NextRetry
+// and Middleware. A job guarded by both is claimed once.
+//
+// # Outcomes
+//
+// Each outcome maps to River's own control flow:
+//
+//   - ran, or done already (a duplicate copy): nil, and River completes the
+//     job;
+//   - another copy holds the key: river.JobSnooze(RetryAfter), where
+//     RetryAfter is the claim's remaining lease bounded by the guard's
+//     MinRetryAfter and MaxRetryAfter (lower MaxRetryAfter to have copies
+//     check back sooner; snoozes longer than 5s wait for River's scheduler to
+//     make the job available again). River gives a
+//     snoozed job its attempt back (Attempt is decremented before the job is
+//     rescheduled, and the next fetch increments it again), so however often
+//     a copy snoozes it never reaches MaxAttempts; River counts snoozes in the
+//     job's metadata ("snoozes");
+//   - conflict (the key is held or done with a different payload
+//     fingerprint) or an empty key: river.JobCancel, since no retry can help;
+//   - the store cannot be reached: the worker does not run (fail closed) and
+//     an ordinary error matching core.ErrStoreUnavailable goes back, so River
+//     retries the job under its retry policy, using an attempt each time;
+//   - the worker fails or panics: the claim is released at once and the error
+//     (or panic) reaches River unchanged.
+//
+// # Keys
+//
+// The key names the job's effect. It is, in order: Config.Key(job) if set;
+// the args' OnceKey() if they implement Keyer (Wrap sees the decoded args;
+// for Middleware, the same value acting as insert middleware records OnceKey
+// in the job's metadata under MetadataKey when the job is inserted); else
+// Kind + ":" + core.Fingerprint(encoded args), so copies with equal args
+// share a key. The fingerprint is core.Fingerprint(encoded args) unless
+// Config.Fingerprint says otherwise.
+//
+// # Rescued jobs
+//
+// River has no heartbeat of its own: its rescuer puts a job that has been
+// running longer than Config.RescueStuckJobsAfter back in the queue even when
+// its worker is alive (say, blocked in a call that ignores its context after
+// JobTimeout). The guard's lease is heartbeated, so the rescued copy finds the
+// key running and snoozes until the first copy finishes, then completes as a
+// duplicate. A rescue counts as an attempt in River. After a crash, the dead
+// worker's claims expire with the guard's Lease and the rescued copies run.
+//
+// # Batching
+//
+// When the guard's store is a core.BatchStore (redisstore, pgstore), the
+// claims of concurrent jobs share one store round trip, and so do their done
+// markers (Config.MaxBatch). No job waits for a batch to fill: a round trip
+// starts as soon as the previous one has returned.
+//
+// # Exactly once in one transaction
+//
+// WrapTx (and WorkTx, for use inside a worker's own Work) open a transaction,
+// record the key in it with a pgstore.Store, run the worker's WorkTx in it,
+// mark the job completed in it with river.JobCompleteTx, and commit. The
+// record, the effect and the completion are durable together or not at all:
+// a crash anywhere, even between the effect and the completion, leaves either
+// all of them or none, and a later copy runs. This needs PostgreSQL only. A
+// copy that meets the record of a transaction still open snoozes; a copy that
+// finds it committed completes without running. Do not guard such jobs with
+// Middleware as well (exclude them with Config.Skip): the worker returns
+// ErrGuardedTwice.
+package riveronce
