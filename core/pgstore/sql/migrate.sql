@@ -1,9 +1,10 @@
 -- migrate.sql creates jobonce's keys table and its expiry index. It is
 -- idempotent: running it again changes nothing.
 --
--- {table} is the (optionally schema-qualified) quoted table name, {index} the
--- quoted index name. Run it in one transaction; pgstore.Migrate takes an
--- advisory lock first, so concurrent migrations do not race.
+-- pgstore fills in the quoted table name (Config.Schema, Config.Table) and
+-- the index name (the table's name and "_expires_at_idx"). Run it in one
+-- transaction; pgstore.Migrate takes an advisory lock first, so concurrent
+-- migrations do not race.
 --
 -- Columns:
 --   key         the stored key (any bytes).
