@@ -130,8 +130,10 @@ func (c *counters) count(out core.Outcome) {
 // Run consumes the queue until ctx is cancelled, then stops receiving, lets
 // running handlers finish within ShutdownTimeout, settles their messages and
 // returns nil. No message whose handler did not succeed is deleted, and no
-// goroutine started by Run outlives it. Run returns an error naming the field
-// when the Poller is misconfigured, before receiving anything.
+// goroutine started by Run outlives it. Receive errors are logged and retried
+// with a backoff, except when the queue does not exist: Run then stops the
+// same way and returns the error. Run returns an error naming the field when
+// the Poller is misconfigured, before receiving anything.
 func (p *Poller) Run(ctx context.Context) error {
 	r, err := p.start()
 	if err != nil {
@@ -141,8 +143,7 @@ func (p *Poller) Run(ctx context.Context) error {
 		return errors.New("jobonce: sqsonce: Poller.Run is already running")
 	}
 	defer p.running.Store(false)
-	r.run(ctx)
-	return nil
+	return r.run(ctx)
 }
 
 // run is one Run of a Poller, with the defaults applied.
@@ -231,15 +232,27 @@ func (p *Poller) start() (*run, error) {
 	return r, nil
 }
 
-func (r *run) run(ctx context.Context) {
+func (r *run) run(ctx context.Context) error {
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	r.hctx = hctx
+	// A fatal receive error stops every receiver, then Run stops as on a
+	// cancellation and returns it.
+	rctx, stopReceiving := context.WithCancelCause(ctx)
+	defer stopReceiving(nil)
 	var receivers sync.WaitGroup
 	for range r.receivers {
-		receivers.Go(func() { r.receive(ctx) })
+		receivers.Go(func() {
+			if err := r.receive(rctx); err != nil {
+				stopReceiving(err)
+			}
+		})
 	}
 	receivers.Wait()
+	fatal := context.Cause(rctx)
+	if ctx.Err() != nil {
+		fatal = nil
+	}
 
 	done := make(chan struct{})
 	go func() {
@@ -257,16 +270,18 @@ func (r *run) run(ctx context.Context) {
 		cancel()
 		<-done
 	}
+	return fatal
 }
 
 // receive long-polls until ctx is cancelled, handing each batch to a
-// goroutine of its own.
-func (r *run) receive(ctx context.Context) {
+// goroutine of its own. It returns an error only when the queue does not
+// exist.
+func (r *run) receive(ctx context.Context) error {
 	var pause time.Duration
 	for {
 		n := r.acquire(ctx)
 		if n == 0 {
-			return
+			return nil
 		}
 		out, err := r.p.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl:                    r.url,
@@ -280,12 +295,15 @@ func (r *run) receive(ctx context.Context) {
 		if err != nil {
 			r.release(int(n))
 			if ctx.Err() != nil {
-				return
+				return nil
+			}
+			if errors.As(err, new(*types.QueueDoesNotExist)) {
+				return fmt.Errorf("jobonce: sqsonce: receive from %s: %w", r.p.QueueURL, err)
 			}
 			pause = min(max(2*pause, 100*time.Millisecond), 10*time.Second)
 			r.o.Logger.WarnContext(ctx, "jobonce: sqsonce: receive failed", "queue", r.o.queueName, "retry_in", pause, "error", err)
 			if !sleep(ctx, pause) {
-				return
+				return nil
 			}
 			continue
 		}

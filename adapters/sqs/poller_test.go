@@ -215,3 +215,21 @@ func TestPollerGracefulStop(t *testing.T) {
 	requireDrained(t, c, q.url, 10*time.Second)
 	eff.requireOnce(t, ids)
 }
+
+// A queue that does not exist stops Run with the error, rather than a
+// receive loop that retries forever.
+func TestPollerMissingQueue(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{})
+	p := &sqsonce.Poller{Client: c, QueueURL: q.url + "-missing", Guard: newGuard(t, rdb, prefix, nil), WaitTime: time.Second,
+		Handler: func(context.Context, types.Message) error { return nil }}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := p.Run(ctx)
+	require.ErrorAs(t, err, new(*types.QueueDoesNotExist))
+	require.ErrorContains(t, err, "-missing")
+	require.NoError(t, ctx.Err(), "Run must return at once")
+}
