@@ -19,6 +19,11 @@ type group[I, O any] struct {
 	busy  bool // a batch is in flight
 	queue []*call[I, O]
 	pool  sync.Pool // of *call[I, O]
+
+	// Owned by the caller sending a batch (one at a time): buffers reused
+	// from batch to batch.
+	spare []*call[I, O]
+	in    []I
 }
 
 type call[I, O any] struct {
@@ -64,7 +69,7 @@ func (g *group[I, O]) do(ctx context.Context, in I) (out O, ok bool) {
 func (g *group[I, O]) flush(ctx context.Context) {
 	g.mu.Lock()
 	batch := g.queue
-	g.queue = make([]*call[I, O], 0, cap(batch))
+	g.queue = g.spare[:0]
 	g.mu.Unlock()
 
 	defer func() {
@@ -72,7 +77,13 @@ func (g *group[I, O]) flush(ctx context.Context) {
 		for _, c := range batch[1:] {
 			c.tell <- false
 		}
+		clear(batch)
+		var zero I
+		for i := range g.in {
+			g.in[i] = zero
+		}
 		g.mu.Lock()
+		g.spare = batch[:0]
 		if len(g.queue) > 0 {
 			next := g.queue[0]
 			g.mu.Unlock()
@@ -83,10 +94,11 @@ func (g *group[I, O]) flush(ctx context.Context) {
 		g.mu.Unlock()
 	}()
 
-	in := make([]I, len(batch))
-	for i, c := range batch {
-		in[i] = c.in
+	in := g.in[:0]
+	for _, c := range batch {
+		in = append(in, c.in)
 	}
+	g.in = in
 	if len(batch) > 1 {
 		// One member's cancellation must not fail the others.
 		var cancel context.CancelFunc
