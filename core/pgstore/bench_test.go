@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
@@ -73,57 +74,69 @@ func BenchmarkClaimComplete(b *testing.B) {
 
 // BenchmarkTxEffect measures what DoTx adds to a transaction: a bare effect
 // transaction (INSERT one row, commit) next to the same effect through DoTx
-// (record the key, INSERT, commit), with 1 and 16 concurrent callers.
+// (record the key, INSERT, commit), with 1 and 16 concurrent callers. The
+// commit=async variants turn synchronous_commit off, which takes the disk
+// flush out of both and leaves DoTx's own cost in view.
 func BenchmarkTxEffect(b *testing.B) {
 	ctx := context.Background()
 	small, schema := testenv.Postgres(b)
 	migratedStore(b, small, nil)
 	effects(b, small)
-	pool := bigPool(b, schema, 20)
-	s := migratedStore(b, pool, nil)
-
 	var seq atomic.Int64
-	variants := []struct {
-		name string
-		run  func(key string) error
-	}{
-		{"bare", func(key string) error {
-			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return insertEffect(key)(ctx, tx) })
-		}},
-		{"dotx", func(key string) error {
-			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-				out, err := s.DoTx(ctx, tx, key, insertEffect(key))
-				if err == nil && out != core.Ran {
-					err = fmt.Errorf("outcome %s", out)
-				}
-				return err
-			})
-		}},
-	}
-	for _, conc := range []int{1, 16} {
-		for _, v := range variants {
-			b.Run(fmt.Sprintf("%s/c=%d", v.name, conc), func(b *testing.B) {
-				run := func() {
-					if err := v.run("k" + strconv.FormatInt(seq.Add(1), 36)); err != nil {
-						b.Error(err)
+	for _, commit := range []string{"sync", "async"} {
+		pool := bigPool(b, schema, 20)
+		if commit == "async" {
+			cfg := pool.Config()
+			cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+			pool.Close()
+			var err error
+			pool, err = pgxpool.NewWithConfig(ctx, cfg)
+			require.NoError(b, err)
+			b.Cleanup(pool.Close)
+		}
+		s := migratedStore(b, pool, nil)
+		variants := []struct {
+			name string
+			run  func(key string) error
+		}{
+			{"bare", func(key string) error {
+				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return insertEffect(key)(ctx, tx) })
+			}},
+			{"dotx", func(key string) error {
+				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					out, err := s.DoTx(ctx, tx, key, insertEffect(key))
+					if err == nil && out != core.Ran {
+						err = fmt.Errorf("outcome %s", out)
 					}
-				}
-				b.ReportAllocs()
-				b.ResetTimer()
-				if conc == 1 {
-					for b.Loop() {
-						run()
+					return err
+				})
+			}},
+		}
+		for _, conc := range []int{1, 16} {
+			for _, v := range variants {
+				b.Run(fmt.Sprintf("commit=%s/%s/c=%d", commit, v.name, conc), func(b *testing.B) {
+					run := func() {
+						if err := v.run("k" + strconv.FormatInt(seq.Add(1), 36)); err != nil {
+							b.Error(err)
+						}
 					}
-				} else {
-					b.SetParallelism((conc + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-					b.RunParallel(func(pb *testing.PB) {
-						for pb.Next() {
+					b.ReportAllocs()
+					b.ResetTimer()
+					if conc == 1 {
+						for b.Loop() {
 							run()
 						}
-					})
-				}
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
-			})
+					} else {
+						b.SetParallelism((conc + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+						b.RunParallel(func(pb *testing.PB) {
+							for pb.Next() {
+								run()
+							}
+						})
+					}
+					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+				})
+			}
 		}
 	}
 }
