@@ -14,10 +14,13 @@ import (
 // no effect.
 type Config struct {
 	// Key returns the job key of a task: copies that should cause one effect
-	// must return the same key. It may read the task's type, payload and
-	// headers. An empty key runs the task without a guard, reported to the
-	// Guard's Observer as core.Unguarded. Defaults to DefaultKey: the task
-	// type, ":" and core.Fingerprint of the payload.
+	// must return the same key, and tasks that should each run must not (a
+	// done key skips later tasks for the Guard's Retention; periodic tasks
+	// need a key naming the occurrence). It may read the task's type, payload
+	// and headers. An empty key runs the task without a guard, reported to
+	// the Guard's Observer as core.Unguarded with the task type as the event's
+	// key. Defaults to DefaultKey: the task type, ":" and core.Fingerprint of
+	// the payload.
 	Key func(t *asynq.Task) string
 
 	// Fingerprint returns the fingerprint of a task's payload: a key found

@@ -25,6 +25,12 @@
 // Copies under one key with different payloads are a conflict: the task is
 // archived through asynq.SkipRetry.
 //
+// A done key skips every later task with that key for the Guard's Retention
+// (24h by default). Tasks that legitimately repeat with the same type and
+// payload, such as those of an asynq.Scheduler (periodic tasks), need a key
+// that names the occurrence (a date in the payload, say), or a place in
+// Config.UnguardedTypes.
+//
 // # Copies that find the job running
 //
 // They return an error for which IsFailure reports false, so Asynq retries
