@@ -424,3 +424,53 @@ func TestBatchesDoNotDeadlock(t *testing.T) {
 		require.Equal(t, 1, n, k)
 	}
 }
+
+// TestLiveRowsAnswerWithoutLocks: a claim of a done or running key reads
+// the row without waiting for its lock, so duplicates never queue behind a
+// transaction that happens to hold it, and cost no write.
+func TestLiveRowsAnswerWithoutLocks(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, &pgstore.Config{LockTimeout: 20 * time.Second})
+	done := claimReq("done", time.Minute)
+	_, err := s.Claim(ctx, done)
+	require.NoError(t, err)
+	require.NoError(t, s.Complete(ctx, core.CompleteRequest{Key: "done", Token: done.Token, Retention: time.Hour}))
+	_, err = s.Claim(ctx, claimReq("running", time.Minute))
+	require.NoError(t, err)
+
+	locker, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer locker.Rollback(ctx)
+	_, err = locker.Exec(ctx, "SELECT FROM jobonce_keys FOR UPDATE")
+	require.NoError(t, err)
+
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	r, err := s.Claim(qctx, claimReq("done", time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, core.StateDone, r.State)
+	r, err = s.Claim(qctx, claimReq("running", time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, core.StateRunning, r.State)
+	replies, errs := s.ClaimBatch(qctx, []core.ClaimRequest{claimReq("done", time.Minute), claimReq("running", time.Minute)})
+	require.NoError(t, errors.Join(errs...))
+	require.Equal(t, core.StateDone, replies[0].State)
+	require.Equal(t, core.StateRunning, replies[1].State)
+
+	var xid *int64
+	tx, err := pool.Begin(qctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	key, err := s.StoredKey("dup")
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "INSERT INTO jobonce_keys (key, expires_at) VALUES ($1, clock_timestamp() + interval '1 hour')", []byte(key))
+	require.NoError(t, err)
+	_, err = locker.Exec(ctx, "SELECT FROM jobonce_keys WHERE key = $1 FOR UPDATE", []byte(key))
+	require.NoError(t, err)
+	out, err := s.DoTx(qctx, tx, "dup", func(context.Context, pgx.Tx) error { return errors.New("must not run") })
+	require.NoError(t, err)
+	require.Equal(t, core.Duplicate, out)
+	require.NoError(t, tx.QueryRow(qctx, "SELECT pg_current_xact_id_if_assigned()::text::bigint").Scan(&xid))
+	require.Nil(t, xid, "a duplicate DoTx writes nothing")
+}
