@@ -11,8 +11,9 @@ import (
 // Config configures a Store. The zero value, or a nil *Config, gives the
 // defaults. New copies the Config; later changes to it have no effect.
 type Config struct {
-	// Schema holds the table. Defaults to "" (unqualified: the connection's
-	// search_path decides).
+	// Schema holds the table. Set it when the transactions passed to DoTx may
+	// run on connections with another search_path than the Store's pool.
+	// Defaults to "" (unqualified: each connection's search_path decides).
 	Schema string
 
 	// Table is the name of the keys table. Defaults to "jobonce_keys".
