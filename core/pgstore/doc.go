@@ -30,7 +30,7 @@
 //
 // DoTx stores keys exactly as a core.Guard with the same KeyPrefix and
 // PlainKeys setting does (see Store.StoredKey), so both modes share rows: a
-// live leased claim makes a transactional copy wait (core.ErrRunning), an
+// live leased claim turns a transactional copy away with core.ErrRunning, an
 // expired one is taken over, and a Guard sees a transactional record as done.
 //
 // The record is written inside a savepoint, which PostgreSQL keeps as a

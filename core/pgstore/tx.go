@@ -36,9 +36,10 @@ const rollbackTimeout = 5 * time.Second
 // Config.LockTimeout, and the caller's lock_timeout is restored afterwards;
 // on Running, Duplicate or Unavailable, tx is left as it was and usable. The
 // key is stored as StoredKey returns it (as a core.Guard with the same
-// prefix stores it) and kept for Config.Retention on the database clock. Use READ COMMITTED (PostgreSQL's default): under REPEATABLE
-// READ a copy that finds the key committed after its snapshot gets a
-// serialization failure (Unavailable) instead of Duplicate.
+// prefix stores it) and kept for Config.Retention on the database clock.
+// Use READ COMMITTED (PostgreSQL's default): under REPEATABLE READ a copy
+// that finds the key committed after its snapshot gets a serialization
+// failure (Unavailable) instead of Duplicate.
 func (s *Store) DoTx(ctx context.Context, tx pgx.Tx, key string, fn func(ctx context.Context, tx pgx.Tx) error) (core.Outcome, error) {
 	return s.DoTxJob(ctx, tx, core.Job{Key: key}, fn)
 }
