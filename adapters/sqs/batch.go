@@ -35,7 +35,9 @@ type batch struct {
 	claims   []*core.Claim
 	received time.Time
 	extender *time.Timer // renews the open messages' visibility
+	groups   []string    // FIFO message group ids
 	open     []bool      // the message is not settled yet: keep it invisible
+	removed  []bool      // the message was settled for deletion
 	done     []int       // handlers succeeded; done markers to write
 	deletes  []int       // messages to delete
 	hides    []int       // messages whose visibility to change …
@@ -52,11 +54,13 @@ type result struct {
 func (r *run) process(msgs []types.Message, received time.Time) {
 	defer r.batches.Done()
 	b := &batch{r: r, msgs: msgs, received: received,
-		claims: make([]*core.Claim, len(msgs)), open: make([]bool, len(msgs))}
+		claims: make([]*core.Claim, len(msgs)), open: make([]bool, len(msgs)), removed: make([]bool, len(msgs))}
 	b.jobs = make([]core.Job, len(msgs))
+	b.groups = make([]string, len(msgs))
 	pending := make([]int, len(msgs))
 	for i, m := range msgs {
 		b.jobs[i] = r.o.job(m)
+		b.groups[i] = m.Attributes[attrGroup]
 		b.open[i] = true
 		pending[i] = i
 	}
@@ -65,21 +69,23 @@ func (r *run) process(msgs []types.Message, received time.Time) {
 	results := make(chan result, len(msgs))
 	for len(pending) > 0 {
 		var round []int
-		round, pending = splitRound(b.jobs, pending)
+		round, pending = splitRound(b.jobs, b.groups, pending)
 		b.round(round, results)
+		pending = b.handBackBlocked(pending)
 	}
 }
 
-// splitRound splits pending messages into a round whose keys are distinct and
-// the rest: copies of one job in one batch are claimed one after the other,
-// so a later copy finds the first one done and is deleted as a duplicate
-// at once, instead of being hidden as running.
-func splitRound(jobs []core.Job, pending []int) (round, rest []int) {
+// splitRound splits pending messages into a round and the rest. A round
+// holds one message per key, so a later copy of a job in the same batch is
+// claimed after the first one finished and is deleted as a duplicate at
+// once, instead of being hidden as running; and one message per FIFO message
+// group, so a group's messages run one after the other, in order.
+func splitRound(jobs []core.Job, groups []string, pending []int) (round, rest []int) {
 	round = pending[:0:0]
 next:
 	for _, i := range pending {
 		for _, j := range round {
-			if jobs[i].Key != "" && jobs[i].Key == jobs[j].Key {
+			if (jobs[i].Key != "" && jobs[i].Key == jobs[j].Key) || (groups[i] != "" && groups[i] == groups[j]) {
 				rest = append(rest, i)
 				continue next
 			}
@@ -87,6 +93,40 @@ next:
 		round = append(round, i)
 	}
 	return round, rest
+}
+
+// handBackBlocked hands the pending messages of a FIFO message group whose
+// earlier message was not deleted back to the queue unhandled, as SQS
+// expects to redeliver that group in order. It returns the pending messages
+// left.
+func (b *batch) handBackBlocked(pending []int) []int {
+	left := pending[:0]
+	for _, i := range pending {
+		if b.blocked(i) {
+			b.open[i] = false
+			b.hides = append(b.hides, i)
+			b.delays = append(b.delays, 0)
+			b.r.release(1)
+			continue
+		}
+		left = append(left, i)
+	}
+	b.flush()
+	return left
+}
+
+// blocked reports whether message i belongs to a FIFO message group with a
+// settled message that was not deleted.
+func (b *batch) blocked(i int) bool {
+	if b.groups[i] == "" {
+		return false
+	}
+	for j, g := range b.groups {
+		if g == b.groups[i] && !b.open[j] && !b.removed[j] {
+			return true
+		}
+	}
+	return false
 }
 
 // round claims messages idx in one store round trip, runs the handlers of
@@ -216,6 +256,7 @@ func (b *batch) settle(i int, out core.Outcome, err error) {
 	d := r.o.decide(out, err, receiveCount(b.msgs[i]), time.Since(b.received), r.stopping.Load())
 	switch d.act {
 	case remove:
+		b.removed[i] = true
 		b.deletes = append(b.deletes, i)
 	case hide:
 		b.hides = append(b.hides, i)

@@ -13,6 +13,19 @@
 // batched deletes, visibility extended while a handler runs, and a graceful
 // stop.
 //
+// # Poller
+//
+// The Poller asks for a batch only when it has handler slots free for it,
+// claims the batch's keys in one store round trip (Guard.Claim), runs the
+// claimed handlers through Claim.Work, records their done markers in one
+// round trip (Guard.Finish) and deletes the batch with DeleteMessageBatch:
+// 0.2 store round trips per message in full batches of ten on a
+// core.BatchStore such as redisstore. Copies of one job in one batch are
+// claimed in turn, so the later copy is deleted as a duplicate at once.
+// Cancelling Run's context stops receiving; running handlers get
+// ShutdownTimeout to finish, then their contexts are cancelled and their
+// messages handed back to the queue (visibility 0).
+//
 // # What happens to a message
 //
 //   - The handler succeeded, or the key is already done (a duplicate): the

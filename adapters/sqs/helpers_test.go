@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +43,7 @@ func sqsClient(endpoint string) *sqs.Client {
 type queueSpec struct {
 	visibility int // seconds; 0 for SQS's default (30)
 	maxReceive int // with a dead-letter queue when positive
+	fifo       bool
 }
 
 // testQueue is a queue of the test's own, deleted at cleanup.
@@ -58,8 +60,17 @@ func createQueue(t testing.TB, c *sqs.Client, spec queueSpec) testQueue {
 	if spec.visibility > 0 {
 		attrs["VisibilityTimeout"] = strconv.Itoa(spec.visibility)
 	}
+	if spec.fifo {
+		name += ".fifo"
+		attrs["FifoQueue"] = "true"
+	}
 	if spec.maxReceive > 0 {
-		out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name + "-dlq")})
+		dlq, dlqAttrs := name+"-dlq", map[string]string{}
+		if spec.fifo {
+			dlq = strings.TrimSuffix(name, ".fifo") + "-dlq.fifo"
+			dlqAttrs["FifoQueue"] = "true"
+		}
+		out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(dlq), Attributes: dlqAttrs})
 		require.NoError(t, err)
 		q.dlq = aws.ToString(out.QueueUrl)
 		t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(q.dlq)}) })

@@ -12,6 +12,7 @@ import (
 const (
 	attrReceiveCount  = string(types.MessageSystemAttributeNameApproximateReceiveCount)
 	attrDeduplication = string(types.MessageSystemAttributeNameMessageDeduplicationId)
+	attrGroup         = string(types.MessageSystemAttributeNameMessageGroupId)
 )
 
 // job returns the claim request for a message: its key and fingerprint.

@@ -243,10 +243,18 @@ func TestPollerErrors(t *testing.T) {
 func TestSplitRound(t *testing.T) {
 	t.Parallel()
 	jobs := []core.Job{{Key: "a"}, {Key: "b"}, {Key: "a"}, {Key: ""}, {Key: ""}, {Key: "a"}, {Key: "c"}}
-	round, rest := splitRound(jobs, []int{0, 1, 2, 3, 4, 5, 6})
+	noGroups := make([]string, len(jobs))
+	round, rest := splitRound(jobs, noGroups, []int{0, 1, 2, 3, 4, 5, 6})
 	require.Equal(t, []int{0, 1, 3, 4, 6}, round, "empty keys are rejected by the Guard, not held back")
 	require.Equal(t, []int{2, 5}, rest)
-	round, rest = splitRound(jobs, rest)
+	round, rest = splitRound(jobs, noGroups, rest)
 	require.Equal(t, []int{2}, round)
 	require.Equal(t, []int{5}, rest)
+
+	// One message per FIFO message group and round, in order.
+	jobs = []core.Job{{Key: "a"}, {Key: "b"}, {Key: "c"}, {Key: "d"}}
+	groups := []string{"g1", "g1", "g2", ""}
+	round, rest = splitRound(jobs, groups, []int{0, 1, 2, 3})
+	require.Equal(t, []int{0, 2, 3}, round)
+	require.Equal(t, []int{1}, rest)
 }
