@@ -20,7 +20,7 @@ import (
 )
 
 // While the Guard's Redis is unreachable no job runs and no task is
-// acknowledged; once it is back, every job is done exactly once.
+// acknowledged or archived; once it is back, every job is done exactly once.
 func TestStoreUnavailableFailsClosed(t *testing.T) {
 	t.Parallel()
 	e := newAsynqEnv(t)
@@ -47,9 +47,11 @@ func TestStoreUnavailableFailsClosed(t *testing.T) {
 		return nil
 	}))
 	const jobs = 20
-	for i := range jobs {
+	for i := range jobs - 1 {
 		e.enqueue(t, asynq.NewTask("job", []byte(strconv.Itoa(i))))
 	}
+	// A task with no retries left waits for the store rather than being archived.
+	e.enqueue(t, asynq.NewTask("job", []byte(strconv.Itoa(jobs-1))), asynq.MaxRetry(0))
 	e.start(t, e.serverConfig(4), h)
 
 	require.Eventually(t, func() bool { return outs.get(core.Unavailable) >= 2*jobs }, 30*time.Second, 20*time.Millisecond,
