@@ -285,7 +285,7 @@ func TestGuardOnPostgres(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
 	s, _ := newStore(t, nil)
-	g, err := core.New(s, &core.Config{Lease: time.Second})
+	g, err := core.New(s, &core.Config{Lease: 2 * time.Second})
 	require.NoError(t, err)
 
 	boom := errors.New("boom")
@@ -322,7 +322,7 @@ func TestGuardOnPostgres(t *testing.T) {
 		require.Equal(t, core.Ran, out)
 	})
 	<-started
-	deadline := time.Now().Add(2500 * time.Millisecond)
+	deadline := time.Now().Add(4 * time.Second) // two leases
 	for time.Now().Before(deadline) {
 		out, err := g.Do(ctx, "long", func(context.Context) error { return nil })
 		require.ErrorIs(t, err, core.ErrRunning)
