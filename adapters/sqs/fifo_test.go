@@ -71,7 +71,9 @@ func TestPollerFIFOOrder(t *testing.T) {
 	require.NoError(t, stop())
 	// The done marker is stored under the deduplication id.
 	name := q.url[strings.LastIndex(q.url, "/")+1:]
-	n2, err := rdb.Exists(context.Background(), prefix+name+":dedup:step-0").Result()
+	stored, err := g.StoredKey(name + ":dedup:step-0")
+	require.NoError(t, err)
+	n2, err := rdb.Exists(context.Background(), stored).Result()
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n2, "no done marker under the deduplication id")
 
