@@ -37,6 +37,10 @@ type HandlerFunc func(ctx context.Context, m types.Message) error
 //   - an error matching core.ErrStoreUnavailable: nothing ran; the message
 //     is hidden for Config.UnavailableDelay, growing with its receive count.
 //
+// Decorate does not renew the message's visibility while h runs: a job that
+// outlasts the queue's visibility timeout is received again, and that copy
+// finds it running and is hidden with growing delays. Poller renews it.
+//
 // When the job succeeded but the delete failed, the error says so; the next
 // copy of the message is then a duplicate and is deleted. A nil Guard, an
 // empty queue URL or an invalid Config make every call return an error that
