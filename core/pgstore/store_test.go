@@ -236,6 +236,11 @@ func TestClaimRaceOneWinner(t *testing.T) {
 	s := migratedStore(t, bigPool(t, schema, 16), nil)
 	for round := range 20 {
 		key := fmt.Sprintf("race-%d", round)
+		if round%2 == 1 { // a takeover race: the key's row has expired
+			_, err := pool.Exec(ctx, "INSERT INTO jobonce_keys (key, token, expires_at) VALUES ($1, $2, clock_timestamp() - interval '1 second')",
+				[]byte(key), core.NewToken().String())
+			require.NoError(t, err)
+		}
 		var wg sync.WaitGroup
 		states := make([]core.State, 16)
 		errs := make([]error, 16)
