@@ -118,3 +118,33 @@ func TestPollerStoreOutage(t *testing.T) {
 	requireDrained(t, c, q.url, 10*time.Second)
 	eff.requireOnce(t, []string{"during-outage"})
 }
+
+// A key reused for a different body is a conflict: the Poller leaves the
+// message alone, counts it, and the redrive policy moves it to the
+// dead-letter queue.
+func TestPollerConflict(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 2})
+	eff := newEffects(rdb, prefix)
+	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: newGuard(t, rdb, prefix, nil), WaitTime: time.Second,
+		VisibilityTimeout: 2 * time.Second, Config: &sqsonce.Config{KeyAttribute: "job"},
+		Handler: func(ctx context.Context, m types.Message) error { return eff.record(ctx, aws.ToString(m.Body)) }}
+	stop := startPoller(t, p)
+
+	sendKeyed(t, c, q.url, "refund-5", "refund 5 EUR")
+	require.Eventually(t, func() bool { return p.Stats().Deleted == 1 }, 10*time.Second, 20*time.Millisecond)
+	sendKeyed(t, c, q.url, "refund-5", "refund 500 EUR")
+	require.Eventually(t, func() bool {
+		v, f, err := depthErr(c, q.dlq)
+		return err == nil && v+f == 1
+	}, 20*time.Second, 50*time.Millisecond, "the conflicting message did not reach the dead-letter queue")
+	require.NoError(t, stop())
+
+	eff.requireOnce(t, []string{"refund 5 EUR"})
+	s := p.Stats()
+	require.EqualValues(t, 2, s.Conflicts, "one conflict per receive, until the redrive")
+	require.EqualValues(t, 1, s.Deleted)
+}
