@@ -37,12 +37,21 @@ func TestPruneDeletesOnlyExpiredRows(t *testing.T) {
 			require.NoError(t, s.Complete(ctx, core.CompleteRequest{Key: live[i].Key, Token: live[i].Token, Retention: time.Hour}))
 		}
 	}
-	// An uncommitted transactional record of an expired-looking key stays too.
+	// An uncommitted transactional record stays, even once its retention
+	// has run out: the pruner cannot see it.
+	shortLived, err := pgstore.New(ctx, pool, &pgstore.Config{Retention: time.Millisecond})
+	require.NoError(t, err)
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	_, err = s.DoTx(ctx, tx, "in-flight", func(context.Context, pgx.Tx) error { return nil })
+	_, err = shortLived.DoTx(ctx, tx, "in-flight", func(context.Context, pgx.Tx) error { return nil })
 	require.NoError(t, err)
+	inFlight, err := shortLived.StoredKey("in-flight")
+	require.NoError(t, err)
+	var expired bool
+	require.Eventually(t, func() bool {
+		return tx.QueryRow(ctx, "SELECT expires_at <= clock_timestamp() FROM jobonce_keys WHERE key = $1", []byte(inFlight)).Scan(&expired) == nil && expired
+	}, 5*time.Second, 5*time.Millisecond)
 
 	n, err := s.Prune(ctx)
 	require.NoError(t, err)
@@ -54,6 +63,9 @@ func TestPruneDeletesOnlyExpiredRows(t *testing.T) {
 	require.NoError(t, tx.Commit(ctx))
 	require.Equal(t, 11, records(t, pool))
 
+	n, err = s.Prune(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "once committed, the expired record goes")
 	n, err = s.Prune(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n)
