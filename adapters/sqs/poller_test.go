@@ -1,8 +1,10 @@
 package sqsonce_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -232,4 +234,40 @@ func TestPollerMissingQueue(t *testing.T) {
 	require.ErrorAs(t, err, new(*types.QueueDoesNotExist))
 	require.ErrorContains(t, err, "-missing")
 	require.NoError(t, ctx.Err(), "Run must return at once")
+}
+
+// No goroutine started by Run outlives it, even when the shutdown deadline
+// cancels a handler. (Not parallel: no other Poller may run meanwhile.)
+func TestPollerLeavesNoGoroutine(t *testing.T) {
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{visibility: 30})
+	sendAll(t, c, q.url, []string{"quick", "stuck"})
+	started := make(chan struct{}, 2)
+	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: newGuard(t, rdb, prefix, nil), WaitTime: time.Second,
+		ShutdownTimeout: 500 * time.Millisecond,
+		Handler: func(ctx context.Context, m types.Message) error {
+			started <- struct{}{}
+			if aws.ToString(m.Body) == "stuck" {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return nil
+		}}
+	stop := startPoller(t, p)
+	for range 2 {
+		<-started
+	}
+	const frame = "jobonce/adapters/sqs.(*"
+	require.Contains(t, goroutines(t), frame, "the check must see Run's goroutines while it runs")
+	require.NoError(t, stop())
+	require.NotContains(t, goroutines(t), frame, "a goroutine of Run is still alive")
+}
+
+func goroutines(t *testing.T) string {
+	t.Helper()
+	var buf bytes.Buffer
+	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&buf, 1))
+	return buf.String()
 }
