@@ -56,7 +56,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 		}
 	}
 	if _, err := pool.Exec(ctx, s.sql.check); err != nil {
-		return nil, fmt.Errorf("jobonce: pgstore.New: %w", s.wrap(err))
+		if err := s.wrap(err); errors.Is(err, ErrNotMigrated) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("jobonce: pgstore.New: checking table %s: %w", s.table, err)
 	}
 	return s, nil
 }
