@@ -2,55 +2,65 @@ package riveronce
 
 import (
 	"context"
+	"runtime"
 	"sync"
 
 	"github.com/jobonce/jobonce/core"
 )
 
-// coalescer gathers the requests of concurrent jobs into one store round
-// trip (group commit). A request that arrives while no round trip is in
-// flight starts one at once, alone; requests that arrive during a round trip
-// queue, and when it returns, the first of them leads the next round trip for
-// the queue (up to max requests). No goroutine is started: the callers take
-// turns, and each returns once its own request is answered.
-type coalescer[T any] struct {
-	max int
-	do  func(reqs []*T)
-
-	mu    sync.Mutex
-	busy  bool
-	queue []*waiter[T]
-}
-
-type waiter[T any] struct {
-	req  *T
-	done chan bool // true: lead the next round trip; false: req is answered
+// jobReq is one job's requests to the batcher: its claim, then its done
+// marker.
+type jobReq struct {
+	ctx   context.Context
+	job   core.Job
+	claim *core.Claim
+	out   core.Outcome
+	done  chan bool // true: lead the next round trip; false: answered
 }
 
 var donePool = sync.Pool{New: func() any { return make(chan bool, 1) }}
 
+// coalescer gathers the requests of concurrent jobs into one store round
+// trip (group commit). A request that arrives while no round trip is in
+// flight leads one at once, after a yield that lets other runnable jobs join
+// it; requests that arrive during a round trip queue, and when it returns,
+// the first of them leads the next round trip for the queue (up to max
+// requests). No goroutine is started and no timer delays anyone: the callers
+// take turns, and each returns once its own request is answered.
+type coalescer struct {
+	max int
+	do  func(reqs []*jobReq)
+
+	mu    sync.Mutex
+	busy  bool
+	queue []*jobReq
+}
+
 // submit runs do for req, with other requests or alone, and returns when req
 // has been answered.
-func (c *coalescer[T]) submit(req *T) {
+func (c *coalescer) submit(req *jobReq) {
 	c.mu.Lock()
-	if !c.busy {
+	c.queue = append(c.queue, req)
+	if c.busy {
+		req.done = donePool.Get().(chan bool)
+		c.mu.Unlock()
+		lead := <-req.done
+		donePool.Put(req.done)
+		req.done = nil
+		if !lead {
+			return
+		}
+	} else {
 		c.busy = true
 		c.mu.Unlock()
-		c.round([]*waiter[T]{{req: req}})
-		return
-	}
-	w := &waiter[T]{req: req, done: donePool.Get().(chan bool)}
-	c.queue = append(c.queue, w)
-	c.mu.Unlock()
-	lead := <-w.done
-	donePool.Put(w.done)
-	if !lead {
-		return
+		// River starts the jobs of one fetch together: let those already
+		// runnable join this round trip. A yield, not a wait.
+		runtime.Gosched()
 	}
 	// This request heads the queue: take it and those behind it.
 	c.mu.Lock()
 	n := min(len(c.queue), c.max)
-	batch := make([]*waiter[T], n)
+	batch := make([]*jobReq, n)
 	copy(batch, c.queue)
 	clear(c.queue[:n])
 	c.queue = c.queue[n:]
@@ -61,12 +71,8 @@ func (c *coalescer[T]) submit(req *T) {
 // round runs one round trip for batch, whose first request is the caller's,
 // hands the lead to the head of the queue (or ends the busy spell), and
 // answers the other requests of batch.
-func (c *coalescer[T]) round(batch []*waiter[T]) {
-	reqs := make([]*T, len(batch))
-	for i, w := range batch {
-		reqs[i] = w.req
-	}
-	c.do(reqs)
+func (c *coalescer) round(batch []*jobReq) {
+	c.do(batch)
 	c.mu.Lock()
 	if len(c.queue) > 0 {
 		c.queue[0].done <- true
@@ -74,45 +80,37 @@ func (c *coalescer[T]) round(batch []*waiter[T]) {
 		c.busy = false
 	}
 	c.mu.Unlock()
-	for _, w := range batch[1:] {
-		w.done <- false
+	for _, r := range batch[1:] {
+		r.done <- false
 	}
-}
-
-// claimReq is one job's claim in a batch.
-type claimReq struct {
-	ctx   context.Context
-	job   core.Job
-	claim *core.Claim
-}
-
-// finishReq is one job's done marker in a batch.
-type finishReq struct {
-	ctx   context.Context
-	claim *core.Claim
-	out   core.Outcome
 }
 
 // batcher claims and finishes the jobs of one guard in batches.
 type batcher struct {
 	g        *core.Guard
-	claims   coalescer[claimReq]
-	finishes coalescer[finishReq]
+	claims   coalescer
+	finishes coalescer
 }
 
 func newBatcher(g *core.Guard, max int) *batcher {
 	b := &batcher{g: g}
-	b.claims = coalescer[claimReq]{max: max, do: b.claimBatch}
-	b.finishes = coalescer[finishReq]{max: max, do: b.finishBatch}
+	b.claims = coalescer{max: max, do: b.claimBatch}
+	b.finishes = coalescer{max: max, do: b.finishBatch}
 	return b
 }
 
-func (b *batcher) claimBatch(reqs []*claimReq) {
+func (b *batcher) claimBatch(reqs []*jobReq) {
+	if len(reqs) == 1 {
+		reqs[0].claim = b.g.Claim(reqs[0].ctx, reqs[0].job)[0]
+		return
+	}
 	jobs := make([]core.Job, len(reqs))
 	for i, r := range reqs {
 		jobs[i] = r.job
 	}
-	ctx, cancel := b.batchContext(reqs[0].ctx, len(reqs))
+	// The leader's values, but not its cancellation, which must not fail
+	// the others' claims.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqs[0].ctx), b.g.Config().StoreTimeout)
 	claims := b.g.Claim(ctx, jobs...)
 	cancel()
 	for i, r := range reqs {
@@ -120,7 +118,7 @@ func (b *batcher) claimBatch(reqs []*claimReq) {
 	}
 }
 
-func (b *batcher) finishBatch(reqs []*finishReq) {
+func (b *batcher) finishBatch(reqs []*jobReq) {
 	claims := make([]*core.Claim, len(reqs))
 	for i, r := range reqs {
 		claims[i] = r.claim
@@ -129,14 +127,4 @@ func (b *batcher) finishBatch(reqs []*finishReq) {
 	for i, r := range reqs {
 		r.out = outs[i]
 	}
-}
-
-// batchContext is the context of a claim made for several jobs: the
-// leader's values, but not its cancellation, which must not fail the others,
-// and the guard's StoreTimeout.
-func (b *batcher) batchContext(ctx context.Context, n int) (context.Context, context.CancelFunc) {
-	if n == 1 {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(context.WithoutCancel(ctx), b.g.Config().StoreTimeout)
 }

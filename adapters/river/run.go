@@ -60,15 +60,14 @@ func (r *runner) run(ctx context.Context, row *rivertype.JobRow, args any, work 
 		res, err := r.g.Run(ctx, job, fn)
 		return outcomeError(row, res.Outcome, err)
 	}
-	cr := claimReq{ctx: ctx, job: job}
-	r.batch.claims.submit(&cr)
-	res, err := cr.claim.Work(ctx, fn)
+	req := &jobReq{ctx: ctx, job: job}
+	r.batch.claims.submit(req)
+	res, err := req.claim.Work(ctx, fn)
 	if err != nil || res.Outcome != core.Ran {
 		return outcomeError(row, res.Outcome, err)
 	}
 	// The job ran; its done marker is written with those of other jobs.
-	fr := finishReq{ctx: ctx, claim: cr.claim}
-	r.batch.finishes.submit(&fr)
+	r.batch.finishes.submit(req)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -258,16 +259,16 @@ func TestCoalescer(t *testing.T) {
 	const callers, maxBatch = 200, 8
 	var mu sync.Mutex
 	var sizes []int
-	seen := map[int]int{}
+	seen := map[string]int{}
 	release := make(chan struct{})
-	c := coalescer[int]{max: maxBatch}
-	c.do = func(reqs []*int) {
+	c := coalescer{max: maxBatch}
+	c.do = func(reqs []*jobReq) {
 		mu.Lock()
 		first := len(sizes) == 0
 		sizes = append(sizes, len(reqs))
 		for _, r := range reqs {
-			seen[*r]++
-			*r = -*r // the answer
+			seen[r.job.Key]++
+			r.job.Fingerprint = "answer:" + r.job.Key
 		}
 		mu.Unlock()
 		if first {
@@ -277,30 +278,35 @@ func TestCoalescer(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := 1; i <= callers; i++ {
 		wg.Go(func() {
-			req := i
-			c.submit(&req)
-			if req != -i {
-				t.Errorf("request %d answered %d", i, req)
+			key := strconv.Itoa(i)
+			req := &jobReq{job: core.Job{Key: key}}
+			c.submit(req)
+			if req.job.Fingerprint != "answer:"+key {
+				t.Errorf("request %s answered %q", key, req.job.Fingerprint)
 			}
 		})
 	}
 	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return len(c.queue) == callers-1
+		return len(sizes) == 1 && len(c.queue) == callers-sizes[0]
 	}, 10*time.Second, time.Millisecond)
 	close(release)
 	wg.Wait()
 
 	require.Len(t, seen, callers)
-	for i, n := range seen {
-		require.Equal(t, 1, n, "request %d answered once", i)
+	for key, n := range seen {
+		require.Equal(t, 1, n, "request %s answered once", key)
 	}
-	want := []int{1}
-	for left := callers - 1; left > 0; left -= maxBatch {
+	// The first round trip is led at once; the queue then goes in full
+	// batches of maxBatch.
+	want := []int{sizes[0]}
+	for left := callers - sizes[0]; left > 0; left -= maxBatch {
 		want = append(want, min(left, maxBatch))
 	}
-	require.Equal(t, want, sizes, "the first request alone, then the queue in batches of maxBatch")
+	require.Equal(t, want, sizes)
 	require.False(t, c.busy)
 	require.Empty(t, c.queue)
 }
