@@ -219,3 +219,32 @@ func TestIsFailureAndRetryDelay(t *testing.T) {
 	require.Equal(t, 5*time.Minute, delay(5, errors.New("x"), nil))
 	require.Positive(t, asynqonce.RetryDelay(nil)(1, errors.New("x"), asynq.NewTask("x", nil)), "nil means Asynq's default")
 }
+
+// A copy delivered while a handler still runs past the Guard's lease (as
+// Asynq's recoverer re-delivers a task whose worker stopped extending
+// Asynq's lease) is kept out: the heartbeat extends the claim.
+func TestHeartbeatKeepsRedeliveryOut(t *testing.T) {
+	t.Parallel()
+	const lease = 150 * time.Millisecond
+	var runs atomic.Int64
+	started, release := make(chan struct{}), make(chan struct{})
+	h := asynqonce.Middleware(memGuard(t, &core.Config{Lease: lease, MinRetryAfter: 10 * time.Millisecond}), nil)(
+		asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+			if runs.Add(1) == 1 {
+				close(started)
+				<-release
+			}
+			return nil
+		}))
+	first := make(chan error, 1)
+	go func() { first <- h.ProcessTask(context.Background(), asynq.NewTask("zombie", nil)) }()
+	<-started
+	deadline := time.Now().Add(5 * lease)
+	for time.Now().Before(deadline) {
+		require.ErrorIs(t, h.ProcessTask(context.Background(), asynq.NewTask("zombie", nil)), core.ErrRunning)
+		time.Sleep(lease / 4)
+	}
+	close(release)
+	require.NoError(t, <-first)
+	require.EqualValues(t, 1, runs.Load())
+}
