@@ -14,9 +14,11 @@ import (
 // true for every other error. Asynq then retries a running copy without
 // incrementing its retry count and without adding it to the queue's
 // processed and failed counts; the error message is still recorded on the
-// task as its last error. A copy whose retries are used up is archived by
-// Asynq before IsFailure is asked, which is why the middleware waits in that
-// case instead of returning.
+// task as its last error, and asynq.Config.ErrorHandler is still called with
+// it (an ErrorHandler that alerts should skip errors IsFailure reports false
+// for). A copy whose retries are used up is archived by Asynq before
+// IsFailure is asked, which is why the middleware waits in that case instead
+// of returning.
 func IsFailure(err error) bool {
 	return !errors.Is(err, core.ErrRunning)
 }
