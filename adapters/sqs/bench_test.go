@@ -97,34 +97,8 @@ func BenchmarkPoller(b *testing.B) {
 	b.Run("plain", func(b *testing.B) {
 		b.ReportAllocs()
 		url := fill(b, c, b.N)
-		ctx := context.Background()
 		b.ResetTimer()
-		handled := 0
-		for handled < b.N {
-			out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-				QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
-				MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-				MessageAttributeNames:       []string{"All"},
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if len(out.Messages) == 0 {
-				continue
-			}
-			entries := make([]types.DeleteMessageBatchRequestEntry, len(out.Messages))
-			for i, m := range out.Messages {
-				if err := noop(ctx, m); err != nil {
-					b.Fatal(err)
-				}
-				entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
-			}
-			del, err := c.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
-			if err != nil || len(del.Failed) > 0 {
-				b.Fatal(err, del.Failed)
-			}
-			handled += len(out.Messages)
-		}
+		plainLoop(b, c, url, b.N, noop)
 		b.StopTimer()
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	})
@@ -174,4 +148,104 @@ func benchPoller(b *testing.B, c *sqs.Client, rdb *redis.Client, prefix string, 
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	b.ReportMetric(float64(store.calls.Load())/float64(b.N), "store-rt/msg")
+}
+
+// BenchmarkPollerInterleaved runs the plain loop, the Poller with its
+// defaults (20 handlers, one receiver) and the Poller with 40 handlers and two
+// receivers on the same server in alternating chunks, b.N messages each in
+// all, so all three see the same load on a shared machine. It reports their
+// rates, the ratios to the plain loop and the store round trips per message.
+// Run it with a fixed count, e.g. -benchtime=10000x.
+func BenchmarkPollerInterleaved(b *testing.B) {
+	c := newSQS(b)
+	prefix := testenv.Prefix(b)
+	rdb := testenv.Redis(b, prefix)
+	noop := func(context.Context, types.Message) error { return nil }
+	const chunks = 10
+	n := max(b.N/chunks, 1)
+	variants := []struct {
+		name                   string
+		concurrency, receivers int
+		queues                 []string
+		took                   time.Duration
+	}{{name: "plain"}, {name: "poller"}, {name: "poller-40x2", concurrency: 40, receivers: 2}}
+	for i := range variants {
+		for range chunks {
+			variants[i].queues = append(variants[i].queues, fill(b, c, n))
+		}
+	}
+	rs, err := redisstore.New(rdb, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	store := &countingStore{BatchStore: rs}
+	g, err := core.New(store, &core.Config{KeyPrefix: prefix})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for k := range chunks {
+		for i := range variants {
+			v := &variants[i]
+			start := time.Now()
+			if v.name == "plain" {
+				plainLoop(b, c, v.queues[k], n, noop)
+				v.took += time.Since(start)
+				continue
+			}
+			watch := &deleteWatch{Client: c, done: make(chan struct{})}
+			watch.left.Store(int64(n))
+			p := &sqsonce.Poller{Client: watch, QueueURL: v.queues[k], Guard: g, Handler: noop,
+				Concurrency: v.concurrency, Receivers: v.receivers, WaitTime: time.Second}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- p.Run(ctx) }()
+			<-watch.done
+			v.took += time.Since(start)
+			cancel()
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	total := float64(chunks * n)
+	for _, v := range variants {
+		b.ReportMetric(total/v.took.Seconds(), v.name+"-msgs/s")
+		if v.name != "plain" {
+			b.ReportMetric(variants[0].took.Seconds()/v.took.Seconds(), v.name+"/plain")
+		}
+	}
+	b.ReportMetric(float64(store.calls.Load())/(2*total), "store-rt/msg")
+}
+
+// plainLoop receives, handles and deletes n messages, ten at a time.
+func plainLoop(b *testing.B, c *sqs.Client, url string, n int, h sqsonce.HandlerFunc) {
+	ctx := context.Background()
+	for handled := 0; handled < n; {
+		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+			MessageAttributeNames:       []string{"All"},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			continue
+		}
+		entries := make([]types.DeleteMessageBatchRequestEntry, len(out.Messages))
+		for i, m := range out.Messages {
+			if err := h(ctx, m); err != nil {
+				b.Fatal(err)
+			}
+			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
+		}
+		del, err := c.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
+		if err != nil || len(del.Failed) > 0 {
+			b.Fatal(err, del.Failed)
+		}
+		handled += len(out.Messages)
+	}
 }
