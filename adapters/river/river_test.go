@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -238,4 +239,51 @@ func TestStoreOutage(t *testing.T) {
 	jobs = waitFinished(t, pool, n, 60*time.Second)
 	require.Equal(t, n, jobs.Completed)
 	require.Equal(t, effectStats{Rows: n, Keys: n}, readEffectStats(t, pool), "every job ran once")
+}
+
+type keyedWorker struct {
+	river.WorkerDefaults[keyedArgs]
+	pool *pgxpool.Pool
+}
+
+func (w *keyedWorker) Work(ctx context.Context, job *river.Job[keyedArgs]) error {
+	return insertEffect(ctx, w.pool, job.Args.OnceKey(), job.ID)
+}
+
+// TestMiddlewareKeyer: a client with the middleware records OnceKey in the
+// job's metadata at insert, and the middleware claims that key when the job
+// is worked.
+func TestMiddlewareKeyer(t *testing.T) {
+	testenv.Short(t)
+	t.Parallel()
+	pool, schema := riverSchema(t)
+	var mu sync.Mutex
+	var keys []string
+	g := redisGuard(t, &core.Config{MaxRetryAfter: 200 * time.Millisecond, Observer: func(_ context.Context, e core.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		keys = append(keys, e.Outcome.String()+" "+e.Key)
+	}})
+	mw := Middleware(g, nil)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &keyedWorker{pool: pool})
+	cfg := clientConfig(schema, workers, 4)
+	cfg.Middleware = []rivertype.Middleware{mw}
+	client := startClient(t, pool, cfg)
+	_, err := client.InsertMany(context.Background(), []river.InsertManyParams{
+		{Args: keyedArgs{User: "9"}}, {Args: keyedArgs{User: "9"}},
+	})
+	require.NoError(t, err)
+
+	jobs := waitFinished(t, pool, 2, 30*time.Second)
+	require.Equal(t, 2, jobs.Completed)
+	require.Equal(t, effectStats{Rows: 1, Keys: 1}, readEffectStats(t, pool))
+	var recorded int
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM river_job WHERE metadata->>'jobonce_key' = 'email:welcome:9'`).Scan(&recorded))
+	require.Equal(t, 2, recorded, "the key was recorded at insert")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Contains(t, keys, "ran email:welcome:9")
+	require.Contains(t, keys, "duplicate email:welcome:9")
 }
