@@ -15,6 +15,7 @@ import (
 
 	sqsonce "github.com/jobonce/jobonce/adapters/sqs"
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/memstore"
 	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -150,11 +151,13 @@ func benchPoller(b *testing.B, c *sqs.Client, rdb *redis.Client, prefix string, 
 	b.ReportMetric(float64(store.calls.Load())/float64(b.N), "store-rt/msg")
 }
 
-// BenchmarkPollerInterleaved runs the plain loop, the Poller with its
-// defaults (20 handlers, one receiver) and the Poller with 40 handlers and two
-// receivers on the same server in alternating chunks, b.N messages each in
-// all, so all three see the same load on a shared machine. It reports their
-// rates, the ratios to the plain loop and the store round trips per message.
+// BenchmarkPollerInterleaved runs, on the same server in alternating chunks
+// of b.N/10 messages, so that all see the same load on a shared machine:
+// the plain loop; the Poller with its defaults (20 handlers, one receiver)
+// on Redis; the Poller with 40 handlers and two receivers on Redis; and the
+// Poller with its defaults on an in-memory store, which shows the Poller's
+// own cost apart from the store's. It reports each rate, each ratio to the
+// plain loop, and the store round trips per message of the Redis Pollers.
 // Run it with a fixed count, e.g. -benchtime=10000x.
 func BenchmarkPollerInterleaved(b *testing.B) {
 	c := newSQS(b)
@@ -163,25 +166,35 @@ func BenchmarkPollerInterleaved(b *testing.B) {
 	noop := func(context.Context, types.Message) error { return nil }
 	const chunks = 10
 	n := max(b.N/chunks, 1)
-	variants := []struct {
-		name                   string
-		concurrency, receivers int
-		queues                 []string
-		took                   time.Duration
-	}{{name: "plain"}, {name: "poller"}, {name: "poller-40x2", concurrency: 40, receivers: 2}}
-	for i := range variants {
-		for range chunks {
-			variants[i].queues = append(variants[i].queues, fill(b, c, n))
-		}
-	}
 	rs, err := redisstore.New(rdb, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	store := &countingStore{BatchStore: rs}
-	g, err := core.New(store, &core.Config{KeyPrefix: prefix})
+	onRedis := &countingStore{BatchStore: rs}
+	redisGuard, err := core.New(onRedis, &core.Config{KeyPrefix: prefix})
 	if err != nil {
 		b.Fatal(err)
+	}
+	memGuard, err := core.New(memstore.New(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	variants := []struct {
+		name                   string
+		guard                  *core.Guard
+		concurrency, receivers int
+		queues                 []string
+		took                   time.Duration
+	}{
+		{name: "plain"},
+		{name: "poller", guard: redisGuard},
+		{name: "poller-40x2", guard: redisGuard, concurrency: 40, receivers: 2},
+		{name: "poller-memstore", guard: memGuard},
+	}
+	for i := range variants {
+		for range chunks {
+			variants[i].queues = append(variants[i].queues, fill(b, c, n))
+		}
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -189,14 +202,14 @@ func BenchmarkPollerInterleaved(b *testing.B) {
 		for i := range variants {
 			v := &variants[i]
 			start := time.Now()
-			if v.name == "plain" {
+			if v.guard == nil {
 				plainLoop(b, c, v.queues[k], n, noop)
 				v.took += time.Since(start)
 				continue
 			}
 			watch := &deleteWatch{Client: c, done: make(chan struct{})}
 			watch.left.Store(int64(n))
-			p := &sqsonce.Poller{Client: watch, QueueURL: v.queues[k], Guard: g, Handler: noop,
+			p := &sqsonce.Poller{Client: watch, QueueURL: v.queues[k], Guard: v.guard, Handler: noop,
 				Concurrency: v.concurrency, Receivers: v.receivers, WaitTime: time.Second}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
@@ -213,11 +226,11 @@ func BenchmarkPollerInterleaved(b *testing.B) {
 	total := float64(chunks * n)
 	for _, v := range variants {
 		b.ReportMetric(total/v.took.Seconds(), v.name+"-msgs/s")
-		if v.name != "plain" {
+		if v.guard != nil {
 			b.ReportMetric(variants[0].took.Seconds()/v.took.Seconds(), v.name+"/plain")
 		}
 	}
-	b.ReportMetric(float64(store.calls.Load())/(2*total), "store-rt/msg")
+	b.ReportMetric(float64(onRedis.calls.Load())/(2*total), "store-rt/msg")
 }
 
 // plainLoop receives, handles and deletes n messages, ten at a time.
