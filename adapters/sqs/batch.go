@@ -26,6 +26,7 @@ type batch struct {
 	claims   []*core.Claim
 	received time.Time
 	extender *time.Timer // renews the open messages' visibility
+	capped   bool        // the 12h visibility limit was reached and reported
 	groups   []string    // FIFO message group ids
 	open     []bool      // the message is not settled yet: keep it invisible
 	removed  []bool      // the message was settled for deletion

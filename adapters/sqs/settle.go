@@ -52,8 +52,11 @@ func (b *batch) extend() {
 	r := b.r
 	v := min(r.vis, maxVisibility-visibilityMargin-time.Since(b.received))
 	if v < time.Second {
-		r.o.Logger.WarnContext(r.hctx, "jobonce: sqsonce: a handler ran into SQS's 12h visibility limit; its message may be redelivered",
-			"queue", r.o.queueName)
+		if !b.capped {
+			b.capped = true
+			r.o.Logger.WarnContext(r.hctx, "jobonce: sqsonce: a handler ran into SQS's 12h visibility limit; its message may be redelivered",
+				"queue", r.o.queueName)
+		}
 		return
 	}
 	var idx []int
