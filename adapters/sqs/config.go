@@ -44,9 +44,9 @@ type Config struct {
 	RunningDelay time.Duration
 
 	// FailureDelay, when positive, hides a message whose handler failed for
-	// FailureDelay doubled for every earlier receive. Defaults to 0: the
+	// FailureDelay doubled for every earlier receive. When zero, the
 	// visibility is left as it is and the queue redelivers the message when
-	// it lapses.
+	// it lapses. Defaults to 0.
 	FailureDelay time.Duration
 
 	// UnavailableDelay hides a message that could not be claimed because the
