@@ -95,7 +95,7 @@ func TestPollerStoreOutage(t *testing.T) {
 
 	ran := make(chan struct{}, 1)
 	p := &sqsonce.Poller{Client: rec, QueueURL: q.url, Guard: downGuard, WaitTime: time.Second,
-		Config: &sqsonce.Config{UnavailableDelay: 3 * time.Second},
+		VisibilityTimeout: 2 * time.Second, Config: &sqsonce.Config{UnavailableDelay: 6 * time.Second},
 		Handler: func(context.Context, types.Message) error {
 			ran <- struct{}{}
 			return nil
@@ -103,8 +103,8 @@ func TestPollerStoreOutage(t *testing.T) {
 	stop := startPoller(t, p)
 	sendAll(t, c, q.url, []string{"during-outage"})
 	require.Eventually(t, func() bool { return p.Stats().Unavailable == 1 }, 10*time.Second, 20*time.Millisecond)
-	// The queue's visibility timeout is 1 s; the message stays hidden longer.
-	require.Never(t, func() bool { return p.Stats().Received > 1 }, 2*time.Second, 50*time.Millisecond)
+	// Received with a 2 s visibility, the message stays hidden longer.
+	require.Never(t, func() bool { return p.Stats().Received > 1 }, 4*time.Second, 50*time.Millisecond)
 	require.NoError(t, stop())
 	require.Empty(t, ran, "the handler ran without a claim")
 	require.Empty(t, rec.deletedHandles(), "a message was deleted during the outage")
@@ -114,7 +114,7 @@ func TestPollerStoreOutage(t *testing.T) {
 	up := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: newGuard(t, rdb, prefix, nil), WaitTime: time.Second,
 		Handler: func(ctx context.Context, m types.Message) error { return eff.record(ctx, aws.ToString(m.Body)) }}
 	startPoller(t, up)
-	require.Eventually(t, func() bool { return eff.count() == 1 }, 15*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return eff.count() == 1 }, 20*time.Second, 50*time.Millisecond)
 	requireDrained(t, c, q.url, 10*time.Second)
 	eff.requireOnce(t, []string{"during-outage"})
 }
