@@ -43,6 +43,10 @@ type result struct {
 	err error
 }
 
+// process settles one received batch, in rounds (see splitRound); each
+// message holds a handler slot until it is settled or its handler returns.
+// A round waits for all its handlers, so a long handler delays the later
+// rounds of its batch (copies of a job and later messages of a FIFO group).
 func (r *run) process(msgs []types.Message, received time.Time) {
 	defer r.batches.Done()
 	b := &batch{r: r, msgs: msgs, received: received,
