@@ -19,8 +19,9 @@ import (
 )
 
 // BenchmarkServer measures no-op tasks per second through an Asynq server,
-// plain and with the middleware (also with batching off, and the naive
-// two-command middleware for reference), on the same Redis in the same run.
+// plain and with the middleware (with its defaults, without the batch window,
+// without batching, and the naive two-command middleware for reference), on
+// the same Redis in the same run.
 // Each iteration is one task: b.N distinct tasks are enqueued outside the
 // timer, then a server with concurrency 16 drains the queue. cpu-µs/task is
 // the CPU time of this process (server and middleware) per task, and
@@ -28,7 +29,7 @@ import (
 // on a shared Redis): on a busy machine their sum, the cost of a task, is a
 // steadier measure than tasks/s.
 func BenchmarkServer(b *testing.B) {
-	for _, variant := range []string{"plain", "jobonce", "unbatched", "naive"} {
+	for _, variant := range []string{"plain", "jobonce", "nowindow", "unbatched", "naive"} {
 		b.Run(variant, func(b *testing.B) {
 			b.ReportAllocs()
 			e := newAsynqEnv(b)
@@ -47,9 +48,15 @@ func BenchmarkServer(b *testing.B) {
 				return nil
 			})
 			switch variant {
-			case "jobonce", "unbatched":
+			case "jobonce":
 				g, _ := newGuard(b, nil)
-				h = asynqonce.Middleware(g, &asynqonce.Config{DisableBatching: variant == "unbatched"})(h)
+				h = asynqonce.Middleware(g, nil)(h)
+			case "nowindow":
+				g, _ := newGuard(b, nil)
+				h = asynqonce.Middleware(g, &asynqonce.Config{BatchWindow: -1})(h)
+			case "unbatched":
+				g, _ := newGuard(b, nil)
+				h = asynqonce.Middleware(g, &asynqonce.Config{DisableBatching: true})(h)
 			case "naive":
 				h = naive(b, h)
 			}

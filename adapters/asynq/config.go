@@ -48,14 +48,23 @@ type Config struct {
 
 	// DisableBatching sends each claim and each done marker on its own.
 	// By default, claims and done markers of tasks that run at the same time
-	// on one server are grouped into one store round trip when the store is a
-	// core.BatchStore (such as redisstore); nothing waits to form a group.
-	// Defaults to false.
+	// on one server share store round trips (one pipeline per group) when the
+	// store is a core.BatchStore, such as redisstore. Defaults to false.
 	DisableBatching bool
+
+	// BatchWindow is how long a claim or a done marker that finds no batch in
+	// flight may wait for a second one to share its round trip. It waits only
+	// while tasks arrive less than BatchWindow apart, and goes as soon as the
+	// second one comes, so it adds at most the gap between two tasks to each.
+	// Asynq hands tasks out one at a time from a single dequeue loop, so
+	// without the wait they rarely overlap. A negative value turns the wait
+	// off. Defaults to 1ms.
+	BatchWindow time.Duration
 }
 
 const (
 	defaultPollInterval = time.Second
+	defaultBatchWindow  = time.Millisecond
 	firstPoll           = 10 * time.Millisecond
 	// deadlineMargin is how long before the task deadline a waiting copy gives
 	// up, so that it returns before Asynq cancels it.
@@ -72,6 +81,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if cfg.PollInterval < 0 {
 		return cfg, fmt.Errorf("jobonce: asynqonce.Config.PollInterval must not be negative, got %s", cfg.PollInterval)
+	}
+	switch {
+	case cfg.BatchWindow == 0:
+		cfg.BatchWindow = defaultBatchWindow
+	case cfg.BatchWindow < 0:
+		cfg.BatchWindow = 0
 	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = defaultPollInterval

@@ -65,5 +65,8 @@
 //
 // When the Guard's store is a core.BatchStore (redisstore is), the claims and
 // done markers of tasks that run at the same time are sent in groups, one
-// store round trip per group; a task never waits for a group to form.
+// store round trip per group. Asynq hands tasks out one at a time, so a claim
+// or done marker that finds no group in flight waits up to
+// Config.BatchWindow (1ms) for a second one while tasks arrive that close
+// together; tasks that come one after another do not wait.
 package asynqonce

@@ -7,18 +7,25 @@ import (
 )
 
 // group merges calls made at the same time into one batch call (group
-// commit). A call that finds no batch in flight sends its own at once; calls
-// that arrive while one is in flight queue up, and when it returns the first
-// of them sends the whole queue. Nothing waits to form a batch and no
+// commit). Calls that arrive while a batch is in flight queue up, and when it
+// returns the first of them sends the whole queue. A call that finds no batch
+// in flight sends its own at once, unless the previous call came less than
+// linger ago: it then waits up to linger for a second call and goes as soon
+// as one comes. A wait that ends alone (calls come one after another, not
+// side by side) stops the waits until a call finds another in flight. No
 // goroutine is started: the caller that sends a batch is one of its members.
 type group[I, O any] struct {
 	send    func(ctx context.Context, in []I) []O
 	timeout time.Duration // bounds a batch sent on behalf of others
+	linger  time.Duration // how long a lone caller waits for a companion; 0: never
 
-	mu    sync.Mutex
-	busy  bool // a batch is in flight
-	queue []*call[I, O]
-	pool  sync.Pool // of *call[I, O]
+	mu      sync.Mutex
+	busy    bool        // a batch is in flight
+	waiting *call[I, O] // a lone caller lingering for a companion
+	last    time.Time   // when the last call arrived
+	alone   bool        // the last linger found no companion: do not linger until calls overlap
+	queue   []*call[I, O]
+	pool    sync.Pool // of *call[I, O]
 
 	// Owned by the caller sending a batch (one at a time): buffers reused
 	// from batch to batch.
@@ -45,12 +52,44 @@ func (g *group[I, O]) newCall(in I) *call[I, O] {
 // batch that held it panicked; the caller then sends it on its own.
 func (g *group[I, O]) do(ctx context.Context, in I) (out O, ok bool) {
 	c := g.newCall(in)
+	var now time.Time
+	if g.linger > 0 {
+		now = time.Now()
+	}
 	g.mu.Lock()
 	g.queue = append(g.queue, c)
 	lead := !g.busy
 	g.busy = true
-	g.mu.Unlock()
 	if !lead {
+		g.alone = false
+	}
+	linger := lead && g.linger > 0 && !g.alone && now.Sub(g.last) < g.linger
+	if g.linger > 0 {
+		g.last = now
+	}
+	if linger {
+		g.waiting = c
+	} else if w := g.waiting; w != nil {
+		g.waiting = nil
+		w.tell <- true
+	}
+	g.mu.Unlock()
+	if linger {
+		t := time.NewTimer(g.linger)
+		select {
+		case <-c.tell:
+			t.Stop()
+		case <-t.C:
+			g.mu.Lock()
+			if g.waiting == c {
+				g.waiting = nil
+				g.alone = true
+			} else {
+				<-c.tell // a companion is telling us
+			}
+			g.mu.Unlock()
+		}
+	} else if !lead {
 		lead = <-c.tell
 	}
 	if lead {

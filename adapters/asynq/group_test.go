@@ -102,3 +102,52 @@ func TestGroupPanicReleasesMembers(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, 7, out)
 }
+
+// A call that finds no batch in flight, shortly after another call, waits for
+// a companion and goes with it as soon as it comes.
+func TestGroupLingerPairsCalls(t *testing.T) {
+	t.Parallel()
+	var sizes []int
+	var mu sync.Mutex
+	g := &group[int, int]{timeout: time.Second, linger: 5 * time.Second, send: func(_ context.Context, in []int) []int {
+		mu.Lock()
+		sizes = append(sizes, len(in))
+		mu.Unlock()
+		return in
+	}}
+	out, ok := g.do(context.Background(), 1) // no call before it: goes at once
+	require.True(t, ok)
+	require.Equal(t, 1, out)
+
+	lingering := make(chan int, 1)
+	go func() { out, _ := g.do(context.Background(), 2); lingering <- out }()
+	require.Eventually(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.waiting != nil }, time.Second, time.Millisecond)
+	start := time.Now()
+	out, ok = g.do(context.Background(), 3) // the companion
+	require.True(t, ok)
+	require.Equal(t, 3, out)
+	require.Equal(t, 2, <-lingering)
+	require.Less(t, time.Since(start), time.Second, "the companion ends the wait")
+	require.Equal(t, []int{1, 2}, sizes)
+}
+
+// Calls that come one after another wait once, alone, then go at once until
+// calls overlap again.
+func TestGroupLingerBacksOffForSerialCalls(t *testing.T) {
+	t.Parallel()
+	const linger = 50 * time.Millisecond
+	var sends atomic.Int64
+	g := &group[int, int]{timeout: time.Second, linger: linger, send: func(_ context.Context, in []int) []int {
+		sends.Add(1)
+		return in
+	}}
+	start := time.Now()
+	for i := range 20 {
+		out, ok := g.do(context.Background(), i)
+		require.True(t, ok)
+		require.Equal(t, i, out)
+	}
+	require.Less(t, time.Since(start), 10*linger, "only one call waits")
+	require.EqualValues(t, 20, sends.Load())
+	require.True(t, g.alone)
+}

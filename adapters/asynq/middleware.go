@@ -70,9 +70,9 @@ func NewMiddleware(g *core.Guard, cfg *Config) (asynq.MiddlewareFunc, error) {
 	}
 	if !c.DisableBatching {
 		if _, ok := g.Store().(core.BatchStore); ok {
-			m.claims = &group[core.Job, *core.Claim]{timeout: gc.StoreTimeout,
+			m.claims = &group[core.Job, *core.Claim]{timeout: gc.StoreTimeout, linger: c.BatchWindow,
 				send: func(ctx context.Context, jobs []core.Job) []*core.Claim { return g.Claim(ctx, jobs...) }}
-			m.finishes = &group[*core.Claim, core.Outcome]{timeout: gc.StoreTimeout,
+			m.finishes = &group[*core.Claim, core.Outcome]{timeout: gc.StoreTimeout, linger: c.BatchWindow,
 				send: func(ctx context.Context, cs []*core.Claim) []core.Outcome { return g.Finish(ctx, cs...) }}
 		}
 	}
