@@ -26,7 +26,9 @@ func BenchmarkClaimComplete(b *testing.B) {
 	ctx := context.Background()
 	pgPool, schema := testenv.Postgres(b)
 	migratedStore(b, pgPool, nil)
-	pg := migratedStore(b, bigPool(b, schema, 20), nil)
+	pgPool = bigPool(b, schema, 20)
+	warm(b, pgPool, 17)
+	pg := migratedStore(b, pgPool, nil)
 
 	prefix := testenv.Prefix(b)
 	rs, err := redisstore.New(testenv.Redis(b, prefix), &redisstore.Config{SkipEvictionCheck: true})
@@ -94,6 +96,7 @@ func BenchmarkTxEffect(b *testing.B) {
 			require.NoError(b, err)
 			b.Cleanup(pool.Close)
 		}
+		warm(b, pool, 17)
 		s := migratedStore(b, pool, nil)
 		variants := []struct {
 			name string
@@ -138,5 +141,19 @@ func BenchmarkTxEffect(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// warm opens n connections in pool before the timer starts.
+func warm(b *testing.B, pool *pgxpool.Pool, n int) {
+	b.Helper()
+	conns := make([]*pgxpool.Conn, n)
+	for i := range conns {
+		c, err := pool.Acquire(context.Background())
+		require.NoError(b, err)
+		conns[i] = c
+	}
+	for _, c := range conns {
+		c.Release()
 	}
 }
