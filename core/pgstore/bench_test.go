@@ -21,14 +21,18 @@ import (
 
 // BenchmarkClaimComplete measures Guard.Do (claim, then complete) with a
 // no-op job on a fresh key per operation, on PostgreSQL and on Redis side by
-// side, with 1 and 16 concurrent callers.
+// side, with 1 and 16 concurrent callers. store=postgres-async gives the
+// Store a pool of its own with synchronous_commit off (see the package doc).
 func BenchmarkClaimComplete(b *testing.B) {
 	ctx := context.Background()
-	pgPool, schema := testenv.Postgres(b)
-	migratedStore(b, pgPool, nil)
-	pgPool = bigPool(b, schema, 20)
+	small, schema := testenv.Postgres(b)
+	migratedStore(b, small, nil)
+	pgPool := bigPool(b, schema, 20)
 	warm(b, pgPool, 17)
 	pg := migratedStore(b, pgPool, nil)
+	asyncPool := bigPool(b, schema, 20, "synchronous_commit", "off")
+	warm(b, asyncPool, 17)
+	pgAsync := migratedStore(b, asyncPool, nil)
 
 	prefix := testenv.Prefix(b)
 	rs, err := redisstore.New(testenv.Redis(b, prefix), &redisstore.Config{SkipEvictionCheck: true})
@@ -37,7 +41,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 	stores := []struct {
 		name  string
 		store core.Store
-	}{{"store=postgres", pg}, {"store=redis", rs}}
+	}{{"store=postgres", pg}, {"store=postgres-async", pgAsync}, {"store=redis", rs}}
 	for _, conc := range []int{1, 16} {
 		for _, st := range stores {
 			g, err := core.New(st.store, &core.Config{
@@ -88,13 +92,7 @@ func BenchmarkTxEffect(b *testing.B) {
 	for _, commit := range []string{"sync", "async"} {
 		pool := bigPool(b, schema, 20)
 		if commit == "async" {
-			cfg := pool.Config()
-			cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
-			pool.Close()
-			var err error
-			pool, err = pgxpool.NewWithConfig(ctx, cfg)
-			require.NoError(b, err)
-			b.Cleanup(pool.Close)
+			pool = bigPool(b, schema, 20, "synchronous_commit", "off")
 		}
 		warm(b, pool, 17)
 		s := migratedStore(b, pool, nil)

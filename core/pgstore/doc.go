@@ -51,6 +51,18 @@
 // prepared statements that PgBouncer's transaction pooling needs. Each
 // statement sets lock_timeout for its own transaction only.
 //
+// # Throughput
+//
+// Every Claim and Complete is a commit, and PostgreSQL flushes each commit to
+// disk before it answers: that flush, more than the statements, bounds a
+// Guard's rate on PostgreSQL. A Store may be given a pool of its own whose
+// connections set synchronous_commit to off (in
+// pgxpool.Config.ConnConfig.RuntimeParams): claims and done markers then
+// answer without waiting for the flush, and a crash of the database server
+// (not of a worker) can lose the last fraction of a second of them, the
+// trade-off Redis makes with appendfsync everysec. DoInTx commits on that
+// pool too; DoTx follows the caller's transaction and is unaffected.
+//
 // # Pruning
 //
 // Expired rows stay until pruned: call Prune from a periodic job of your own,
