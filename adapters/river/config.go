@@ -24,7 +24,8 @@ type Config struct {
 	// Fingerprint returns the fingerprint of a job's payload. A key held or
 	// done with a different fingerprint is a conflict: the job is cancelled
 	// (river.JobCancel). Return "" to turn the check off. Defaults to nil:
-	// core.Fingerprint of the encoded args.
+	// core.Fingerprint of the encoded args, except with the default key,
+	// which contains it already (so none is stored).
 	Fingerprint func(job *rivertype.JobRow) string
 
 	// Skip reports jobs that run without the guard, such as kinds that are
@@ -72,27 +73,33 @@ func (c *Config) withDefaults() (Config, error) {
 // job returns the key and fingerprint of row. args is the decoded args when
 // known (Wrap), or nil (Middleware).
 func (c *Config) job(row *rivertype.JobRow, args any) core.Job {
-	var fp string
+	key, named := c.namedKey(row, args)
 	if c.Fingerprint != nil {
-		fp = c.Fingerprint(row)
-	} else {
-		fp = core.Fingerprint(row.EncodedArgs)
-	}
-	switch {
-	case c.Key != nil:
-		return core.Job{Key: c.Key(row), Fingerprint: fp}
-	case args != nil:
-		if k, ok := args.(Keyer); ok {
-			return core.Job{Key: k.OnceKey(), Fingerprint: fp}
+		if !named {
+			key = row.Kind + ":" + core.Fingerprint(row.EncodedArgs)
 		}
+		return core.Job{Key: key, Fingerprint: c.Fingerprint(row)}
 	}
-	if key, ok := metadataKey(row.Metadata); ok {
-		return core.Job{Key: key, Fingerprint: fp}
+	fp := core.Fingerprint(row.EncodedArgs)
+	if !named {
+		// The default key holds the fingerprint already: no other args can
+		// share it, so the store need not keep the fingerprint as well.
+		return core.Job{Key: row.Kind + ":" + fp}
 	}
-	if c.Fingerprint == nil {
-		return core.Job{Key: row.Kind + ":" + fp, Fingerprint: fp}
+	return core.Job{Key: key, Fingerprint: fp}
+}
+
+// namedKey returns the key that Config.Key, the args (Keyer) or the job's
+// metadata give, in that order, and whether one did. An empty key given is
+// kept, so that the job is rejected rather than guarded under another key.
+func (c *Config) namedKey(row *rivertype.JobRow, args any) (string, bool) {
+	if c.Key != nil {
+		return c.Key(row), true
 	}
-	return core.Job{Key: row.Kind + ":" + core.Fingerprint(row.EncodedArgs), Fingerprint: fp}
+	if k, ok := args.(Keyer); ok {
+		return k.OnceKey(), true
+	}
+	return metadataKey(row.Metadata)
 }
 
 // metadataKey reads the key recorded at insert time, if any.

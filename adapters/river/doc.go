@@ -43,8 +43,10 @@
 // for Middleware, the same value acting as insert middleware records OnceKey
 // in the job's metadata under MetadataKey when the job is inserted); else
 // Kind + ":" + core.Fingerprint(encoded args), so copies with equal args
-// share a key. The fingerprint is core.Fingerprint(encoded args) unless
-// Config.Fingerprint says otherwise.
+// share a key. A named key (Config.Key, Keyer) is checked against the
+// payload fingerprint, core.Fingerprint(encoded args) unless
+// Config.Fingerprint says otherwise: different args under one key are a
+// conflict. The default key contains the fingerprint, so none is stored.
 //
 // # Rescued jobs
 //
