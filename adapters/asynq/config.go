@@ -53,12 +53,13 @@ type Config struct {
 	DisableBatching bool
 
 	// BatchWindow is how long a claim or a done marker that finds no batch in
-	// flight may wait for a second one to share its round trip. It waits only
-	// while tasks arrive less than BatchWindow apart, and goes as soon as the
-	// second one comes, so it adds at most the gap between two tasks to each.
-	// Asynq hands tasks out one at a time from a single dequeue loop, so
-	// without the wait they rarely overlap. A negative value turns the wait
-	// off. Defaults to 1ms.
+	// flight may wait for a second one to share its round trip. Asynq hands
+	// tasks out one at a time from a single dequeue loop, so without the wait
+	// they rarely overlap. It waits only while calls come less than
+	// BatchWindow apart, and goes as soon as the second one comes, so it
+	// usually adds the gap between two tasks; a wait that ends alone (tasks
+	// run one after another) stops the waits until two calls overlap again.
+	// A negative value turns the wait off. Defaults to 1ms.
 	BatchWindow time.Duration
 }
 
