@@ -6,6 +6,14 @@ import (
 	"time"
 )
 
+// Observe reports an outcome decided outside Do to the observer, the logger
+// and the metrics, so that adapters count every delivery in one place: for
+// example a delivery run unguarded by configuration (outcome Unguarded with a
+// nil Err, logged at Debug).
+func (g *Guard) Observe(ctx context.Context, e Event) {
+	g.observe(ctx, e.Key, e.Outcome, e.Err, e.Duration)
+}
+
 // observe reports one outcome to the observer, the logger and the metrics.
 func (g *Guard) observe(ctx context.Context, key string, out Outcome, err error, ran time.Duration) {
 	g.metrics.record(ctx, out, ran)
@@ -20,7 +28,9 @@ func (g *Guard) observe(ctx context.Context, key string, out Outcome, err error,
 	case Unrecorded:
 		level, msg = slog.LevelWarn, "jobonce: job ran but the store could not record it; a later copy may run it again"
 	case Unguarded:
-		level, msg = slog.LevelWarn, "jobonce: store unavailable; job ran unguarded (FailOpen)"
+		if err != nil {
+			level, msg = slog.LevelWarn, "jobonce: store unavailable; job ran unguarded (FailOpen)"
+		}
 	case Conflict, Unavailable, Rejected:
 		level = slog.LevelWarn
 	}

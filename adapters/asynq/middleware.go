@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/hibiken/asynq"
 
@@ -58,8 +57,6 @@ func NewMiddleware(g *core.Guard, cfg *Config) (asynq.MiddlewareFunc, error) {
 	m := &middleware{
 		g:        g,
 		cfg:      c,
-		observer: gc.Observer,
-		logger:   gc.Logger,
 		plainKey: cfg == nil || cfg.Key == nil && cfg.Fingerprint == nil,
 	}
 	if len(c.UnguardedTypes) > 0 {
@@ -82,8 +79,6 @@ func NewMiddleware(g *core.Guard, cfg *Config) (asynq.MiddlewareFunc, error) {
 type middleware struct {
 	g         *core.Guard
 	cfg       Config
-	observer  core.Observer
-	logger    *slog.Logger
 	plainKey  bool // Key and Fingerprint are the defaults: hash the payload once
 	unguarded map[string]struct{}
 	claims    *group[core.Job, *core.Claim]     // nil without batching
@@ -175,10 +170,5 @@ func (m *middleware) run(ctx context.Context, job core.Job, fn core.RunFunc) (co
 }
 
 func (m *middleware) observeUnguarded(ctx context.Context, t *asynq.Task) {
-	if m.observer != nil {
-		m.observer(ctx, core.Event{Key: t.Type(), Outcome: core.Unguarded})
-	}
-	if m.logger.Enabled(ctx, slog.LevelDebug) {
-		m.logger.DebugContext(ctx, "jobonce: task type runs unguarded", "type", t.Type())
-	}
+	m.g.Observe(ctx, core.Event{Key: t.Type(), Outcome: core.Unguarded})
 }
