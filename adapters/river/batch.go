@@ -14,7 +14,6 @@ type jobReq struct {
 	ctx   context.Context
 	job   core.Job
 	claim *core.Claim
-	out   core.Outcome
 	done  chan bool // true: lead the next round trip; false: answered
 }
 
@@ -123,8 +122,7 @@ func (b *batcher) finishBatch(reqs []*jobReq) {
 	for i, r := range reqs {
 		claims[i] = r.claim
 	}
-	outs := b.g.Finish(reqs[0].ctx, claims...)
-	for i, r := range reqs {
-		r.out = outs[i]
-	}
+	// Finish reports LeaseLost and Unrecorded to the guard's observer, log
+	// and metrics; the job ran either way, so River completes it.
+	b.g.Finish(reqs[0].ctx, claims...)
 }
