@@ -57,10 +57,14 @@ func TestDoTxRunsOnceThenDuplicate(t *testing.T) {
 	// With the caller's own transaction, several keys in one transaction.
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
-	for _, key := range []string{"order-1", "order-2", "order-3"} {
-		_, err := s.DoTx(ctx, tx, key, insertEffect(key))
+	outs := map[string]core.Outcome{}
+	for _, key := range []string{"order-1", "order-2", "order-3", "order-2"} {
+		out, err := s.DoTx(ctx, tx, key, insertEffect(key))
 		require.NoError(t, err)
+		outs[key] = out // the last outcome per key
 	}
+	require.Equal(t, map[string]core.Outcome{"order-1": core.Duplicate, "order-2": core.Duplicate, "order-3": core.Ran}, outs,
+		"a key recorded earlier in the same transaction is a duplicate")
 	require.NoError(t, tx.Commit(ctx))
 	require.Equal(t, 3, count(t, pool, "SELECT count(*) FROM effects"))
 	require.Equal(t, 3, count(t, pool, "SELECT count(DISTINCT key) FROM effects"))
@@ -308,6 +312,19 @@ func TestDoTxJobConflict(t *testing.T) {
 	out, err = run(core.Job{Key: "k"})
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out, "no fingerprint, no check")
+
+	// A live leased claim with another fingerprint is a conflict too.
+	held, err := s.StoredKey("held")
+	require.NoError(t, err)
+	_, err = s.Claim(ctx, core.ClaimRequest{Key: held, Token: core.NewToken(), Fingerprint: "fp-a", Lease: time.Minute})
+	require.NoError(t, err)
+	out, err = run(core.Job{Key: "held", Fingerprint: "fp-b"})
+	require.ErrorIs(t, err, core.ErrConflict)
+	require.ErrorContains(t, err, "is running with fingerprint")
+	require.Equal(t, core.Conflict, out)
+	out, err = run(core.Job{Key: "held", Fingerprint: "fp-a"})
+	require.ErrorIs(t, err, core.ErrRunning)
+	require.Equal(t, core.Running, out)
 }
 
 func TestDoTxBadInput(t *testing.T) {
