@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -52,6 +53,8 @@ func BenchmarkClaimComplete(b *testing.B) {
 			b.Run("c="+strconv.Itoa(c)+"/impl="+impl.name, func(b *testing.B) {
 				ctx := context.Background()
 				b.ReportAllocs()
+				cpu := redisCPU(b, client)
+				defer func() { b.ReportMetric(float64((redisCPU(b, client)-cpu).Microseconds())/float64(b.N), "redis-µs/op") }()
 				b.SetParallelism(max(1, c/2)) // 2 cores here: GOMAXPROCS × c/2 goroutines
 				if c == 1 {
 					for b.Loop() {
@@ -71,4 +74,25 @@ func BenchmarkClaimComplete(b *testing.B) {
 			})
 		}
 	}
+}
+
+// redisCPU returns the CPU time the Redis server has used (INFO cpu).
+func redisCPU(b *testing.B, client *redis.Client) time.Duration {
+	info, err := client.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for line := range strings.SplitSeq(info, "\r\n") {
+		for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(line, f); ok {
+				x, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				total += x
+			}
+		}
+	}
+	return time.Duration(total * float64(time.Second))
 }
