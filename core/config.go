@@ -44,7 +44,10 @@ type Config struct {
 	// its job running. Defaults to 100ms.
 	MinRetryAfter time.Duration
 
-	// MaxRetryAfter is the largest RetryAfter hint. Defaults to Lease.
+	// MaxRetryAfter is the largest RetryAfter hint. The hint is the running
+	// claim's remaining lease, which the heartbeat keeps near Lease, so this
+	// bound decides how soon a copy that found its job running comes back.
+	// Defaults to Lease/3, the heartbeat's period.
 	MaxRetryAfter time.Duration
 
 	// StoreTimeout bounds each Complete, Release and Extend call, which run even
@@ -115,7 +118,7 @@ func (c *Config) withDefaults() (Config, error) {
 		cfg.MinRetryAfter = 100 * time.Millisecond
 	}
 	if cfg.MaxRetryAfter == 0 {
-		cfg.MaxRetryAfter = cfg.Lease
+		cfg.MaxRetryAfter = max(cfg.Lease/3, cfg.MinRetryAfter)
 	}
 	if cfg.MaxRetryAfter < cfg.MinRetryAfter {
 		return cfg, fmt.Errorf("jobonce: Config.MaxRetryAfter (%s) must be at least Config.MinRetryAfter (%s)", cfg.MaxRetryAfter, cfg.MinRetryAfter)

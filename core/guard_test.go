@@ -42,7 +42,7 @@ func TestNewValidatesConfig(t *testing.T) {
 	require.Equal(t, 24*time.Hour, got.Retention)
 	require.Equal(t, "jobonce:", got.KeyPrefix)
 	require.Equal(t, 100*time.Millisecond, got.MinRetryAfter)
-	require.Equal(t, got.Lease, got.MaxRetryAfter)
+	require.Equal(t, got.Lease/3, got.MaxRetryAfter)
 	require.False(t, got.FailOpen)
 	require.False(t, got.DisableHeartbeat)
 }
