@@ -21,7 +21,9 @@ func TestInspectAndRelease(t *testing.T) {
 	g, err := core.New(store, &core.Config{KeyPrefix: prefix, Lease: time.Minute})
 	require.NoError(t, err)
 	ctx := context.Background()
-	args := func(a ...string) []string { return append([]string{"-redis", testenv.RedisURL(), "-prefix", prefix}, a...) }
+	args := func(a ...string) []string {
+		return append([]string{"-redis", testenv.RedisURL(), "-prefix", prefix}, a...)
+	}
 
 	var out bytes.Buffer
 	require.NoError(t, run(ctx, args("inspect", "job-1"), &out))
