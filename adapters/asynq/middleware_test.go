@@ -47,7 +47,7 @@ func TestDuplicateIsAcknowledged(t *testing.T) {
 func TestRunningCopyIsNotAFailure(t *testing.T) {
 	t.Parallel()
 	started, release := make(chan struct{}), make(chan struct{})
-	h := asynqonce.Middleware(memGuard(t, &core.Config{Lease: 10 * time.Second}), nil)(
+	h := asynqonce.Middleware(memGuard(t, &core.Config{Lease: 10 * time.Second, MaxRetryAfter: 10 * time.Second}), nil)(
 		asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 			close(started)
 			<-release
