@@ -2,10 +2,8 @@ package asynqonce_test
 
 import (
 	"context"
-	"io"
 	"net"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -62,52 +60,11 @@ func TestStoreUnavailableFailsClosed(t *testing.T) {
 	require.Zero(t, qi.Archived)
 
 	t.Logf("failed closed: %d", outs.get(core.Unavailable))
-	proxy(t, addr, direct.Options().Addr) // the store is back
+	testenv.StartProxy(t, addr, direct.Options().Addr) // the store is back
 	t.Log("store back")
 	qi = e.waitEmpty(t, 60*time.Second)
 	for i := range jobs {
 		require.Equal(t, 1, fx.count(strconv.Itoa(i)), "job %d", i)
 	}
 	require.Zero(t, qi.Archived)
-}
-
-// proxy forwards connections on addr to target until the end of the test.
-func proxy(t *testing.T, addr, target string) {
-	t.Helper()
-	var l net.Listener
-	require.Eventually(t, func() bool {
-		var err error
-		l, err = net.Listen("tcp", addr)
-		return err == nil
-	}, 5*time.Second, 50*time.Millisecond, "listen on %s", addr)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		_ = l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			in, err := l.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = in.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, in, out)
-			mu.Unlock()
-			wg.Go(func() { _, _ = io.Copy(out, in); _ = out.Close() })
-			wg.Go(func() { _, _ = io.Copy(in, out); _ = in.Close() })
-		}
-	})
 }

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -187,48 +185,6 @@ func waitFinished(t testing.TB, pool *pgxpool.Pool, want int, timeout time.Durat
 		return err == nil && s.Total == want && s.Unfinished == 0
 	}, timeout, 20*time.Millisecond, "jobs still unfinished")
 	return s
-}
-
-// serveProxy listens on addr and forwards every connection to target, until
-// the test ends.
-func serveProxy(t testing.TB, addr, target string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	track := func(c net.Conn) {
-		mu.Lock()
-		conns = append(conns, c)
-		mu.Unlock()
-	}
-	wg.Go(func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = in.Close()
-				continue
-			}
-			track(in)
-			track(out)
-			wg.Go(func() { _, _ = io.Copy(out, in); _ = out.Close() })
-			wg.Go(func() { _, _ = io.Copy(in, out); _ = in.Close() })
-		}
-	})
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
 }
 
 func riverDriver(pool *pgxpool.Pool) *riverpgxv5.Driver { return riverpgxv5.New(pool) }

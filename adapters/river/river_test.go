@@ -261,7 +261,7 @@ func TestStoreOutage(t *testing.T) {
 	require.Contains(t, errText, core.ErrStoreUnavailable.Error())
 
 	// Redis comes back on the same address.
-	serveProxy(t, addr, real.Options().Addr)
+	testenv.StartProxy(t, addr, real.Options().Addr)
 	jobs = waitFinished(t, pool, n, 60*time.Second)
 	require.Equal(t, n, jobs.Completed)
 	require.Equal(t, effectStats{Rows: n, Keys: n}, readEffectStats(t, pool), "every job ran once")

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,54 +32,11 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) core.Store { return newStore(t, client) })
 }
 
-// proxy forwards loopback TCP connections to Redis until cut.
-type proxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &proxy{ln: ln}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
-			go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
-		}
-	}()
-	t.Cleanup(p.cut)
-	return p
-}
-
-// cut closes the listener and every connection, as a network partition would.
-func (p *proxy) cut() {
-	_ = p.ln.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-}
-
 func TestDeadConnectionLosesLeaseAndLaterCopyRuns(t *testing.T) {
 	prefix := testenv.Prefix(t)
 	direct := testenv.Redis(t, prefix)
-	p := newProxy(t, direct.Options().Addr)
-	viaProxy := redis.NewClient(&redis.Options{Addr: p.ln.Addr().String(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	p := testenv.StartProxy(t, "127.0.0.1:0", direct.Options().Addr)
+	viaProxy := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = viaProxy.Close() })
 
 	const lease = 300 * time.Millisecond
@@ -104,7 +60,7 @@ func TestDeadConnectionLosesLeaseAndLaterCopyRuns(t *testing.T) {
 		done <- out
 	}()
 	<-started
-	p.cut()
+	p.Cut()
 	select {
 	case out := <-done:
 		require.Equal(t, core.Failed, out)

@@ -1,0 +1,80 @@
+package testenv
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Proxy forwards TCP connections from a loopback address to a server until
+// Cut or the end of the test: a store that goes away (Cut) or comes back
+// (StartProxy on the address a client was failing to reach).
+type Proxy struct {
+	ln    net.Listener
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns []net.Conn
+	once  sync.Once
+}
+
+// StartProxy listens on addr ("127.0.0.1:0" for any free port), retrying for
+// a few seconds while the address is still taken, and forwards every
+// connection to target.
+func StartProxy(t testing.TB, addr, target string) *Proxy {
+	t.Helper()
+	p := &Proxy{}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var err error
+		if p.ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy: listen on %s: %v", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond) // the port is still in use: poll until free
+	}
+	p.wg.Go(p.serve(target))
+	t.Cleanup(p.Cut)
+	return p
+}
+
+// Addr returns the address the proxy listens on.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+func (p *Proxy) serve(target string) func() {
+	return func() {
+		for {
+			in, err := p.ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			p.wg.Go(func() { _, _ = io.Copy(out, in); _ = out.Close() })
+			p.wg.Go(func() { _, _ = io.Copy(in, out); _ = in.Close() })
+		}
+	}
+}
+
+// Cut closes the listener and every forwarded connection, as a network
+// partition would, and waits for the forwarding goroutines.
+func (p *Proxy) Cut() {
+	p.once.Do(func() {
+		_ = p.ln.Close()
+		p.mu.Lock()
+		for _, c := range p.conns {
+			_ = c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+}
