@@ -69,7 +69,13 @@ func (g *Guard) claimOne(ctx context.Context, c *Claim, job Job) {
 	}
 	c.token = NewToken()
 	c.started = time.Now()
-	c.reply, c.err = g.store.Claim(ctx, ClaimRequest{Key: c.key, Token: c.token, Fingerprint: job.Fingerprint, Lease: g.cfg.Lease})
+	req := ClaimRequest{Key: c.key, Token: c.token, Fingerprint: job.Fingerprint, Lease: g.cfg.Lease}
+	if g.claims == nil {
+		c.reply, c.err = g.store.Claim(ctx, req)
+		return
+	}
+	a := g.claims.do(ctx, req)
+	c.reply, c.err = a.reply, a.err
 }
 
 // Job returns the job this claim was made for.
@@ -277,7 +283,12 @@ func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
 		if d, ok := ctx.Deadline(); !ok || time.Until(d) > g.cfg.StoreTimeout {
 			first, cancel = context.WithTimeout(ctx, g.cfg.StoreTimeout)
 		}
-		err := g.store.Complete(first, req)
+		var err error
+		if g.completes != nil {
+			err = g.completes.do(first, req)
+		} else {
+			err = g.store.Complete(first, req)
+		}
 		if cancel != nil {
 			cancel()
 		}

@@ -13,6 +13,10 @@ type Guard struct {
 	batch   BatchStore
 	cfg     Config
 	metrics *metrics
+
+	// Group commit of concurrent calls on a BatchStore; nil when off.
+	claims    *coalescer[ClaimRequest, claimAnswer]
+	completes *coalescer[CompleteRequest, error]
 }
 
 // Job names one delivery of a job for Guard.Run and Guard.Claim.
@@ -55,6 +59,9 @@ func New(store Store, cfg *Config) (*Guard, error) {
 	}
 	g := &Guard{store: store, cfg: c, metrics: m}
 	g.batch, _ = store.(BatchStore)
+	if g.batch != nil && !c.DisableBatching {
+		g.claims, g.completes = newBatching(g.batch, c.StoreTimeout)
+	}
 	return g, nil
 }
 

@@ -44,8 +44,8 @@ func BenchmarkNoOpJobs(b *testing.B) {
 	})
 	b.Run("middleware-unbatched", func(b *testing.B) {
 		b.StopTimer()
-		g := redisGuard(b, nil)
-		benchNoOp(b, []rivertype.Middleware{Middleware(g, &Config{MaxBatch: 1})})
+		g := redisGuard(b, &core.Config{DisableBatching: true})
+		benchNoOp(b, []rivertype.Middleware{Middleware(g, nil)})
 	})
 	b.Run("naive", func(b *testing.B) {
 		b.StopTimer()
@@ -164,6 +164,6 @@ func BenchmarkWork(b *testing.B) {
 		run(b, Middleware(redisGuard(b, nil), nil).Work)
 	})
 	b.Run("middleware-unbatched", func(b *testing.B) {
-		run(b, Middleware(redisGuard(b, nil), &Config{MaxBatch: 1}).Work)
+		run(b, Middleware(redisGuard(b, &core.Config{DisableBatching: true}), nil).Work)
 	})
 }

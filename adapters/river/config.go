@@ -3,7 +3,6 @@ package riveronce
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 
 	"github.com/riverqueue/river/rivertype"
 
@@ -31,13 +30,6 @@ type Config struct {
 	// Skip reports jobs that run without the guard, such as kinds that are
 	// idempotent already. Defaults to nil: every job is guarded.
 	Skip func(job *rivertype.JobRow) bool
-
-	// MaxBatch caps how many concurrent jobs share one store round trip for
-	// their claims, and one for their done markers, when the guard's store is
-	// a core.BatchStore (redisstore, pgstore). No job waits for a batch to
-	// fill: a round trip starts as soon as the previous one returns, with the
-	// jobs that arrived meanwhile. 1 turns batching off. Defaults to 64.
-	MaxBatch int
 }
 
 // Keyer is implemented by job args that name their own key, such as
@@ -60,12 +52,6 @@ func (c *Config) withDefaults() (Config, error) {
 	var cfg Config
 	if c != nil {
 		cfg = *c
-	}
-	if cfg.MaxBatch < 0 {
-		return cfg, fmt.Errorf("jobonce: riveronce.Config.MaxBatch must not be negative, got %d", cfg.MaxBatch)
-	}
-	if cfg.MaxBatch == 0 {
-		cfg.MaxBatch = 64
 	}
 	return cfg, nil
 }

@@ -61,9 +61,10 @@
 // # Batching
 //
 // When the guard's store is a core.BatchStore (redisstore, pgstore), the
-// claims of concurrent jobs share one store round trip, and so do their done
-// markers (Config.MaxBatch). No job waits for a batch to fill: a round trip
-// starts as soon as the previous one has returned.
+// guard gathers the claims of concurrent jobs into one store round trip, and
+// their done markers into another (core.Config.DisableBatching turns it
+// off). No job waits for a batch to fill: a round trip starts as soon as the
+// previous one has returned, and River starts the jobs of one fetch together.
 //
 // # Exactly once in one transaction
 //

@@ -12,9 +12,8 @@ import (
 
 // runner holds what Middleware and Wrap share: the guard and the settings.
 type runner struct {
-	g     *core.Guard
-	cfg   Config
-	batch *batcher // nil: one claim and one completion per job
+	g   *core.Guard
+	cfg Config
 }
 
 func newRunner(g *core.Guard, cfg *Config, caller string) *runner {
@@ -25,11 +24,7 @@ func newRunner(g *core.Guard, cfg *Config, caller string) *runner {
 	if err != nil {
 		panic("riveronce: " + caller + ": " + err.Error())
 	}
-	r := &runner{g: g, cfg: c}
-	if _, ok := g.Store().(core.BatchStore); ok && c.MaxBatch > 1 {
-		r.batch = newBatcher(g, c.MaxBatch)
-	}
-	return r
+	return &runner{g: g, cfg: c}
 }
 
 // guardedKey marks a context whose job already runs under a claim, so that a
@@ -55,20 +50,10 @@ func (r *runner) run(ctx context.Context, row *rivertype.JobRow, args any, work 
 	}
 	job := r.cfg.job(row, args)
 	ctx = context.WithValue(ctx, guardedKey{}, r)
-	fn := func(ctx context.Context) ([]byte, error) { return nil, work(ctx) }
-	if r.batch == nil {
-		res, err := r.g.Run(ctx, job, fn)
-		return outcomeError(row, res.Outcome, err)
-	}
-	req := &jobReq{ctx: ctx, job: job}
-	r.batch.claims.submit(req)
-	res, err := req.claim.Work(ctx, fn)
-	if err != nil || res.Outcome != core.Ran {
-		return outcomeError(row, res.Outcome, err)
-	}
-	// The job ran; its done marker is written with those of other jobs.
-	r.batch.finishes.submit(req)
-	return nil
+	// Run reports LeaseLost and Unrecorded to the guard's observer, log and
+	// metrics; the job ran either way, so River completes it.
+	res, err := r.g.Run(ctx, job, func(ctx context.Context) ([]byte, error) { return nil, work(ctx) })
+	return outcomeError(row, res.Outcome, err)
 }
 
 // outcomeError turns a guard outcome and its error into the error a River

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -253,66 +251,6 @@ func TestConfigValidation(t *testing.T) {
 	t.Parallel()
 	require.PanicsWithValue(t, "riveronce: Middleware: guard is nil", func() { Middleware(nil, nil) })
 	require.PanicsWithValue(t, "riveronce: Wrap: worker is nil", func() { Wrap[noopArgs](memGuard(t), nil, nil) })
-	require.PanicsWithValue(t,
-		"riveronce: Middleware: jobonce: riveronce.Config.MaxBatch must not be negative, got -1",
-		func() { Middleware(memGuard(t), &Config{MaxBatch: -1}) })
-}
-
-func TestCoalescer(t *testing.T) {
-	t.Parallel()
-	const callers, maxBatch = 200, 8
-	var mu sync.Mutex
-	var sizes []int
-	seen := map[string]int{}
-	release := make(chan struct{})
-	c := coalescer{max: maxBatch}
-	c.do = func(reqs []*jobReq) {
-		mu.Lock()
-		first := len(sizes) == 0
-		sizes = append(sizes, len(reqs))
-		for _, r := range reqs {
-			seen[r.job.Key]++
-			r.job.Fingerprint = "answer:" + r.job.Key
-		}
-		mu.Unlock()
-		if first {
-			<-release // a slow round trip: every other request queues meanwhile
-		}
-	}
-	var wg sync.WaitGroup
-	for i := 1; i <= callers; i++ {
-		wg.Go(func() {
-			key := strconv.Itoa(i)
-			req := &jobReq{job: core.Job{Key: key}}
-			c.submit(req)
-			if req.job.Fingerprint != "answer:"+key {
-				t.Errorf("request %s answered %q", key, req.job.Fingerprint)
-			}
-		})
-	}
-	require.Eventually(t, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return len(sizes) == 1 && len(c.queue) == callers-sizes[0]
-	}, 10*time.Second, time.Millisecond)
-	close(release)
-	wg.Wait()
-
-	require.Len(t, seen, callers)
-	for key, n := range seen {
-		require.Equal(t, 1, n, "request %s answered once", key)
-	}
-	// The first round trip is led at once; the queue then goes in full
-	// batches of maxBatch.
-	want := []int{sizes[0]}
-	for left := callers - sizes[0]; left > 0; left -= maxBatch {
-		want = append(want, min(left, maxBatch))
-	}
-	require.Equal(t, want, sizes)
-	require.False(t, c.busy)
-	require.Empty(t, c.queue)
 }
 
 // txTuned is tunedWorker as a TxWorker.

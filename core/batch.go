@@ -1,0 +1,127 @@
+package core
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// maxBatch bounds how many calls share one store round trip.
+const maxBatch = 128
+
+// coalescer gathers concurrent store calls into one round trip (group
+// commit). A call that finds no round trip in flight leads one at once,
+// after yielding once so that calls already runnable can join it; calls that
+// arrive during a round trip queue, and when it returns, the first of them
+// leads the next round trip for the queue. No goroutine is started and no
+// timer delays a call: callers take turns, and each returns once its own
+// call is answered.
+type coalescer[I, O any] struct {
+	send    func(ctx context.Context, in []I) []O
+	timeout time.Duration // bounds a round trip made for several callers
+
+	mu    sync.Mutex
+	busy  bool
+	queue []*pending[I, O]
+}
+
+type pending[I, O any] struct {
+	ctx  context.Context
+	in   I
+	out  O
+	done chan bool // true: lead the next round trip; false: answered
+}
+
+var leadPool = sync.Pool{New: func() any { return make(chan bool, 1) }}
+
+// do sends in, alone or with others, and returns its answer.
+func (c *coalescer[I, O]) do(ctx context.Context, in I) O {
+	p := &pending[I, O]{ctx: ctx, in: in}
+	c.mu.Lock()
+	c.queue = append(c.queue, p)
+	if c.busy {
+		p.done = leadPool.Get().(chan bool)
+		c.mu.Unlock()
+		lead := <-p.done
+		leadPool.Put(p.done)
+		if !lead {
+			return p.out
+		}
+	} else {
+		c.busy = true
+		c.mu.Unlock()
+		runtime.Gosched() // a yield, not a wait
+	}
+	c.mu.Lock()
+	n := min(len(c.queue), maxBatch)
+	batch := make([]*pending[I, O], n)
+	copy(batch, c.queue)
+	clear(c.queue[:n])
+	c.queue = c.queue[n:]
+	c.mu.Unlock()
+	c.round(batch)
+	return p.out
+}
+
+// round sends batch, whose first call is the caller's, then hands the lead
+// to the head of the queue (or ends the busy spell) and answers the others,
+// even if send panics.
+func (c *coalescer[I, O]) round(batch []*pending[I, O]) {
+	defer func() {
+		c.mu.Lock()
+		if len(c.queue) > 0 {
+			c.queue[0].done <- true
+		} else {
+			c.busy = false
+		}
+		c.mu.Unlock()
+		for _, p := range batch[1:] {
+			p.done <- false
+		}
+	}()
+	ctx := batch[0].ctx
+	if len(batch) > 1 {
+		// The leader's values, not its cancellation, which must not fail
+		// the others' calls.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
+		defer cancel()
+	}
+	in := make([]I, len(batch))
+	for i, p := range batch {
+		in[i] = p.in
+	}
+	out := c.send(ctx, in)
+	for i, p := range batch {
+		p.out = out[i]
+	}
+}
+
+type claimAnswer struct {
+	reply ClaimReply
+	err   error
+}
+
+// newBatching returns the coalescers of a Guard on a BatchStore.
+func newBatching(bs BatchStore, timeout time.Duration) (*coalescer[ClaimRequest, claimAnswer], *coalescer[CompleteRequest, error]) {
+	claims := &coalescer[ClaimRequest, claimAnswer]{timeout: timeout, send: func(ctx context.Context, reqs []ClaimRequest) []claimAnswer {
+		out := make([]claimAnswer, len(reqs))
+		if len(reqs) == 1 {
+			out[0].reply, out[0].err = bs.Claim(ctx, reqs[0])
+			return out
+		}
+		replies, errs := bs.ClaimBatch(ctx, reqs)
+		for i := range out {
+			out[i] = claimAnswer{replies[i], errs[i]}
+		}
+		return out
+	}}
+	completes := &coalescer[CompleteRequest, error]{timeout: timeout, send: func(ctx context.Context, reqs []CompleteRequest) []error {
+		if len(reqs) == 1 {
+			return []error{bs.Complete(ctx, reqs[0])}
+		}
+		return bs.CompleteBatch(ctx, reqs)
+	}}
+	return claims, completes
+}
