@@ -15,13 +15,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	asynqonce "github.com/jobonce/jobonce/adapters/asynq"
+	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 // BenchmarkServer measures no-op tasks per second through an Asynq server,
-// plain and with the middleware (with its defaults, without the batch window,
-// without batching, and the naive two-command middleware for reference), on
-// the same Redis in the same run.
+// plain and with the middleware (with its defaults, without batching, and
+// the naive two-command middleware for reference), on the same Redis in the
+// same run.
 // Each iteration is one task: b.N distinct tasks are enqueued outside the
 // timer, then a server with concurrency 16 drains the queue. cpu-µs/task is
 // the CPU time of this process (server and middleware) per task, and
@@ -29,7 +30,7 @@ import (
 // on a shared Redis): on a busy machine their sum, the cost of a task, is a
 // steadier measure than tasks/s.
 func BenchmarkServer(b *testing.B) {
-	for _, variant := range []string{"plain", "jobonce", "nowindow", "unbatched", "naive"} {
+	for _, variant := range []string{"plain", "jobonce", "unbatched", "naive"} {
 		b.Run(variant, func(b *testing.B) {
 			b.ReportAllocs()
 			e := newAsynqEnv(b)
@@ -51,12 +52,9 @@ func BenchmarkServer(b *testing.B) {
 			case "jobonce":
 				g, _ := newGuard(b, nil)
 				h = asynqonce.Middleware(g, nil)(h)
-			case "nowindow":
-				g, _ := newGuard(b, nil)
-				h = asynqonce.Middleware(g, &asynqonce.Config{BatchWindow: -1})(h)
 			case "unbatched":
-				g, _ := newGuard(b, nil)
-				h = asynqonce.Middleware(g, &asynqonce.Config{DisableBatching: true})(h)
+				g, _ := newGuard(b, &core.Config{DisableBatching: true})
+				h = asynqonce.Middleware(g, nil)(h)
 			case "naive":
 				h = naive(b, h)
 			}
@@ -116,8 +114,8 @@ func BenchmarkHandler(b *testing.B) {
 				if variant == "naive" {
 					h = naive(b, noop)
 				} else {
-					g, _ := newGuard(b, nil)
-					h = asynqonce.Middleware(g, &asynqonce.Config{DisableBatching: variant == "unbatched"})(noop)
+					g, _ := newGuard(b, &core.Config{DisableBatching: variant == "unbatched"})
+					h = asynqonce.Middleware(g, nil)(noop)
 				}
 				var next atomic.Int64
 				ctx := context.Background()

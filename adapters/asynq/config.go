@@ -45,27 +45,10 @@ type Config struct {
 	// PollInterval is the longest pause between two checks of a waiting copy.
 	// Pauses start at 10ms and double up to it. Defaults to 1s.
 	PollInterval time.Duration
-
-	// DisableBatching sends each claim and each done marker on its own.
-	// By default, claims and done markers of tasks that run at the same time
-	// on one server share store round trips (one pipeline per group) when the
-	// store is a core.BatchStore, such as redisstore. Defaults to false.
-	DisableBatching bool
-
-	// BatchWindow is how long a claim or a done marker that finds no batch in
-	// flight may wait for a second one to share its round trip. Asynq hands
-	// tasks out one at a time from a single dequeue loop, so without the wait
-	// they rarely overlap. It waits only while calls come less than
-	// BatchWindow apart, and goes as soon as the second one comes, so it
-	// usually adds the gap between two tasks; a wait that ends alone (tasks
-	// run one after another) stops the waits until two calls overlap again.
-	// A negative value turns the wait off. Defaults to 1ms.
-	BatchWindow time.Duration
 }
 
 const (
 	defaultPollInterval = time.Second
-	defaultBatchWindow  = time.Millisecond
 	firstPoll           = 10 * time.Millisecond
 	// deadlineMargin is how long before the task deadline a waiting copy gives
 	// up, so that it returns before Asynq cancels it.
@@ -82,12 +65,6 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if cfg.PollInterval < 0 {
 		return cfg, fmt.Errorf("jobonce: asynqonce.Config.PollInterval must not be negative, got %s", cfg.PollInterval)
-	}
-	switch {
-	case cfg.BatchWindow == 0:
-		cfg.BatchWindow = defaultBatchWindow
-	case cfg.BatchWindow < 0:
-		cfg.BatchWindow = 0
 	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = defaultPollInterval

@@ -63,10 +63,10 @@
 //
 // # Batching
 //
-// When the Guard's store is a core.BatchStore (redisstore is), the claims and
-// done markers of tasks that run at the same time are sent in groups, one
-// store round trip per group. Asynq hands tasks out one at a time, so a claim
-// or done marker that finds no group in flight waits up to
-// Config.BatchWindow (1ms) for a second one while tasks arrive that close
-// together; tasks that come one after another do not wait.
+// When the Guard's store is a core.BatchStore (redisstore is), the Guard
+// sends the claims and done markers of tasks that run at the same time in
+// groups, one store round trip per group (core.Config.DisableBatching turns
+// it off). No task waits for a group to fill. Asynq hands tasks out one at a
+// time from one dequeue loop, so on a server their calls overlap less often
+// than in River or the SQS Poller.
 package asynqonce

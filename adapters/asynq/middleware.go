@@ -53,7 +53,6 @@ func NewMiddleware(g *core.Guard, cfg *Config) (asynq.MiddlewareFunc, error) {
 	if err != nil {
 		return nil, err
 	}
-	gc := g.Config()
 	m := &middleware{
 		g:        g,
 		cfg:      c,
@@ -65,14 +64,6 @@ func NewMiddleware(g *core.Guard, cfg *Config) (asynq.MiddlewareFunc, error) {
 			m.unguarded[typ] = struct{}{}
 		}
 	}
-	if !c.DisableBatching {
-		if _, ok := g.Store().(core.BatchStore); ok {
-			m.claims = &group[core.Job, *core.Claim]{timeout: gc.StoreTimeout, linger: c.BatchWindow,
-				send: func(ctx context.Context, jobs []core.Job) []*core.Claim { return g.Claim(ctx, jobs...) }}
-			m.finishes = &group[*core.Claim, core.Outcome]{timeout: gc.StoreTimeout, linger: c.BatchWindow,
-				send: func(ctx context.Context, cs []*core.Claim) []core.Outcome { return g.Finish(ctx, cs...) }}
-		}
-	}
 	return m.wrap, nil
 }
 
@@ -81,8 +72,6 @@ type middleware struct {
 	cfg       Config
 	plainKey  bool // Key and Fingerprint are the defaults: hash the payload once
 	unguarded map[string]struct{}
-	claims    *group[core.Job, *core.Claim]     // nil without batching
-	finishes  *group[*core.Claim, core.Outcome] // nil without batching
 }
 
 func (m *middleware) wrap(next asynq.Handler) asynq.Handler {
@@ -108,7 +97,7 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Hand
 		err := next.ProcessTask(ctx, t)
 		return rs.value, err
 	}
-	res, err := m.run(ctx, job, fn)
+	res, err := m.g.Run(ctx, job, fn)
 	if err != nil && (errors.Is(err, core.ErrRunning) || errors.Is(err, core.ErrStoreUnavailable)) {
 		res, err = m.wait(ctx, job, fn, res, err)
 	}
@@ -145,28 +134,6 @@ func (m *middleware) job(t *asynq.Task) (core.Job, bool) {
 		return core.Job{}, false
 	}
 	return core.Job{Key: key, Fingerprint: m.cfg.Fingerprint(t)}, true
-}
-
-// run is Guard.Run, with the claim and the done marker sent in groups when
-// batching is on.
-func (m *middleware) run(ctx context.Context, job core.Job, fn core.RunFunc) (core.Result, error) {
-	if m.claims == nil {
-		return m.g.Run(ctx, job, fn)
-	}
-	c, ok := m.claims.do(ctx, job)
-	if !ok {
-		return m.g.Run(ctx, job, fn)
-	}
-	res, err := c.Work(ctx, fn)
-	if err != nil || res.Outcome != core.Ran {
-		return res, err
-	}
-	out, ok := m.finishes.do(ctx, c)
-	if !ok {
-		out = m.g.Finish(ctx, c)[0]
-	}
-	res.Outcome = out
-	return res, nil
 }
 
 func (m *middleware) observeUnguarded(ctx context.Context, t *asynq.Task) {
