@@ -18,8 +18,9 @@ const maxBatch = 128
 // timer delays a call: callers take turns, and each returns once its own
 // call is answered.
 type coalescer[I, O any] struct {
-	send    func(ctx context.Context, in []I) []O
-	timeout time.Duration // bounds a round trip made for several callers
+	one     func(ctx context.Context, in I) O     // a round trip for one call
+	send    func(ctx context.Context, in []I) []O // a round trip for several
+	timeout time.Duration                         // bounds a round trip made for several callers
 
 	mu    sync.Mutex
 	busy  bool
@@ -80,14 +81,14 @@ func (c *coalescer[I, O]) round(batch []*pending[I, O]) {
 			p.done <- false
 		}
 	}()
-	ctx := batch[0].ctx
-	if len(batch) > 1 {
-		// The leader's values, not its cancellation, which must not fail
-		// the others' calls.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
-		defer cancel()
+	if len(batch) == 1 {
+		batch[0].out = c.one(batch[0].ctx, batch[0].in)
+		return
 	}
+	// The leader's values, not its cancellation, which must not fail the
+	// others' calls.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), c.timeout)
+	defer cancel()
 	in := make([]I, len(batch))
 	for i, p := range batch {
 		in[i] = p.in
@@ -105,23 +106,17 @@ type claimAnswer struct {
 
 // newBatching returns the coalescers of a Guard on a BatchStore.
 func newBatching(bs BatchStore, timeout time.Duration) (*coalescer[ClaimRequest, claimAnswer], *coalescer[CompleteRequest, error]) {
-	claims := &coalescer[ClaimRequest, claimAnswer]{timeout: timeout, send: func(ctx context.Context, reqs []ClaimRequest) []claimAnswer {
+	claims := &coalescer[ClaimRequest, claimAnswer]{timeout: timeout, one: func(ctx context.Context, req ClaimRequest) claimAnswer {
+		reply, err := bs.Claim(ctx, req)
+		return claimAnswer{reply, err}
+	}, send: func(ctx context.Context, reqs []ClaimRequest) []claimAnswer {
 		out := make([]claimAnswer, len(reqs))
-		if len(reqs) == 1 {
-			out[0].reply, out[0].err = bs.Claim(ctx, reqs[0])
-			return out
-		}
 		replies, errs := bs.ClaimBatch(ctx, reqs)
 		for i := range out {
 			out[i] = claimAnswer{replies[i], errs[i]}
 		}
 		return out
 	}}
-	completes := &coalescer[CompleteRequest, error]{timeout: timeout, send: func(ctx context.Context, reqs []CompleteRequest) []error {
-		if len(reqs) == 1 {
-			return []error{bs.Complete(ctx, reqs[0])}
-		}
-		return bs.CompleteBatch(ctx, reqs)
-	}}
+	completes := &coalescer[CompleteRequest, error]{timeout: timeout, one: bs.Complete, send: bs.CompleteBatch}
 	return claims, completes
 }

@@ -12,7 +12,10 @@ import (
 
 func TestCoalescerAnswersEveryCallOnce(t *testing.T) {
 	var rounds, biggest atomic.Int64
-	c := &coalescer[int, int]{timeout: time.Second, send: func(_ context.Context, in []int) []int {
+	c := &coalescer[int, int]{timeout: time.Second, one: func(_ context.Context, v int) int {
+		rounds.Add(1)
+		return v * 2
+	}, send: func(_ context.Context, in []int) []int {
 		rounds.Add(1)
 		if n := int64(len(in)); n > biggest.Load() {
 			biggest.Store(n)
@@ -40,11 +43,11 @@ func TestCoalescerAnswersEveryCallOnce(t *testing.T) {
 
 func TestCoalescerSurvivesAPanickingSend(t *testing.T) {
 	var calls atomic.Int64
-	c := &coalescer[int, int]{timeout: time.Second, send: func(_ context.Context, in []int) []int {
+	c := &coalescer[int, int]{timeout: time.Second, one: func(context.Context, int) int {
 		if calls.Add(1) == 1 {
 			panic("store exploded")
 		}
-		return make([]int, len(in))
+		return 0
 	}}
 	require.Panics(t, func() { c.do(context.Background(), 1) })
 	require.Equal(t, 0, c.do(context.Background(), 2), "the next call leads a round trip of its own")
@@ -54,12 +57,14 @@ func TestCoalescerSurvivesAPanickingSend(t *testing.T) {
 func TestCoalescerDetachesSharedRoundTrips(t *testing.T) {
 	release, entered := make(chan struct{}), make(chan struct{}, 2)
 	var sawCancelled atomic.Bool
-	c := &coalescer[int, int]{timeout: time.Second, send: func(ctx context.Context, in []int) []int {
-		if len(in) > 1 && ctx.Err() != nil {
-			sawCancelled.Store(true)
-		}
+	c := &coalescer[int, int]{timeout: time.Second, one: func(context.Context, int) int {
 		entered <- struct{}{}
 		<-release
+		return 0
+	}, send: func(ctx context.Context, in []int) []int {
+		if ctx.Err() != nil {
+			sawCancelled.Store(true)
+		}
 		return make([]int, len(in))
 	}}
 	go c.do(context.Background(), 0)
