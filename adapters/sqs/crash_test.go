@@ -46,13 +46,7 @@ func TestPollerCrash(t *testing.T) {
 	eff := newEffects(rdb, prefix)
 
 	const jobs = 300
-	ids := make([]string, jobs)
-	bodies := make([]string, 0, 2*jobs)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("job-%03d", i)
-		bodies = append(bodies, ids[i], ids[i])
-	}
-	sendAll(t, c, q.url, bodies)
+	ids := sendEachTwice(t, c, q.url, jobs)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashWorker$", "-test.v")
 	cmd.Env = append(os.Environ(), crashEnv+"=1", crashQueueEnv+"="+q.url, crashPrefix+"="+prefix)

@@ -117,6 +117,20 @@ func depthErr(c *sqs.Client, url string) (visible, inflight int, err error) {
 }
 
 // sendAll sends bodies in batches of ten, in order.
+// sendEachTwice sends jobs "job-000"… side by side, each twice, and returns
+// their ids.
+func sendEachTwice(t testing.TB, c *sqs.Client, url string, jobs int) []string {
+	t.Helper()
+	ids := make([]string, jobs)
+	bodies := make([]string, 0, 2*jobs)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("job-%03d", i)
+		bodies = append(bodies, ids[i], ids[i])
+	}
+	sendAll(t, c, url, bodies)
+	return ids
+}
+
 func sendAll(t testing.TB, c *sqs.Client, url string, bodies []string) {
 	t.Helper()
 	for len(bodies) > 0 {

@@ -3,7 +3,6 @@ package sqsonce_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -31,13 +30,7 @@ func TestPollerRunsEachJobOnce(t *testing.T) {
 	eff := newEffects(rdb, prefix)
 
 	const jobs = 500
-	ids := make([]string, jobs)
-	bodies := make([]string, 0, 2*jobs)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("job-%03d", i)
-		bodies = append(bodies, ids[i], ids[i])
-	}
-	sendAll(t, c, q.url, bodies)
+	ids := sendEachTwice(t, c, q.url, jobs)
 
 	handler := func(ctx context.Context, m types.Message) error {
 		return eff.record(ctx, aws.ToString(m.Body))
