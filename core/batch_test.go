@@ -14,6 +14,7 @@ func TestCoalescerAnswersEveryCallOnce(t *testing.T) {
 	var rounds, biggest atomic.Int64
 	c := &coalescer[int, int]{timeout: time.Second, one: func(_ context.Context, v int) int {
 		rounds.Add(1)
+		time.Sleep(time.Millisecond) // a round trip takes time, so calls queue behind it
 		return v * 2
 	}, send: func(_ context.Context, in []int) []int {
 		rounds.Add(1)

@@ -28,10 +28,9 @@ type Config struct {
 
 	// DisableBatching turns off group commit. With a BatchStore (redisstore,
 	// pgstore), claims and done markers of concurrent calls share store round
-	// trips: a call that finds none in flight goes at once, after yielding
-	// once; calls that arrive meanwhile go together in the next round trip,
-	// up to 128. No goroutine or timer is involved. Defaults to false
-	// (batching on).
+	// trips: a call that finds none in flight goes at once; calls that
+	// arrive meanwhile go together in the next round trip, up to 128. No
+	// goroutine or timer is involved. Defaults to false (batching on).
 	DisableBatching bool
 
 	// FailOpen runs jobs unguarded when the store cannot be reached, reporting
