@@ -43,7 +43,7 @@ func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 	for i, job := range jobs {
 		c := &Claim{g: g, job: job, started: now}
 		claims[i] = c
-		c.key, c.err = g.storedKey(g.cfg.KeyPrefix, job.Key)
+		c.key, c.err = StoredKey(g.cfg.KeyPrefix, job.Key, g.cfg.PlainKeys)
 		if c.err != nil {
 			continue
 		}
@@ -63,7 +63,7 @@ func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 
 func (g *Guard) claimOne(ctx context.Context, c *Claim, job Job) {
 	*c = Claim{g: g, job: job}
-	c.key, c.err = g.storedKey(g.cfg.KeyPrefix, job.Key)
+	c.key, c.err = StoredKey(g.cfg.KeyPrefix, job.Key, g.cfg.PlainKeys)
 	if c.err != nil {
 		return
 	}
@@ -77,9 +77,6 @@ func (g *Guard) claimOne(ctx context.Context, c *Claim, job Job) {
 	a := g.claims.do(ctx, req)
 	c.reply, c.err = a.reply, a.err
 }
-
-// Job returns the job this claim was made for.
-func (c *Claim) Job() Job { return c.job }
 
 // Held reports whether this claim holds the key, so Run or Work would run
 // the job's function.

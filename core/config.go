@@ -42,7 +42,7 @@ type Config struct {
 	KeyPrefix string
 
 	// PlainKeys stores keys as given (prefixed; hashed only beyond MaxKeyLen
-	// bytes, see StoredKey), readable in redis-cli but larger. Defaults to
+	// bytes, see PlainKey), readable in redis-cli but larger. Defaults to
 	// false: keys are stored hashed to a fixed 16 characters after the prefix
 	// (see HashedKey), which keeps a Redis done marker under 150 bytes.
 	PlainKeys bool

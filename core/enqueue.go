@@ -23,7 +23,7 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 	if publish == nil {
 		return false, errors.New("jobonce: Enqueue publish function is nil")
 	}
-	skey, err := g.storedKey(g.cfg.KeyPrefix+"enq:", key)
+	skey, err := StoredKey(g.cfg.KeyPrefix+"enq:", key, g.cfg.PlainKeys)
 	if err != nil {
 		return false, err
 	}

@@ -67,17 +67,9 @@ func New(store Store, cfg *Config) (*Guard, error) {
 
 // StoredKey returns the key the store holds for a user key under this
 // Guard's configuration, for tools that inspect or release keys by hand.
-func (g *Guard) StoredKey(key string) (string, error) { return g.storedKey(g.cfg.KeyPrefix, key) }
-
-func (g *Guard) storedKey(prefix, key string) (string, error) {
-	if g.cfg.PlainKeys {
-		return StoredKey(prefix, key)
-	}
-	return HashedKey(prefix, key)
+func (g *Guard) StoredKey(key string) (string, error) {
+	return StoredKey(g.cfg.KeyPrefix, key, g.cfg.PlainKeys)
 }
-
-// Store returns the Guard's store.
-func (g *Guard) Store() Store { return g.store }
 
 // Config returns the Guard's configuration with defaults applied.
 func (g *Guard) Config() Config { return g.cfg }

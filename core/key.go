@@ -6,15 +6,27 @@ import (
 	"fmt"
 )
 
-// MaxKeyLen is the longest key stored as it is. A longer key is replaced by
-// "#" and the unpadded base64url SHA-256 of the key (44 bytes), so no stored
-// key exceeds len(prefix)+MaxKeyLen bytes whatever the caller passes.
+// MaxKeyLen is the longest key PlainKey stores as it is. A longer key is
+// replaced by "#" and the unpadded base64url SHA-256 of the key (44 bytes),
+// so no stored key exceeds len(prefix)+MaxKeyLen bytes whatever the caller
+// passes.
 const MaxKeyLen = 128
 
-// StoredKey returns the key a store sees for a user key under prefix. It
-// returns an error matching ErrInvalidKey when key is empty. Any bytes are
-// allowed in key.
-func StoredKey(prefix, key string) (string, error) {
+// StoredKey returns the key a store holds for a user key under prefix, as a
+// Guard and pgstore's transactional mode derive it: HashedKey by default,
+// PlainKey when plain is set (Config.PlainKeys). It returns an error matching
+// ErrInvalidKey when key is empty. Any bytes are allowed in key.
+func StoredKey(prefix, key string, plain bool) (string, error) {
+	if plain {
+		return PlainKey(prefix, key)
+	}
+	return HashedKey(prefix, key)
+}
+
+// PlainKey returns prefix and key, readable in redis-cli, with keys longer
+// than MaxKeyLen hashed. It returns an error matching ErrInvalidKey when key
+// is empty.
+func PlainKey(prefix, key string) (string, error) {
 	if key == "" {
 		return "", fmt.Errorf("%w: key is empty", ErrInvalidKey)
 	}

@@ -32,7 +32,7 @@ type Config struct {
 	KeyPrefix string
 
 	// PlainKeys stores the transactional calls' keys as given (prefixed;
-	// hashed only beyond core.MaxKeyLen bytes, see core.StoredKey), as a
+	// hashed only beyond core.MaxKeyLen bytes, see core.PlainKey), as a
 	// core.Guard does with core.Config.PlainKeys. Set both or neither, so the
 	// two modes share rows. Defaults to false: keys are hashed to a fixed
 	// length after the prefix (see core.HashedKey), as a core.Guard does by

@@ -54,7 +54,7 @@ func (s *Store) DoTxJob(ctx context.Context, tx pgx.Tx, job core.Job, fn func(ct
 	if fn == nil {
 		return core.Rejected, errors.New("jobonce: pgstore.DoTx: function is nil")
 	}
-	key, err := s.storedKey(job.Key)
+	key, err := s.StoredKey(job.Key)
 	if err != nil {
 		return core.Rejected, err
 	}
@@ -102,13 +102,8 @@ func (s *Store) DoInTx(ctx context.Context, key string, fn func(ctx context.Cont
 // and the key, hashed unless Config.PlainKeys is set, exactly as a core.Guard
 // with the same prefix and PlainKeys setting stores it. It returns an error
 // matching core.ErrInvalidKey for an empty key.
-func (s *Store) StoredKey(key string) (string, error) { return s.storedKey(key) }
-
-func (s *Store) storedKey(key string) (string, error) {
-	if s.cfg.PlainKeys {
-		return core.StoredKey(s.cfg.KeyPrefix, key)
-	}
-	return core.HashedKey(s.cfg.KeyPrefix, key)
+func (s *Store) StoredKey(key string) (string, error) {
+	return core.StoredKey(s.cfg.KeyPrefix, key, s.cfg.PlainKeys)
 }
 
 // txState is a key's row as tx_state.sql reads it.
