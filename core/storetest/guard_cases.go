@@ -311,7 +311,6 @@ func failClosedAndFailOpen(t *testing.T, s *suite) {
 
 func unrecordedWhenCompleteFails(t *testing.T, s *suite) {
 	faulty := NewFaulty(s.store)
-	g := s.guard(faulty, core.Config{Lease: time.Minute})
 	faulty.SetFinishDown(true)
 	var ev core.Event
 	g2 := s.guard(faulty, core.Config{Lease: time.Minute, Observer: func(_ context.Context, e core.Event) { ev = e }})
@@ -320,7 +319,6 @@ func unrecordedWhenCompleteFails(t *testing.T, s *suite) {
 	require.Equal(t, core.Unrecorded, out)
 	require.Equal(t, core.Unrecorded, ev.Outcome)
 	require.ErrorIs(t, ev.Err, ErrInjected)
-	_ = g
 }
 
 func badInput(t *testing.T, s *suite) {
