@@ -2,6 +2,9 @@ package core
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -9,79 +12,181 @@ import (
 // maxBatch bounds how many calls share one store round trip.
 const maxBatch = 128
 
+var (
+	// errStorePanicked fails every call of a round trip whose store call panicked.
+	errStorePanicked = errors.New("jobonce: store call panicked")
+	// errStoreStuck fails a call whose shared round trip outlived its bound
+	// (a store that does not honour its context).
+	errStoreStuck = errors.New("jobonce: store call did not return within StoreTimeout")
+	// errBatchReplies fails every call of a batch the store answered with the
+	// wrong number of replies.
+	errBatchReplies = errors.New("jobonce: store answered a batch with the wrong number of replies")
+)
+
 // coalescer gathers concurrent store calls into one round trip (group
 // commit). A call that finds no round trip in flight leads one at once;
 // calls that arrive during a round trip queue, and when it returns, the
 // first of them leads the next round trip for the queue. No goroutine is
-// started and nothing delays a call: callers take turns, and each returns
-// once its own call is answered. (Yielding before a round trip, to let calls
-// already runnable join it, measured slower: it wakes idle threads.)
+// started and nothing delays a call: callers take turns.
+//
+// What it guarantees whatever other callers (or the store) do:
+//   - A call is answered within its own context and two timeouts: a queued
+//     call whose context ends leaves the queue with its context's error; one
+//     whose round trip has not started within timeout leaves the queue and
+//     makes a round trip of its own; one whose shared round trip outlives the
+//     bound gets errStoreStuck. A caller that left is never answered later.
+//   - A round trip is bounded by timeout: alone, under the caller's context;
+//     shared, under a context detached from any one caller's cancellation.
+//   - Success is explicit: a round trip that panics or answers with the
+//     wrong number of replies fails every call in it.
 type coalescer[I, O any] struct {
-	one     func(ctx context.Context, in I) O     // a round trip for one call
-	send    func(ctx context.Context, in []I) []O // a round trip for several
-	timeout time.Duration                         // bounds a round trip made for several callers
+	one     func(ctx context.Context, in I) (O, error)       // a round trip for one call
+	send    func(ctx context.Context, in []I) ([]O, []error) // a round trip for several
+	timeout time.Duration                                    // bounds a round trip
 
 	mu    sync.Mutex
-	busy  bool
-	queue []*pending[I, O]
+	busy  bool               // a round trip is in flight
+	queue []*pending[I, O]   // calls waiting for the next round trip
 }
+
+// A pending call's state, guarded by coalescer.mu.
+const (
+	queued    = iota // in the queue
+	leading          // handed a batch to send
+	inRound          // in a round trip led by another call
+	answered         // out and err are set
+	abandoned        // its caller left; nobody reads the answer
+)
 
 type pending[I, O any] struct {
-	ctx  context.Context
-	in   I
-	out  O
-	done chan bool // true: lead the next round trip; false: answered
+	ctx   context.Context
+	in    I
+	out   O
+	err   error
+	state int
+	batch []*pending[I, O] // the batch to send, when leading
+	wake  chan struct{}    // signalled once: leading or answered
 }
-
-var leadPool = sync.Pool{New: func() any { return make(chan bool, 1) }}
 
 // do sends in, alone or with others, and returns its answer.
-func (c *coalescer[I, O]) do(ctx context.Context, in I) O {
+func (c *coalescer[I, O]) do(ctx context.Context, in I) (O, error) {
 	p := &pending[I, O]{ctx: ctx, in: in}
 	c.mu.Lock()
-	c.queue = append(c.queue, p)
-	if c.busy {
-		p.done = leadPool.Get().(chan bool)
-		c.mu.Unlock()
-		lead := <-p.done
-		leadPool.Put(p.done)
-		if !lead {
-			return p.out
-		}
-	} else {
+	if !c.busy {
 		c.busy = true
 		c.mu.Unlock()
+		c.lead([]*pending[I, O]{p})
+		return p.out, p.err
 	}
-	c.mu.Lock()
-	n := min(len(c.queue), maxBatch)
-	batch := make([]*pending[I, O], n)
-	copy(batch, c.queue)
-	clear(c.queue[:n])
-	c.queue = c.queue[n:]
+	p.wake = make(chan struct{}, 1)
+	c.queue = append(c.queue, p)
 	c.mu.Unlock()
-	c.round(batch)
-	return p.out
+
+	bound := time.NewTimer(c.timeout)
+	defer bound.Stop()
+	done := ctx.Done()
+	for waited := 1; ; {
+		select {
+		case <-p.wake:
+			if p.state == leading { // set before the signal, read after it
+				c.lead(p.batch)
+			}
+			return p.out, p.err
+		case <-done:
+			if c.leave(p) {
+				var zero O
+				return zero, ctx.Err()
+			}
+			done = nil // in a round trip: its answer comes within its bound
+		case <-bound.C:
+			if c.leave(p) {
+				return c.alone(ctx, in)
+			}
+			if waited == 2 && c.abandon(p) {
+				var zero O
+				return zero, errStoreStuck
+			}
+			waited++
+			bound.Reset(c.timeout)
+		}
+	}
 }
 
-// round sends batch, whose first call is the caller's, then hands the lead
-// to the head of the queue (or ends the busy spell) and answers the others,
-// even if send panics.
-func (c *coalescer[I, O]) round(batch []*pending[I, O]) {
-	defer func() {
-		c.mu.Lock()
-		if len(c.queue) > 0 {
-			c.queue[0].done <- true
-		} else {
-			c.busy = false
+// leave takes a queued call out of the queue. It reports false when the call
+// is no longer queued.
+func (c *coalescer[I, O]) leave(p *pending[I, O]) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.state != queued {
+		return false
+	}
+	p.state = abandoned
+	c.queue = slices.DeleteFunc(c.queue, func(q *pending[I, O]) bool { return q == p })
+	return true
+}
+
+// abandon gives up on a call in a round trip led by another call. It
+// reports false when the call was answered or handed the lead meanwhile.
+func (c *coalescer[I, O]) abandon(p *pending[I, O]) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.state != inRound {
+		return false
+	}
+	p.state = abandoned
+	return true
+}
+
+// alone makes a round trip for one call outside the group.
+func (c *coalescer[I, O]) alone(ctx context.Context, in I) (O, error) {
+	p := &pending[I, O]{ctx: ctx, in: in}
+	outs, errs := c.roundTrip([]*pending[I, O]{p})
+	return outs[0], errs[0]
+}
+
+// lead sends batch, whose first call is the caller's, answers every call in
+// it, and hands the lead to the head of the queue or ends the busy spell.
+func (c *coalescer[I, O]) lead(batch []*pending[I, O]) {
+	outs, errs := c.roundTrip(batch)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	batch[0].out, batch[0].err, batch[0].state = outs[0], errs[0], answered
+	for i, p := range batch[1:] {
+		if p.state == abandoned {
+			continue
 		}
-		c.mu.Unlock()
-		for _, p := range batch[1:] {
-			p.done <- false
+		p.out, p.err, p.state = outs[i+1], errs[i+1], answered
+		p.wake <- struct{}{}
+	}
+	if len(c.queue) == 0 {
+		c.busy = false
+		return
+	}
+	n := min(len(c.queue), maxBatch)
+	next := slices.Clone(c.queue[:n])
+	clear(c.queue[:n])
+	c.queue = c.queue[n:]
+	for _, p := range next {
+		p.state = inRound
+	}
+	next[0].state, next[0].batch = leading, next
+	next[0].wake <- struct{}{}
+}
+
+// roundTrip sends a batch and returns one answer per call. It never panics
+// and always returns len(batch) answers; a call without an explicit answer
+// has an error.
+func (c *coalescer[I, O]) roundTrip(batch []*pending[I, O]) (outs []O, errs []error) {
+	defer func() {
+		if r := recover(); r != nil {
+			outs, errs = failAll[O](len(batch), fmt.Errorf("%w: %v", errStorePanicked, r))
 		}
 	}()
 	if len(batch) == 1 {
-		batch[0].out = c.one(batch[0].ctx, batch[0].in)
-		return
+		ctx, cancel := context.WithTimeout(batch[0].ctx, c.timeout)
+		defer cancel()
+		out, err := c.one(ctx, batch[0].in)
+		return []O{out}, []error{err}
 	}
 	// The leader's values, not its cancellation, which must not fail the
 	// others' calls.
@@ -91,30 +196,30 @@ func (c *coalescer[I, O]) round(batch []*pending[I, O]) {
 	for i, p := range batch {
 		in[i] = p.in
 	}
-	out := c.send(ctx, in)
-	for i, p := range batch {
-		p.out = out[i]
+	outs, errs = c.send(ctx, in)
+	if len(outs) != len(batch) || len(errs) != len(batch) {
+		return failAll[O](len(batch), fmt.Errorf("%w: %d requests, %d replies, %d errors", errBatchReplies, len(batch), len(outs), len(errs)))
 	}
+	return outs, errs
 }
 
-type claimAnswer struct {
-	reply ClaimReply
-	err   error
+func failAll[O any](n int, err error) ([]O, []error) {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return make([]O, n), errs
 }
 
 // newBatching returns the coalescers of a Guard on a BatchStore.
-func newBatching(bs BatchStore, timeout time.Duration) (*coalescer[ClaimRequest, claimAnswer], *coalescer[CompleteRequest, error]) {
-	claims := &coalescer[ClaimRequest, claimAnswer]{timeout: timeout, one: func(ctx context.Context, req ClaimRequest) claimAnswer {
-		reply, err := bs.Claim(ctx, req)
-		return claimAnswer{reply, err}
-	}, send: func(ctx context.Context, reqs []ClaimRequest) []claimAnswer {
-		out := make([]claimAnswer, len(reqs))
-		replies, errs := bs.ClaimBatch(ctx, reqs)
-		for i := range out {
-			out[i] = claimAnswer{replies[i], errs[i]}
-		}
-		return out
-	}}
-	completes := &coalescer[CompleteRequest, error]{timeout: timeout, one: bs.Complete, send: bs.CompleteBatch}
+func newBatching(bs BatchStore, timeout time.Duration) (*coalescer[ClaimRequest, ClaimReply], *coalescer[CompleteRequest, struct{}]) {
+	claims := &coalescer[ClaimRequest, ClaimReply]{timeout: timeout, one: bs.Claim, send: bs.ClaimBatch}
+	completes := &coalescer[CompleteRequest, struct{}]{timeout: timeout,
+		one: func(ctx context.Context, req CompleteRequest) (struct{}, error) {
+			return struct{}{}, bs.Complete(ctx, req)
+		},
+		send: func(ctx context.Context, reqs []CompleteRequest) ([]struct{}, []error) {
+			return make([]struct{}, len(reqs)), bs.CompleteBatch(ctx, reqs)
+		}}
 	return claims, completes
 }

@@ -10,29 +10,59 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+func double(_ context.Context, in []int) ([]int, []error) {
+	out := make([]int, len(in))
+	for i, v := range in {
+		out[i] = v * 2
+	}
+	return out, make([]error, len(in))
+}
+
+// hung is a round trip that blocks, ignoring its context, until released.
+type hung struct {
+	first   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newHung() *hung { return &hung{entered: make(chan struct{}, 1), release: make(chan struct{})} }
+
+func (h *hung) one(_ context.Context, v int) (int, error) {
+	if h.first.CompareAndSwap(false, true) {
+		h.entered <- struct{}{}
+		<-h.release // the first call hangs
+	}
+	return v * 2, nil
+}
+
+// waitQueued waits until n calls are queued behind the round trip in flight.
+func waitQueued[I, O any](t *testing.T, c *coalescer[I, O], n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == n },
+		5*time.Second, time.Millisecond)
+}
+
 func TestCoalescerAnswersEveryCallOnce(t *testing.T) {
 	var rounds, biggest atomic.Int64
-	c := &coalescer[int, int]{timeout: time.Second, one: func(_ context.Context, v int) int {
+	c := &coalescer[int, int]{timeout: time.Second, one: func(_ context.Context, v int) (int, error) {
 		rounds.Add(1)
 		time.Sleep(time.Millisecond) // a round trip takes time, so calls queue behind it
-		return v * 2
-	}, send: func(_ context.Context, in []int) []int {
+		return v * 2, nil
+	}, send: func(ctx context.Context, in []int) ([]int, []error) {
 		rounds.Add(1)
 		if n := int64(len(in)); n > biggest.Load() {
 			biggest.Store(n)
 		}
 		time.Sleep(time.Millisecond) // a round trip takes time, so calls queue behind it
-		out := make([]int, len(in))
-		for i, v := range in {
-			out[i] = v * 2
-		}
-		return out
+		return double(ctx, in)
 	}}
 	const callers = 200
 	var wg sync.WaitGroup
 	for i := range callers {
 		wg.Go(func() {
-			require.Equal(t, i*2, c.do(context.Background(), i))
+			v, err := c.do(context.Background(), i)
+			require.NoError(t, err)
+			require.Equal(t, i*2, v)
 		})
 	}
 	wg.Wait()
@@ -42,42 +72,147 @@ func TestCoalescerAnswersEveryCallOnce(t *testing.T) {
 	require.Empty(t, c.queue)
 }
 
-func TestCoalescerSurvivesAPanickingSend(t *testing.T) {
-	var calls atomic.Int64
-	c := &coalescer[int, int]{timeout: time.Second, one: func(context.Context, int) int {
-		if calls.Add(1) == 1 {
+// A panicking round trip fails every call in it: no zero value reads as
+// success, and nobody is left waiting.
+func TestCoalescerFailsEveryCallOfAPanickingRound(t *testing.T) {
+	h := newHung()
+	c := &coalescer[int, int]{timeout: 10 * time.Second, one: func(ctx context.Context, v int) (int, error) {
+		if v < 0 {
 			panic("store exploded")
 		}
-		return 0
-	}}
-	require.Panics(t, func() { c.do(context.Background(), 1) })
-	require.Equal(t, 0, c.do(context.Background(), 2), "the next call leads a round trip of its own")
+		return h.one(ctx, v)
+	}, send: func(context.Context, []int) ([]int, []error) { panic("store exploded") }}
+	go c.do(context.Background(), 0)
+	<-h.entered
+	errs := make(chan error, 3)
+	for i := range 3 {
+		go func() { _, err := c.do(context.Background(), i+1); errs <- err }()
+	}
+	waitQueued(t, c, 3)
+	close(h.release)
+	for range 3 {
+		require.ErrorIs(t, <-errs, errStorePanicked)
+	}
+	_, err := c.do(context.Background(), -1)
+	require.ErrorIs(t, err, errStorePanicked, "a lone call's panic is its error")
+	v, err := c.do(context.Background(), 2)
+	require.NoError(t, err, "the next call leads a round trip of its own")
+	require.Equal(t, 4, v)
 	require.False(t, c.busy)
 }
 
+func TestCoalescerFailsABatchWithMissingReplies(t *testing.T) {
+	h := newHung()
+	c := &coalescer[int, int]{timeout: 10 * time.Second, one: h.one,
+		send: func(_ context.Context, in []int) ([]int, []error) {
+			return make([]int, len(in)-1), make([]error, len(in)-1)
+		}}
+	go c.do(context.Background(), 0)
+	<-h.entered
+	errs := make(chan error, 2)
+	for i := range 2 {
+		go func() { _, err := c.do(context.Background(), i+1); errs <- err }()
+	}
+	waitQueued(t, c, 2)
+	close(h.release)
+	require.ErrorIs(t, <-errs, errBatchReplies)
+	require.ErrorIs(t, <-errs, errBatchReplies)
+}
+
+// A call queued behind a hung round trip is answered within its own
+// context, and without a deadline, within two timeouts by a round trip of
+// its own.
+func TestCoalescerAnswersWithinEachCallersBound(t *testing.T) {
+	h := newHung()
+	defer close(h.release)
+	const timeout = 200 * time.Millisecond
+	c := &coalescer[int, int]{timeout: timeout, one: h.one, send: double}
+	go c.do(context.Background(), 0)
+	<-h.entered
+
+	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.do(short, 1)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "its own deadline, not the hung neighbour's")
+	require.Less(t, time.Since(start), timeout)
+
+	start = time.Now()
+	v, err := c.do(context.Background(), 2)
+	require.NoError(t, err, "the store is healthy for this call")
+	require.Equal(t, 4, v)
+	require.Less(t, time.Since(start), 2*timeout+100*time.Millisecond)
+	c.mu.Lock()
+	require.Empty(t, c.queue, "calls that left are out of the queue")
+	c.mu.Unlock()
+}
+
+// A call that makes a round trip on its own is bounded by timeout even
+// under a context without a deadline.
+func TestCoalescerBoundsALoneRoundTrip(t *testing.T) {
+	c := &coalescer[int, int]{timeout: 50 * time.Millisecond, one: func(ctx context.Context, _ int) (int, error) {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}, send: double}
+	start := time.Now()
+	_, err := c.do(context.Background(), 1)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), time.Second)
+}
+
+// A call in a shared round trip that never returns gives up after two
+// timeouts with errStoreStuck.
+func TestCoalescerGivesUpOnAStuckSharedRound(t *testing.T) {
+	first, stuck := newHung(), make(chan struct{})
+	defer close(stuck)
+	const timeout = 100 * time.Millisecond
+	c := &coalescer[int, int]{timeout: timeout, one: first.one,
+		send: func(context.Context, []int) ([]int, []error) { <-stuck; return nil, nil }}
+	go c.do(context.Background(), 0)
+	<-first.entered
+	errs := make(chan error, 2)
+	for i := range 2 {
+		go func() { _, err := c.do(context.Background(), i+1); errs <- err }()
+	}
+	waitQueued(t, c, 2)
+	close(first.release) // the queue's round trip now starts, and sticks
+	start := time.Now()
+	require.ErrorIs(t, <-errs, errStoreStuck, "the follower gives up")
+	require.Less(t, time.Since(start), 3*timeout)
+	select {
+	case err := <-errs:
+		t.Fatalf("the leader of a stuck round trip waits for its store call, got %v", err)
+	case <-time.After(timeout):
+	}
+}
+
 func TestCoalescerDetachesSharedRoundTrips(t *testing.T) {
-	release, entered := make(chan struct{}), make(chan struct{}, 2)
+	h := newHung()
 	var sawCancelled atomic.Bool
-	c := &coalescer[int, int]{timeout: time.Second, one: func(context.Context, int) int {
-		entered <- struct{}{}
-		<-release
-		return 0
-	}, send: func(ctx context.Context, in []int) []int {
+	c := &coalescer[int, int]{timeout: 10 * time.Second, one: h.one, send: func(ctx context.Context, in []int) ([]int, []error) {
 		if ctx.Err() != nil {
 			sawCancelled.Store(true)
 		}
-		return make([]int, len(in))
+		return double(ctx, in)
 	}}
 	go c.do(context.Background(), 0)
-	<-entered // the first round trip is in flight
-	cancelled, cancel := context.WithCancel(context.Background())
-	cancel()
+	<-h.entered // the first round trip is in flight
+	leaderCtx, cancelLeader := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = c.do(leaderCtx, 1) })
+	waitQueued(t, c, 1)
 	for i := range 3 {
-		wg.Go(func() { c.do(cancelled, i) })
+		wg.Go(func() {
+			v, err := c.do(context.Background(), i+2)
+			require.NoError(t, err)
+			require.Equal(t, (i+2)*2, v)
+		})
 	}
+	waitQueued(t, c, 4)
+	cancelLeader() // the next leader's cancellation
+	// It leaves the queue with its own error; the others still share a round trip.
 	require.Eventually(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == 3 }, time.Second, time.Millisecond)
-	close(release)
+	close(h.release)
 	wg.Wait()
-	require.False(t, sawCancelled.Load(), "a round trip for several callers does not carry the leader's cancellation")
+	require.False(t, sawCancelled.Load(), "a round trip for several callers does not carry a caller's cancellation")
 }

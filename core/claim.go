@@ -15,9 +15,15 @@ type Claim struct {
 	g     *Guard
 	job   Job
 	key   string // stored key
+	fp    string // the fingerprint as stored (see storedFingerprint)
 	token Token
 	reply ClaimReply
-	err   error // claim error: invalid key or store failure
+	err   error // claim error: invalid key, store failure or cancellation
+
+	// canceled: the caller's context ended before the claim was answered
+	// (or while it was held, which released it); err wraps ctx.Err().
+	canceled bool
+	hb       *heartbeat // keeps a held claim alive until its marker is written
 
 	started time.Time // when the claim request was sent; the lease runs from here
 	worked  bool      // Work succeeded; the claim awaits Finish
@@ -41,41 +47,103 @@ func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 	idx := make([]int, 0, len(jobs))
 	now := time.Now()
 	for i, job := range jobs {
-		c := &Claim{g: g, job: job, started: now}
+		c := &Claim{g: g, job: job, fp: storedFingerprint(job.Fingerprint), started: now}
 		claims[i] = c
 		c.key, c.err = StoredKey(g.cfg.KeyPrefix, job.Key, g.cfg.PlainKeys)
 		if c.err != nil {
 			continue
 		}
+		if g.stopped(ctx, c) {
+			continue
+		}
 		c.token = NewToken()
-		reqs = append(reqs, ClaimRequest{Key: c.key, Token: c.token, Fingerprint: job.Fingerprint, Lease: g.cfg.Lease})
+		reqs = append(reqs, c.claimRequest())
 		idx = append(idx, i)
 	}
 	if len(reqs) == 0 {
 		return claims
 	}
-	replies, errs := g.batch.ClaimBatch(ctx, reqs)
+	sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
+	replies, errs := claimBatch(sctx, g.batch, reqs)
+	cancel()
 	for j, i := range idx {
-		claims[i].reply, claims[i].err = replies[j], errs[j]
+		c := claims[i]
+		c.reply, c.err = replies[j], errs[j]
+		g.stopped(ctx, c)
 	}
 	return claims
 }
 
+// claimBatch calls ClaimBatch and returns one answer per request: a batch
+// that panics or answers with the wrong number of replies fails every request.
+func claimBatch(ctx context.Context, bs BatchStore, reqs []ClaimRequest) (replies []ClaimReply, errs []error) {
+	defer func() {
+		if r := recover(); r != nil {
+			replies, errs = failAll[ClaimReply](len(reqs), fmt.Errorf("%w: %v", errStorePanicked, r))
+		}
+	}()
+	replies, errs = bs.ClaimBatch(ctx, reqs)
+	if len(replies) != len(reqs) || len(errs) != len(reqs) {
+		return failAll[ClaimReply](len(reqs), fmt.Errorf("%w: %d requests, %d replies, %d errors", errBatchReplies, len(reqs), len(replies), len(errs)))
+	}
+	return replies, errs
+}
+
+// completeBatch calls CompleteBatch and returns one error per request, as
+// claimBatch does.
+func completeBatch(ctx context.Context, bs BatchStore, reqs []CompleteRequest) (errs []error) {
+	defer func() {
+		if r := recover(); r != nil {
+			_, errs = failAll[struct{}](len(reqs), fmt.Errorf("%w: %v", errStorePanicked, r))
+		}
+	}()
+	errs = bs.CompleteBatch(ctx, reqs)
+	if len(errs) != len(reqs) {
+		_, errs = failAll[struct{}](len(reqs), fmt.Errorf("%w: %d requests, %d errors", errBatchReplies, len(reqs), len(errs)))
+	}
+	return errs
+}
+
 func (g *Guard) claimOne(ctx context.Context, c *Claim, job Job) {
-	*c = Claim{g: g, job: job}
+	*c = Claim{g: g, job: job, fp: storedFingerprint(job.Fingerprint)}
 	c.key, c.err = StoredKey(g.cfg.KeyPrefix, job.Key, g.cfg.PlainKeys)
-	if c.err != nil {
+	if c.err != nil || g.stopped(ctx, c) {
 		return
 	}
 	c.token = NewToken()
 	c.started = time.Now()
-	req := ClaimRequest{Key: c.key, Token: c.token, Fingerprint: job.Fingerprint, Lease: g.cfg.Lease}
 	if g.claims == nil {
-		c.reply, c.err = g.store.Claim(ctx, req)
-		return
+		sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
+		c.reply, c.err = g.storeClaim(sctx, c.claimRequest())
+		cancel()
+	} else {
+		c.reply, c.err = g.claims.do(ctx, c.claimRequest())
 	}
-	a := g.claims.do(ctx, req)
-	c.reply, c.err = a.reply, a.err
+	g.stopped(ctx, c)
+}
+
+// stopped reports whether the caller's context has ended. If so, the claim
+// is marked canceled: its store error (which the cancellation may have
+// caused) is replaced by the context's, and a claim the store granted is
+// released, since its job would only run with a cancelled context. A
+// definite answer (running, done) is kept.
+func (g *Guard) stopped(ctx context.Context, c *Claim) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	if c.err == nil && c.reply.State != StateClaimed && c.reply.State != 0 {
+		return false
+	}
+	if c.err == nil && c.reply.State == StateClaimed {
+		g.release(ctx, c.key, c.token)
+	}
+	c.reply, c.canceled = ClaimReply{}, true
+	c.err = fmt.Errorf("jobonce: claim stopped by the caller's context: %w", ctx.Err())
+	return true
+}
+
+func (c *Claim) claimRequest() ClaimRequest {
+	return ClaimRequest{Key: c.key, Token: c.token, Fingerprint: c.fp, Lease: c.g.cfg.Lease}
 }
 
 // Held reports whether this claim holds the key, so Run or Work would run
@@ -94,7 +162,7 @@ func (c *Claim) Run(ctx context.Context, fn RunFunc) (Result, error) {
 	if done {
 		return res, err
 	}
-	out, cause := c.g.complete(ctx, c)
+	out, cause := c.finish(ctx)
 	c.g.observe(ctx, c.job.Key, out, cause, c.ran)
 	return Result{Outcome: out, Value: c.value}, nil
 }
@@ -102,8 +170,10 @@ func (c *Claim) Run(ctx context.Context, fn RunFunc) (Result, error) {
 // Work is Run without the final step: when fn succeeds, the claim stays held
 // and Work returns outcome Ran and a nil error; the caller must then pass the
 // claim to Guard.Finish, which records the done marker (for many claims in
-// one round trip) and reports the final outcome. Every other outcome is final
-// and reported by Work as Run would.
+// one round trip) and reports the final outcome. Until then the heartbeat
+// keeps the claim alive, so the caller must call Finish for every claim Work
+// left pending, on every path. Every other outcome is final and reported by
+// Work as Run would.
 func (c *Claim) Work(ctx context.Context, fn RunFunc) (Result, error) {
 	res, err, done := c.work(ctx, fn)
 	if done {
@@ -126,6 +196,10 @@ func (c *Claim) work(ctx context.Context, fn RunFunc) (res Result, err error, do
 		return Result{Outcome: Rejected}, err, true
 	}
 	if c.err != nil {
+		if c.canceled {
+			g.observe(ctx, c.job.Key, Canceled, c.err, 0)
+			return Result{Outcome: Canceled}, c.err, true
+		}
 		if errors.Is(c.err, ErrInvalidKey) {
 			g.observe(ctx, c.job.Key, Rejected, c.err, 0)
 			return Result{Outcome: Rejected}, c.err, true
@@ -140,9 +214,9 @@ func (c *Claim) work(ctx context.Context, fn RunFunc) (res Result, err error, do
 	switch c.reply.State {
 	case StateClaimed:
 	case StateDone, StateRunning:
-		if c.job.Fingerprint != "" && c.reply.Fingerprint != "" && c.job.Fingerprint != c.reply.Fingerprint {
+		if c.fp != "" && c.reply.Fingerprint != "" && c.fp != c.reply.Fingerprint {
 			err = fmt.Errorf("%w: key %q is %s with fingerprint %q, this delivery has %q",
-				ErrConflict, c.job.Key, c.reply.State, c.reply.Fingerprint, c.job.Fingerprint)
+				ErrConflict, c.job.Key, c.reply.State, c.reply.Fingerprint, c.fp)
 			g.observe(ctx, c.job.Key, Conflict, err, 0)
 			return Result{Outcome: Conflict}, err, true
 		}
@@ -169,20 +243,24 @@ func (c *Claim) work(ctx context.Context, fn RunFunc) (res Result, err error, do
 	return Result{}, nil, false
 }
 
-// call runs fn under a heartbeat. A panic releases the claim, is reported as
-// Failed, and is raised again.
+// call runs fn under a heartbeat. When fn succeeds, the heartbeat goes on
+// (c.hb) until the done marker is written; otherwise it stops and the claim
+// is released. A panic is reported as Failed and raised again.
 func (c *Claim) call(ctx context.Context, fn RunFunc) (value []byte, err error) {
 	g := c.g
 	jobCtx, cancel := context.WithCancelCause(ctx)
-	hb := g.startHeartbeat(jobCtx, c, cancel)
+	c.hb = g.startHeartbeat(jobCtx, c, cancel)
 	start := time.Now()
 	finished := false
 	defer func() {
-		hb.stop()
 		cancel(nil)
 		c.ran = time.Since(start)
-		if finished {
+		if finished && err == nil {
 			return
+		}
+		c.hb.stop()
+		if finished {
+			return // fn's error: work releases and reports it
 		}
 		r := recover()
 		g.release(ctx, c.key, c.token)
@@ -210,8 +288,10 @@ func (g *Guard) runUnguarded(ctx context.Context, c *Claim, fn RunFunc) (Result,
 
 // Finish records the done markers of claims whose Work succeeded, in one
 // store round trip when the store is a BatchStore, and returns each claim's
-// final outcome (Ran, LeaseLost or Unrecorded), in order. Claims that Work did
-// not leave pending are reported as Rejected and left alone.
+// final outcome (Ran, LeaseLost or Unrecorded), in order. Each claim's
+// heartbeat keeps it alive until its marker is written or the write failed.
+// Claims that Work did not leave pending are reported as Rejected and left
+// alone.
 func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 	outs := make([]Outcome, len(claims))
 	var pending []int
@@ -225,9 +305,10 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 	}
 	if g.batch == nil || len(pending) < 2 {
 		for _, i := range pending {
+			c := claims[i]
 			var cause error
-			outs[i], cause = g.complete(ctx, claims[i])
-			g.observe(ctx, claims[i].job.Key, outs[i], cause, claims[i].ran)
+			outs[i], cause = c.finish(ctx)
+			g.observe(ctx, c.job.Key, outs[i], cause, c.ran)
 		}
 		return outs
 	}
@@ -236,23 +317,24 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 		reqs[j] = claims[i].completeRequest()
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
-	errs := g.batch.CompleteBatch(sctx, reqs)
+	errs := completeBatch(sctx, g.batch, reqs)
 	cancel()
 	for j, i := range pending {
 		c := claims[i]
 		err := errs[j]
 		if err != nil && !errors.Is(err, ErrLeaseLost) {
-			outs[i], err = g.complete(ctx, c) // retry this one on its own
+			outs[i], err = g.retryComplete(ctx, c.completeRequest())
 		} else {
 			outs[i] = completeOutcome(err)
 		}
+		c.hb.stop()
 		g.observe(ctx, c.job.Key, outs[i], err, c.ran)
 	}
 	return outs
 }
 
 func (c *Claim) completeRequest() CompleteRequest {
-	return CompleteRequest{Key: c.key, Token: c.token, Fingerprint: c.job.Fingerprint, Result: c.value, Retention: c.g.cfg.Retention}
+	return CompleteRequest{Key: c.key, Token: c.token, Fingerprint: c.fp, Result: c.value, Retention: c.g.cfg.Retention}
 }
 
 func completeOutcome(err error) Outcome {
@@ -269,35 +351,35 @@ func completeOutcome(err error) Outcome {
 // completeBackoff is the wait before each retry of a failed Complete.
 var completeBackoff = [...]time.Duration{10 * time.Millisecond, 50 * time.Millisecond, 200 * time.Millisecond}
 
-// complete writes the done marker, retrying store failures a few times. It
-// runs even when ctx is cancelled.
+// finish writes the done marker (see complete), then stops the heartbeat
+// that kept the claim alive meanwhile.
+func (c *Claim) finish(ctx context.Context) (Outcome, error) {
+	defer c.hb.stop()
+	return c.g.complete(ctx, c)
+}
+
+// complete writes the done marker, through the group commit when there is
+// one, retrying store failures a few times on its own. It runs even when ctx
+// is cancelled: the effect happened.
 func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
 	req := c.completeRequest()
-	if ctx.Err() == nil {
-		// The common case needs no detached context; a cancellation that
-		// lands during the call is retried detached below.
-		first, cancel := ctx, context.CancelFunc(nil)
-		if d, ok := ctx.Deadline(); !ok || time.Until(d) > g.cfg.StoreTimeout {
-			first, cancel = context.WithTimeout(ctx, g.cfg.StoreTimeout)
-		}
-		var err error
-		if g.completes != nil {
-			err = g.completes.do(first, req)
-		} else {
-			err = g.store.Complete(first, req)
-		}
-		if cancel != nil {
-			cancel()
-		}
-		if err == nil || errors.Is(err, ErrLeaseLost) {
-			return completeOutcome(err), err
-		}
+	if g.completes == nil {
+		return g.retryComplete(ctx, req)
 	}
+	_, err := g.completes.do(context.WithoutCancel(ctx), req)
+	if err == nil || errors.Is(err, ErrLeaseLost) {
+		return completeOutcome(err), err
+	}
+	return g.retryComplete(ctx, req)
+}
+
+// retryComplete writes a done marker on its own, retrying store failures
+// after completeBackoff, each call bounded by StoreTimeout.
+func (g *Guard) retryComplete(ctx context.Context, req CompleteRequest) (Outcome, error) {
 	base := context.WithoutCancel(ctx)
-	var err error
 	for attempt := 0; ; attempt++ {
 		sctx, cancel := context.WithTimeout(base, g.cfg.StoreTimeout)
-		err = g.store.Complete(sctx, req)
+		err := g.storeComplete(sctx, req)
 		cancel()
 		if err == nil || errors.Is(err, ErrLeaseLost) || attempt == len(completeBackoff) {
 			return completeOutcome(err), err
@@ -311,7 +393,7 @@ func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
 func (g *Guard) release(ctx context.Context, key string, token Token) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
 	defer cancel()
-	if err := g.store.Release(sctx, key, token); err != nil && !errors.Is(err, ErrLeaseLost) {
+	if err := g.storeRelease(sctx, key, token); err != nil && !errors.Is(err, ErrLeaseLost) {
 		g.cfg.Logger.WarnContext(ctx, "jobonce: release failed; the claim expires with its lease",
 			"key", key, "error", err)
 	}

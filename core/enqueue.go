@@ -8,7 +8,7 @@ import (
 )
 
 // Enqueue publishes a job at most once per key within window: it sets a
-// marker for the key (under the prefix plus "enq:") only if none exists, then
+// marker for the key (under the prefix plus "enq#" and the key's hash) only if none exists, then
 // calls publish. If publish fails, Enqueue deletes its own marker, so an
 // outage never blocks the job for the whole window, and returns publish's
 // error unchanged. It reports whether publish ran and succeeded; false with a
@@ -16,19 +16,31 @@ import (
 //
 // When the store cannot be reached, Enqueue returns an error matching
 // ErrStoreUnavailable without publishing, or publishes anyway with FailOpen.
+// When ctx ends first, the error matches ctx.Err() and nothing is published.
 func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, publish func(context.Context) error) (bool, error) {
-	if window <= 0 {
-		return false, fmt.Errorf("jobonce: Enqueue window must be positive, got %s", window)
+	if window < time.Millisecond {
+		return false, fmt.Errorf("jobonce: Enqueue window must be at least 1ms, got %s", window)
 	}
 	if publish == nil {
 		return false, errors.New("jobonce: Enqueue publish function is nil")
 	}
-	skey, err := StoredKey(g.cfg.KeyPrefix+"enq:", key, g.cfg.PlainKeys)
+	skey, err := enqueueKey(g.cfg.KeyPrefix, key)
 	if err != nil {
 		return false, err
 	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("jobonce: Enqueue stopped by the caller's context: %w", err)
+	}
 	token := NewToken()
-	reply, err := g.store.Claim(ctx, ClaimRequest{Key: skey, Token: token, Lease: window})
+	sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
+	reply, err := g.storeClaim(sctx, ClaimRequest{Key: skey, Token: token, Lease: window})
+	cancel()
+	if ctx.Err() != nil {
+		if err == nil && reply.State == StateClaimed {
+			g.release(ctx, skey, token)
+		}
+		return false, fmt.Errorf("jobonce: Enqueue stopped by the caller's context: %w", ctx.Err())
+	}
 	if err != nil {
 		if !g.cfg.FailOpen {
 			return false, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
@@ -39,8 +51,12 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 		}
 		return true, nil
 	}
-	if reply.State != StateClaimed {
+	switch reply.State {
+	case StateClaimed:
+	case StateRunning, StateDone:
 		return false, nil
+	default:
+		return false, fmt.Errorf("%w: store replied with unknown state %d", ErrStoreUnavailable, reply.State)
 	}
 	if err := publish(ctx); err != nil {
 		g.release(ctx, skey, token)

@@ -15,8 +15,8 @@ type Guard struct {
 	metrics *metrics
 
 	// Group commit of concurrent calls on a BatchStore; nil when off.
-	claims    *coalescer[ClaimRequest, claimAnswer]
-	completes *coalescer[CompleteRequest, error]
+	claims    *coalescer[ClaimRequest, ClaimReply]
+	completes *coalescer[CompleteRequest, struct{}]
 }
 
 // Job names one delivery of a job for Guard.Run and Guard.Claim.

@@ -62,17 +62,22 @@ func TestStoredKey(t *testing.T) {
 	require.NotEqual(t, k, k2)
 	hashed, err := core.StoredKey("p:", "email:1", false)
 	require.NoError(t, err)
-	require.Len(t, hashed, len("p:")+16, "hashed by default")
+	require.Len(t, hashed, len("p:")+22, "hashed by default, 128 bits")
 	plain, err := core.StoredKey("p:", "email:1", true)
 	require.NoError(t, err)
 	require.Equal(t, "p:email:1", plain)
-	require.Len(t, core.Fingerprint([]byte("payload")), 11)
+	require.Len(t, core.Fingerprint([]byte("payload")), 22, "128 bits")
+	for _, reserved := range []string{"#short", "enq#report"} {
+		k, err := core.PlainKey("p:", reserved)
+		require.NoError(t, err)
+		require.Len(t, k, len("p:")+44, "%q is hashed: its plain name is kept for hashed keys and Enqueue markers", reserved)
+	}
 	require.Equal(t, core.Fingerprint([]byte("a")), core.Fingerprint([]byte("a")))
 	require.NotEqual(t, core.Fingerprint([]byte("a")), core.Fingerprint([]byte("b")))
 }
 
 func TestOutcomes(t *testing.T) {
-	for o := core.Ran; o <= core.Rejected; o++ {
+	for o := core.Ran; o <= core.Canceled; o++ {
 		require.NotEqual(t, "unknown", o.String(), "outcome %d has a name", o)
 	}
 	require.Equal(t, "unknown", core.Outcome(200).String())
@@ -80,6 +85,8 @@ func TestOutcomes(t *testing.T) {
 	require.True(t, core.Duplicate.Acknowledge())
 	require.False(t, core.Running.Acknowledge())
 	require.False(t, core.Unavailable.Acknowledge())
+	require.False(t, core.Canceled.Acknowledge())
+	require.False(t, core.Canceled.Executed())
 	require.True(t, core.Failed.Executed())
 	require.False(t, core.Duplicate.Executed())
 }

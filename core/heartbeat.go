@@ -68,7 +68,7 @@ func (h *heartbeat) beat() {
 		until = limit
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(h.ctx), until)
-	err := h.g.store.Extend(ctx, h.key, h.token, lease)
+	err := h.g.storeExtend(ctx, h.key, h.token, lease)
 	cancel()
 	var next time.Duration
 	switch {

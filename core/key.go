@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"strings"
 )
 
 // MaxKeyLen is the longest key PlainKey stores as it is. A longer key is
@@ -11,6 +12,21 @@ import (
 // so no stored key exceeds len(prefix)+MaxKeyLen bytes whatever the caller
 // passes.
 const MaxKeyLen = 128
+
+// MaxFingerprintLen is the longest fingerprint the Guard hands to its store
+// as it is. A longer one is stored as "#" and the unpadded base64url SHA-256
+// of it (44 bytes), so fingerprints of any length work on every store.
+const MaxFingerprintLen = 64
+
+// hashBytes is how many bytes of SHA-256 HashedKey and Fingerprint keep:
+// 128 bits, so that at 10⁹ distinct keys a day two of them collide about
+// once in 10¹⁹ years.
+const hashBytes = 16
+
+// enqueueNamespace follows the prefix in Enqueue's markers. PlainKey hashes
+// every key that starts with it (or with "#"), so no job key can be stored
+// under the name of an Enqueue marker.
+const enqueueNamespace = "enq#"
 
 // StoredKey returns the key a store holds for a user key under prefix, as a
 // Guard and pgstore's transactional mode derive it: HashedKey by default,
@@ -23,44 +39,60 @@ func StoredKey(prefix, key string, plain bool) (string, error) {
 	return HashedKey(prefix, key)
 }
 
-// PlainKey returns prefix and key, readable in redis-cli, with keys longer
-// than MaxKeyLen hashed. It returns an error matching ErrInvalidKey when key
-// is empty.
+// PlainKey returns prefix and key, readable in redis-cli. A key longer than
+// MaxKeyLen, or one that starts with "#" or "enq#" (names the Guard keeps for
+// hashed keys and Enqueue markers), is stored as "#" and its SHA-256 instead.
+// It returns an error matching ErrInvalidKey when key is empty.
 func PlainKey(prefix, key string) (string, error) {
 	if key == "" {
 		return "", fmt.Errorf("%w: key is empty", ErrInvalidKey)
 	}
-	if len(key) <= MaxKeyLen {
+	if len(key) <= MaxKeyLen && !strings.HasPrefix(key, "#") && !strings.HasPrefix(key, enqueueNamespace) {
 		return prefix + key, nil
 	}
-	sum := sha256.Sum256([]byte(key))
-	buf := make([]byte, 0, len(prefix)+1+base64.RawURLEncoding.EncodedLen(len(sum)))
-	buf = append(buf, prefix...)
-	buf = append(buf, '#')
-	buf = base64.RawURLEncoding.AppendEncode(buf, sum[:])
-	return string(buf), nil
+	return prefix + "#" + hash(key, sha256.Size), nil
 }
 
 // HashedKey returns the compact stored key the Guard uses by default: prefix
-// followed by 16 unpadded base64url characters of the key's SHA-256 (96
-// bits). Every stored key has the same short length, which keeps a Redis done
-// marker under 150 bytes. It returns an error matching ErrInvalidKey when key
-// is empty.
+// followed by 22 unpadded base64url characters of the key's SHA-256 (128
+// bits). Every stored key has the same short length, which keeps a Redis
+// done marker near 150 bytes. It returns an error matching ErrInvalidKey
+// when key is empty.
 func HashedKey(prefix, key string) (string, error) {
 	if key == "" {
 		return "", fmt.Errorf("%w: key is empty", ErrInvalidKey)
 	}
-	sum := sha256.Sum256([]byte(key))
-	buf := make([]byte, 0, len(prefix)+16)
-	buf = append(buf, prefix...)
-	buf = base64.RawURLEncoding.AppendEncode(buf, sum[:12])
-	return string(buf), nil
+	return prefix + hash(key, hashBytes), nil
 }
 
-// Fingerprint returns a short, stable fingerprint of a payload for conflict
-// detection: the first 8 bytes of its SHA-256, unpadded base64url (11 bytes).
-// Adapters use it for their default keys and fingerprints.
+// enqueueKey returns the stored key of Enqueue's marker for key: always
+// hashed, in a namespace no job key is stored in (see PlainKey).
+func enqueueKey(prefix, key string) (string, error) {
+	if key == "" {
+		return "", fmt.Errorf("%w: key is empty", ErrInvalidKey)
+	}
+	return prefix + enqueueNamespace + hash(key, hashBytes), nil
+}
+
+// Fingerprint returns a short, stable fingerprint of a payload for default
+// keys and conflict detection: 128 bits of its SHA-256, unpadded base64url
+// (22 bytes). Adapters use it for their default keys and fingerprints.
 func Fingerprint(payload []byte) string {
 	sum := sha256.Sum256(payload)
-	return base64.RawURLEncoding.EncodeToString(sum[:8])
+	return base64.RawURLEncoding.EncodeToString(sum[:hashBytes])
+}
+
+// storedFingerprint returns the fingerprint a store keeps for fp: fp itself
+// up to MaxFingerprintLen bytes, else "#" and its SHA-256.
+func storedFingerprint(fp string) string {
+	if len(fp) <= MaxFingerprintLen {
+		return fp
+	}
+	return "#" + hash(fp, sha256.Size)
+}
+
+// hash returns the first n bytes of s's SHA-256, unpadded base64url.
+func hash(s string, n int) string {
+	sum := sha256.Sum256([]byte(s))
+	return base64.RawURLEncoding.EncodeToString(sum[:n])
 }

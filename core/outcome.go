@@ -32,6 +32,12 @@ const (
 	Unavailable
 	// Rejected: the input was invalid (for example an empty key); nothing ran.
 	Rejected
+	// Canceled: the caller's context ended before the key's state was known
+	// (or before the job could start, releasing the claim); nothing ran, and
+	// the error matches the context's error (context.Canceled or
+	// context.DeadlineExceeded). It is not a store outage: FailOpen never runs
+	// such a job, and it is logged at Debug.
+	Canceled
 )
 
 var outcomeNames = [...]string{
@@ -46,6 +52,7 @@ var outcomeNames = [...]string{
 	Unguarded:   "unguarded",
 	Unavailable: "unavailable",
 	Rejected:    "rejected",
+	Canceled:    "canceled",
 }
 
 // String returns the outcome's name in snake case, as used in logs and metrics.
