@@ -3,6 +3,7 @@ package memstore
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -42,9 +43,22 @@ func (s *Store) live(key string, now time.Time) *entry {
 	return e
 }
 
-// Claim implements core.Store.
+// checkDuration rejects leases and retentions under 1ms, as every jobonce
+// store does (Redis keeps expiries in whole milliseconds).
+func checkDuration(field string, d time.Duration) error {
+	if d < time.Millisecond {
+		return fmt.Errorf("jobonce: memstore: %s must be at least 1ms, got %s", field, d)
+	}
+	return nil
+}
+
+// Claim implements core.Store. A key already held by req.Token (the same
+// request sent again) is reported claimed. A lease under 1ms gives an error.
 func (s *Store) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, error) {
 	if err := ctx.Err(); err != nil {
+		return core.ClaimReply{}, err
+	}
+	if err := checkDuration("ClaimRequest.Lease", req.Lease); err != nil {
 		return core.ClaimReply{}, err
 	}
 	s.mu.Lock()
@@ -52,6 +66,9 @@ func (s *Store) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimRep
 	now := s.now()
 	s.sweep(now)
 	if e := s.live(req.Key, now); e != nil {
+		if !e.done && e.token == req.Token {
+			return core.ClaimReply{State: core.StateClaimed}, nil
+		}
 		if e.done {
 			return core.ClaimReply{State: core.StateDone, Fingerprint: e.fingerprint, Result: bytes.Clone(e.result)}, nil
 		}
@@ -70,9 +87,12 @@ func (s *Store) held(key string, token core.Token) *entry {
 	return e
 }
 
-// Extend implements core.Store.
+// Extend implements core.Store. A lease under 1ms gives an error.
 func (s *Store) Extend(ctx context.Context, key string, token core.Token, lease time.Duration) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkDuration("Extend lease", lease); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -85,9 +105,14 @@ func (s *Store) Extend(ctx context.Context, key string, token core.Token, lease 
 	return nil
 }
 
-// Complete implements core.Store.
+// Complete implements core.Store. The done marker keeps req.Result as given:
+// a nil Result comes back nil, an empty one empty. A retention under 1ms
+// gives an error.
 func (s *Store) Complete(ctx context.Context, req core.CompleteRequest) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkDuration("CompleteRequest.Retention", req.Retention); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -33,7 +33,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) ([]cor
 	batch := &pgx.Batch{}
 	queued := make([]int, 0, len(order))
 	for _, i := range order {
-		if err := checkDuration("lease", reqs[i].Lease); err != nil {
+		if err := checkDuration("ClaimRequest.Lease", reqs[i].Lease); err != nil {
 			errs[i], settled[i] = err, true
 			continue
 		}
@@ -82,7 +82,7 @@ func (s *Store) CompleteBatch(ctx context.Context, reqs []core.CompleteRequest) 
 	batch := &pgx.Batch{}
 	queued := make([]int, 0, len(order))
 	for _, i := range order {
-		if err := checkDuration("retention", reqs[i].Retention); err != nil {
+		if err := checkDuration("CompleteRequest.Retention", reqs[i].Retention); err != nil {
 			errs[i], done[i] = err, true
 			continue
 		}

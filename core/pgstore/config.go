@@ -3,6 +3,7 @@ package pgstore
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -40,13 +41,16 @@ type Config struct {
 	PlainKeys bool
 
 	// Retention is how long a transactional record is kept: copies of the job
-	// arriving within it are duplicates. Defaults to 24h.
+	// arriving within it are duplicates. It must be at least 1ms; any longer
+	// time.Duration is accepted. Defaults to 24h.
 	Retention time.Duration
 
 	// LockTimeout bounds how long a claim or a transactional record waits for
 	// another transaction that holds the same key and has not committed. When
 	// it runs out, the key is reported as running (core.ErrRunning), so no
-	// worker hangs behind a long transaction. Defaults to 100ms.
+	// worker hangs behind a long transaction. It is set as PostgreSQL's
+	// lock_timeout, rounded up to whole milliseconds, so it must be between
+	// 1ms and 596h31m23.647s (2^31-1 ms). Defaults to 100ms.
 	LockTimeout time.Duration
 
 	// RetryAfter is the retry hint given when a key is held by a transaction
@@ -59,6 +63,19 @@ type Config struct {
 
 	// Logger receives the errors of RunPruner. Defaults to slog.Default().
 	Logger *slog.Logger
+}
+
+// maxLockTimeout is the largest lock_timeout PostgreSQL accepts: INT_MAX
+// milliseconds (596h31m23.647s, almost 25 days).
+const maxLockTimeout = math.MaxInt32 * time.Millisecond
+
+// ceilMillis returns d in whole milliseconds, rounded up.
+func ceilMillis(d time.Duration) int64 {
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
 }
 
 // maxIdentifier is PostgreSQL's longest identifier (NAMEDATALEN - 1).
@@ -101,9 +118,10 @@ func (c *Config) withDefaults() (Config, error) {
 	if cfg.LockTimeout == 0 {
 		cfg.LockTimeout = 100 * time.Millisecond
 	}
-	if cfg.LockTimeout < time.Millisecond {
-		// lock_timeout has millisecond resolution, and 0 would mean "wait forever".
-		return cfg, fmt.Errorf("jobonce: pgstore.Config.LockTimeout must be at least 1ms, got %s", cfg.LockTimeout)
+	if cfg.LockTimeout < time.Millisecond || cfg.LockTimeout > maxLockTimeout {
+		// lock_timeout is a whole number of milliseconds in an int, and 0
+		// would mean "wait forever".
+		return cfg, fmt.Errorf("jobonce: pgstore.Config.LockTimeout must be between 1ms and %s (PostgreSQL's lock_timeout range), got %s", maxLockTimeout, cfg.LockTimeout)
 	}
 	if cfg.RetryAfter < 0 {
 		return cfg, fmt.Errorf("jobonce: pgstore.Config.RetryAfter must be positive, got %s", cfg.RetryAfter)

@@ -16,6 +16,17 @@
 // computed on the database's clock, never the worker's, so workers with
 // skewed clocks agree on when a lease ends.
 //
+// Keys, fingerprints and results are bytea: any bytes, NUL and invalid UTF-8
+// included. A key is also the primary key, whose index holds about 2700
+// bytes; a longer key gives an error saying so (a core.Guard stores long keys
+// hashed). Leases and retentions must be at least 1ms, as on every jobonce
+// store; anything up to the longest time.Duration is kept.
+//
+// A call whose context ends returns an error wrapping the context's error.
+// pgx then cancels the statement on the server, but one the server finished
+// first has taken effect: like any failed call, its outcome is unknown (a
+// claim may hold its key until its lease ends; a done marker may be written).
+//
 // # Transactional mode
 //
 // DoTx records a key as done in the caller's pgx.Tx and then runs the job's

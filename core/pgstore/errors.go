@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -16,6 +17,7 @@ const (
 	codeUndefinedTable   = "42P01"
 	codeUndefinedColumn  = "42703"
 	codeLockNotAvailable = "55P03"
+	codeLimitExceeded    = "54000" // for a key: longer than the index can hold
 )
 
 // sqlState returns err's SQLSTATE, or "" when err is not a server error.
@@ -35,8 +37,22 @@ func (s *Store) wrap(err error) error {
 	switch sqlState(err) {
 	case codeUndefinedTable, codeUndefinedColumn:
 		return fmt.Errorf("%w (table %s): %w", ErrNotMigrated, s.table, err)
+	case codeLimitExceeded:
+		return fmt.Errorf("jobonce: pgstore: the key is too long for the primary key index of %s (about 2700 bytes at most; a core.Guard stores long keys hashed, see core.StoredKey): %w", s.table, err)
 	}
 	return err
+}
+
+// fail wraps the error of a call made with ctx: s.wrap's advice, and ctx's
+// error when ctx is done, so that a statement cancelled because the caller
+// gave up reads as the caller's cancellation rather than a database outage.
+func (s *Store) fail(ctx context.Context, err error) error {
+	err = s.wrap(err)
+	cerr := ctx.Err()
+	if err == nil || cerr == nil || errors.Is(err, cerr) {
+		return err
+	}
+	return fmt.Errorf("jobonce: pgstore: %w: %w", cerr, err)
 }
 
 // lockTimedOut reports whether err is a lock_timeout expiry.

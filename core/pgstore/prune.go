@@ -16,7 +16,7 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 	for {
 		tag, err := s.pool.Exec(ctx, s.sql.prune, s.cfg.PruneBatch)
 		if err != nil {
-			return total, s.wrap(err)
+			return total, s.fail(ctx, err)
 		}
 		n := int(tag.RowsAffected())
 		total += n

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -48,7 +49,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 		cfg:         c,
 		sql:         newStatements(&c),
 		table:       tableName(&c),
-		lockTimeout: strconv.FormatInt(c.LockTimeout.Milliseconds(), 10) + "ms",
+		lockTimeout: strconv.FormatInt(ceilMillis(c.LockTimeout), 10) + "ms",
 	}
 	if c.Migrate {
 		if err := s.migrate(ctx); err != nil {
@@ -109,18 +110,30 @@ func (s *Store) Table() string { return s.table }
 
 func uuid(t core.Token) pgtype.UUID { return pgtype.UUID{Bytes: t, Valid: true} }
 
-func checkDuration(what string, d time.Duration) error {
-	if d < time.Microsecond {
-		return fmt.Errorf("jobonce: pgstore: %s must be positive, got %s", what, d)
+// checkDuration rejects a lease or retention under 1ms with an error naming
+// field. Every jobonce store keeps at least whole milliseconds (Redis can
+// keep no less), so a request means the same on each of them.
+func checkDuration(field string, d time.Duration) error {
+	if d < time.Millisecond {
+		return fmt.Errorf("jobonce: pgstore: %s must be at least 1ms, got %s", field, d)
 	}
 	return nil
 }
 
+// fromMicros converts microseconds read from the database to a Duration,
+// saturating at the longest Duration.
+func fromMicros(us int64) time.Duration {
+	const most = int64(time.Duration(math.MaxInt64) / time.Microsecond)
+	return time.Duration(min(max(us, 0), most)) * time.Microsecond
+}
+
 // Claim implements core.Store: one statement claims the key or reads its
 // state. The lease runs on the database clock. A key held by a transaction
-// that has not committed within Config.LockTimeout is reported as running.
+// that has not committed within Config.LockTimeout is reported as running;
+// a key already held by req.Token (the same request sent again) is reported
+// claimed. A lease under 1ms gives an error naming it.
 func (s *Store) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, error) {
-	if err := checkDuration("lease", req.Lease); err != nil {
+	if err := checkDuration("ClaimRequest.Lease", req.Lease); err != nil {
 		return core.ClaimReply{}, err
 	}
 	for attempt := 1; ; attempt++ {
@@ -129,7 +142,7 @@ func (s *Store) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimRep
 			if lockTimedOut(err) {
 				return core.ClaimReply{State: core.StateRunning, Remaining: s.cfg.RetryAfter}, nil
 			}
-			return core.ClaimReply{}, s.wrap(err)
+			return core.ClaimReply{}, s.fail(ctx, err)
 		}
 		if settled {
 			return reply, nil
@@ -177,7 +190,7 @@ func scanClaim(rows pgx.Rows) (core.ClaimReply, bool, error) {
 			reply = core.ClaimReply{State: core.StateDone, Fingerprint: string(fingerprint), Result: result}
 		default:
 			reply = core.ClaimReply{State: core.StateRunning, Fingerprint: string(fingerprint),
-				Remaining: time.Duration(remaining) * time.Microsecond}
+				Remaining: fromMicros(remaining)}
 		}
 	}
 	rows.Close()
@@ -185,14 +198,14 @@ func scanClaim(rows pgx.Rows) (core.ClaimReply, bool, error) {
 }
 
 // Extend implements core.Store. It returns core.ErrLeaseLost when token no
-// longer holds a live claim on key.
+// longer holds a live claim on key. A lease under 1ms gives an error.
 func (s *Store) Extend(ctx context.Context, key string, token core.Token, lease time.Duration) error {
-	if err := checkDuration("lease", lease); err != nil {
+	if err := checkDuration("Extend lease", lease); err != nil {
 		return err
 	}
 	tag, err := s.pool.Exec(ctx, s.sql.extend, []byte(key), uuid(token), lease.Microseconds())
 	if err != nil {
-		return s.wrap(err)
+		return s.fail(ctx, err)
 	}
 	if tag.RowsAffected() == 0 {
 		return core.ErrLeaseLost
@@ -205,15 +218,17 @@ func (s *Store) completeArgs(req *core.CompleteRequest) []any {
 }
 
 // Complete implements core.Store: the claim becomes a done row kept for
-// req.Retention (database clock) with its fingerprint and result. It returns
-// core.ErrLeaseLost when req.Token no longer holds a live claim.
+// req.Retention (database clock) with its fingerprint and result (a nil
+// Result comes back nil, an empty one empty). It returns core.ErrLeaseLost
+// when req.Token no longer holds a live claim. A retention under 1ms gives an
+// error.
 func (s *Store) Complete(ctx context.Context, req core.CompleteRequest) error {
-	if err := checkDuration("retention", req.Retention); err != nil {
+	if err := checkDuration("CompleteRequest.Retention", req.Retention); err != nil {
 		return err
 	}
 	tag, err := s.pool.Exec(ctx, s.sql.complete, s.completeArgs(&req)...)
 	if err != nil {
-		return s.wrap(err)
+		return s.fail(ctx, err)
 	}
 	if tag.RowsAffected() == 0 {
 		return core.ErrLeaseLost
@@ -227,7 +242,7 @@ func (s *Store) Complete(ctx context.Context, req core.CompleteRequest) error {
 func (s *Store) Release(ctx context.Context, key string, token core.Token) error {
 	tag, err := s.pool.Exec(ctx, s.sql.release, []byte(key), uuid(token))
 	if err != nil {
-		return s.wrap(err)
+		return s.fail(ctx, err)
 	}
 	if tag.RowsAffected() == 0 {
 		return core.ErrLeaseLost

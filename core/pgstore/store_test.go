@@ -165,9 +165,9 @@ func TestClaimRejectsNonPositiveDurations(t *testing.T) {
 	ctx := ctxT(t)
 	s, _ := newStore(t, nil)
 	_, err := s.Claim(ctx, claimReq("k", 0))
-	require.ErrorContains(t, err, "lease must be positive")
-	require.ErrorContains(t, s.Extend(ctx, "k", core.NewToken(), -time.Second), "lease must be positive")
-	require.ErrorContains(t, s.Complete(ctx, core.CompleteRequest{Key: "k"}), "retention must be positive")
+	require.ErrorContains(t, err, "ClaimRequest.Lease must be at least 1ms")
+	require.ErrorContains(t, s.Extend(ctx, "k", core.NewToken(), -time.Second), "Extend lease must be at least 1ms")
+	require.ErrorContains(t, s.Complete(ctx, core.CompleteRequest{Key: "k"}), "CompleteRequest.Retention must be at least 1ms")
 }
 
 // TestDeadlinesUseDatabaseClock checks that leases and remaining times come
@@ -364,7 +364,7 @@ func TestBatch(t *testing.T) {
 	for i := range 5 {
 		require.NoError(t, errs[i], i)
 	}
-	require.ErrorContains(t, errs[5], "lease must be positive")
+	require.ErrorContains(t, errs[5], "ClaimRequest.Lease must be at least 1ms")
 	require.Equal(t, core.StateClaimed, replies[0].State)
 	require.Equal(t, core.StateRunning, replies[1].State)
 	require.Equal(t, core.StateClaimed, replies[2].State)
@@ -380,7 +380,7 @@ func TestBatch(t *testing.T) {
 	require.NoError(t, cerrs[0])
 	require.ErrorIs(t, cerrs[1], core.ErrLeaseLost)
 	require.NoError(t, cerrs[2])
-	require.ErrorContains(t, cerrs[3], "retention must be positive")
+	require.ErrorContains(t, cerrs[3], "CompleteRequest.Retention must be at least 1ms")
 
 	replies, errs = s.ClaimBatch(ctx, []core.ClaimRequest{claimReq("new-a", time.Minute), claimReq("new-b", time.Minute)})
 	require.NoError(t, errors.Join(errs...))

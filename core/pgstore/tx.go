@@ -138,7 +138,7 @@ func (s *Store) record(ctx context.Context, tx pgx.Tx, key string, job core.Job)
 			if lockTimedOut(err) && rerr == nil {
 				return core.Running, &core.RunningError{RetryAfter: s.cfg.RetryAfter}
 			}
-			return core.Unavailable, fmt.Errorf("%w: %w", core.ErrStoreUnavailable, errors.Join(s.wrap(err), rerr))
+			return core.Unavailable, fmt.Errorf("%w: %w", core.ErrStoreUnavailable, errors.Join(s.fail(ctx, err), rerr))
 		}
 		if recorded {
 			return 0, nil

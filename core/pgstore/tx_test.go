@@ -520,6 +520,7 @@ func TestDoTxCancelledWhileWaiting(t *testing.T) {
 	began := time.Now()
 	out, err := s.DoInTx(wctx, "k", func(context.Context, pgx.Tx) error { return errors.New("must not run") })
 	require.ErrorIs(t, err, core.ErrStoreUnavailable)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the error says the caller's context ended")
 	require.Equal(t, core.Unavailable, out)
 	require.Less(t, time.Since(began), 10*time.Second)
 

@@ -1,42 +1,54 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
+	"errors"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobonce/jobonce/core"
 )
 
-// ClaimBatch implements core.BatchStore: one pipelined round trip.
+// errUnanswered is the error of a pipelined command that the client left
+// without a reply or an error of its own.
+var errUnanswered = errors.New("jobonce: redisstore: the pipeline ended without answering this request")
+
+// ClaimBatch implements core.BatchStore: one pipelined round trip. Every
+// request gets a reply or an error; a request the pipeline did not answer
+// gets an error (wrapping ctx's error once ctx is done), never a zero reply.
 func (s *Store) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) ([]core.ClaimReply, []error) {
 	replies := make([]core.ClaimReply, len(reqs))
 	errs := s.pipeline(ctx, claimScript, len(reqs), func(i int) ([]string, []any, error) {
-		r := reqs[i]
-		return []string{r.Key}, []any{runningValue(r.Token, r.Fingerprint), millis(r.Lease)}, nil
+		args, err := claimArgs(&reqs[i])
+		return []string{reqs[i].Key}, args, err
 	}, func(i int, cmd *redis.Cmd) error {
 		v, err := cmd.Result()
-		if err == nil {
-			replies[i], err = claimReply(v)
+		if err != nil {
+			return cancelled(ctx, err)
 		}
+		replies[i], err = claimReply(v)
 		return err
 	})
 	return replies, errs
 }
 
-// CompleteBatch implements core.BatchStore: one pipelined round trip.
+// CompleteBatch implements core.BatchStore: one pipelined round trip. A nil
+// error means that request's done marker was written; a request the pipeline
+// did not answer gets an error (wrapping ctx's error once ctx is done).
 func (s *Store) CompleteBatch(ctx context.Context, reqs []core.CompleteRequest) []error {
 	return s.pipeline(ctx, completeScript, len(reqs), func(i int) ([]string, []any, error) {
-		args, err := completeArgs(reqs[i])
+		args, err := completeArgs(&reqs[i])
 		return []string{reqs[i].Key}, args, err
 	}, func(_ int, cmd *redis.Cmd) error {
-		return tokenChecked(cmd)
+		return tokenChecked(ctx, cmd)
 	})
 }
 
 // pipeline runs script n times in one pipeline with EVALSHA. Entries that
 // find the script missing (NOSCRIPT, after a restart or failover) are run
-// again on their own through Script.Run, which loads it.
+// again on their own through Script.Run, which loads it. Entries whose
+// arguments are invalid are not sent and keep args' error.
 func (s *Store) pipeline(ctx context.Context, script *redis.Script, n int,
 	args func(i int) ([]string, []any, error), reply func(i int, cmd *redis.Cmd) error,
 ) []error {
@@ -60,13 +72,17 @@ func (s *Store) pipeline(ctx context.Context, script *redis.Script, n int,
 	if pipe.Len() == 0 {
 		return errs
 	}
-	_, _ = pipe.Exec(ctx) // errors are read per command
+	_, execErr := pipe.Exec(ctx) // errors are read per command
 	for i, cmd := range cmds {
 		if cmd == nil {
 			continue
 		}
-		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
 			cmd = script.Run(ctx, s.client, calls[i].keys, calls[i].argv...)
+		}
+		if cmd.Err() == nil && cmd.Val() == nil {
+			// Every script replies with a value; none means no reply came.
+			cmd.SetErr(cmp.Or(execErr, errUnanswered))
 		}
 		errs[i] = reply(i, cmd)
 	}

@@ -12,9 +12,22 @@
 // # Records
 //
 // A key holds one small string: a running claim ("R", the 16-byte token, the
-// payload fingerprint) whose TTL is the lease, or a done marker ("D", the
-// fingerprint, the stored result) whose TTL is the retention. Expiry is
-// Redis's own, so a crashed worker's claim disappears when its lease ends.
+// payload fingerprint) whose TTL is the lease, or a done marker ("d", "D" or
+// "L", the fingerprint and the stored result) whose TTL is the retention.
+// Fingerprints and results may be of any length and hold any bytes; a nil
+// result comes back nil and an empty one empty. Expiry is Redis's own, so a
+// crashed worker's claim disappears when its lease ends. Redis keeps TTLs in
+// milliseconds: a lease or retention under 1ms is an error, and longer ones
+// are rounded up to whole milliseconds.
+//
+// # Failures
+//
+// Every request of a batch gets its own reply or error; one the pipeline did
+// not answer gets an error, never a nil error or a zero reply. A call whose
+// context ends before Redis answers returns an error wrapping the context's
+// error; Redis may still have run it. A claim sent again with the same token
+// (go-redis retries a round trip whose reply was lost) finds the key held by
+// that token and reports it claimed.
 //
 // # Eviction
 //

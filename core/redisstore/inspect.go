@@ -38,7 +38,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (Record, error) {
 		return Record{}, nil
 	}
 	if err != nil {
-		return Record{}, err
+		return Record{}, cancelled(ctx, err)
 	}
 	v := get.Val()
 	reply, err := parseValue(v, ttl.Val().Milliseconds())

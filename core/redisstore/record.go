@@ -1,7 +1,7 @@
 package redisstore
 
 import (
-	"errors"
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -13,18 +13,20 @@ import (
 //	running:             "R" token(16 bytes) fingerprint
 //	done without result: "d" fingerprint
 //	done with result:    "D" len(fingerprint)(1 byte) fingerprint result
+//	                     "L" len(fingerprint)(uvarint) fingerprint result
 //
-// The lease and the retention are the key's TTL.
+// "D" holds fingerprints of up to 255 bytes, "L" longer ones. A done marker
+// written with a non-nil Result, even an empty one, is "D" or "L", so a
+// duplicate gets back nil exactly when the copy that ran stored nil. The
+// lease and the retention are the key's TTL.
 
 const (
-	tagRunning = 'R'
-	tagDone    = 'D'
-	tagDoneFP  = 'd'
-	ownerLen   = 1 + len(core.Token{})
+	tagRunning  = 'R'
+	tagDone     = 'D'
+	tagDoneLong = 'L'
+	tagDoneFP   = 'd'
+	ownerLen    = 1 + len(core.Token{})
 )
-
-// errFingerprintTooLong is returned for fingerprints that do not fit a done marker.
-var errFingerprintTooLong = errors.New("jobonce: fingerprint longer than 255 bytes")
 
 // ownerValue returns the prefix of a running value that identifies its owner.
 func ownerValue(token core.Token) string {
@@ -42,18 +44,22 @@ func runningValue(token core.Token, fingerprint string) string {
 	return string(b)
 }
 
-func doneValue(fingerprint string, result []byte) (string, error) {
-	if len(result) == 0 {
-		return string(tagDoneFP) + fingerprint, nil
+func doneValue(fingerprint string, result []byte) string {
+	if result == nil {
+		return string(tagDoneFP) + fingerprint
 	}
-	if len(fingerprint) > 255 {
-		return "", errFingerprintTooLong
+	var b []byte
+	if len(fingerprint) <= 255 {
+		b = make([]byte, 0, 2+len(fingerprint)+len(result))
+		b = append(b, tagDone, byte(len(fingerprint)))
+	} else {
+		b = make([]byte, 0, 1+binary.MaxVarintLen64+len(fingerprint)+len(result))
+		b = append(b, tagDoneLong)
+		b = binary.AppendUvarint(b, uint64(len(fingerprint)))
 	}
-	b := make([]byte, 0, 2+len(fingerprint)+len(result))
-	b = append(b, tagDone, byte(len(fingerprint)))
 	b = append(b, fingerprint...)
 	b = append(b, result...)
-	return string(b), nil
+	return string(b)
 }
 
 // parseValue decodes a value read back by the claim script.
@@ -63,17 +69,32 @@ func parseValue(v string, pttl int64) (core.ClaimReply, error) {
 		return core.ClaimReply{
 			State:       core.StateRunning,
 			Fingerprint: v[ownerLen:],
-			Remaining:   time.Duration(max(pttl, 0)) * time.Millisecond,
+			Remaining:   fromMillis(pttl),
 		}, nil
 	case len(v) >= 1 && v[0] == tagDoneFP:
 		return core.ClaimReply{State: core.StateDone, Fingerprint: v[1:]}, nil
 	case len(v) >= 2 && v[0] == tagDone && len(v) >= 2+int(v[1]):
-		n := 2 + int(v[1])
-		var result []byte
-		if len(v) > n {
-			result = []byte(v[n:])
+		return doneReply(v, 2, int(v[1]))
+	case len(v) >= 1 && v[0] == tagDoneLong:
+		n, size := binary.Uvarint([]byte(v[1:min(len(v), 1+binary.MaxVarintLen64)]))
+		if size > 0 && n <= uint64(len(v)-1-size) {
+			return doneReply(v, 1+size, int(n))
 		}
-		return core.ClaimReply{State: core.StateDone, Fingerprint: v[2:n], Result: result}, nil
 	}
 	return core.ClaimReply{}, fmt.Errorf("jobonce: key holds a value jobonce did not write (%d bytes); is another program using the key prefix?", len(v))
+}
+
+// doneReply decodes a done marker with a result: the fingerprint is the n
+// bytes at v[at:], the result is what follows.
+func doneReply(v string, at, n int) (core.ClaimReply, error) {
+	result := make([]byte, len(v)-at-n) // not nil, even when empty
+	copy(result, v[at+n:])
+	return core.ClaimReply{State: core.StateDone, Fingerprint: v[at : at+n], Result: result}, nil
+}
+
+// fromMillis converts a TTL in milliseconds to a Duration, saturating at
+// the longest Duration.
+func fromMillis(ms int64) time.Duration {
+	const most = int64(time.Duration(1<<63-1) / time.Millisecond)
+	return time.Duration(min(max(ms, 0), most)) * time.Millisecond
 }

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -10,10 +11,13 @@ import (
 )
 
 func FuzzRecord(f *testing.F) {
-	f.Add([]byte("tok"), "fp", []byte("result"))
-	f.Add([]byte{}, "", []byte{})
-	f.Add([]byte{0, 0xff}, "f\x00", []byte{'D', 0, 'R'})
-	f.Fuzz(func(t *testing.T, tok []byte, fp string, result []byte) {
+	f.Add([]byte("tok"), "fp", []byte("result"), false)
+	f.Add([]byte{}, "", []byte{}, false)
+	f.Add([]byte{}, "", []byte{}, true)
+	f.Add([]byte{0, 0xff}, "f\x00", []byte{'D', 0, 'R'}, false)
+	f.Add([]byte{1}, strings.Repeat("\xff", 256), []byte{}, false)
+	f.Add([]byte{1}, strings.Repeat("f", 70_000), []byte("r"), false)
+	f.Fuzz(func(t *testing.T, tok []byte, fp string, result []byte, nilResult bool) {
 		var token core.Token
 		copy(token[:], tok)
 		r, err := parseValue(runningValue(token, fp), 1500)
@@ -21,25 +25,59 @@ func FuzzRecord(f *testing.F) {
 		require.Equal(t, core.ClaimReply{State: core.StateRunning, Fingerprint: fp, Remaining: 1500 * time.Millisecond}, r)
 		require.Equal(t, ownerValue(token), runningValue(token, fp)[:ownerLen])
 
-		done, err := doneValue(fp, result)
-		if len(fp) > 255 && len(result) > 0 {
-			require.ErrorIs(t, err, errFingerprintTooLong)
-			return
+		if nilResult {
+			result = nil
+		} else if result == nil {
+			result = []byte{}
 		}
-		require.NoError(t, err)
+		done := doneValue(fp, result)
 		r, err = parseValue(done, 100)
 		require.NoError(t, err)
 		require.Equal(t, core.StateDone, r.State)
 		require.Equal(t, fp, r.Fingerprint)
 		require.Equal(t, string(result), string(r.Result))
-		require.LessOrEqual(t, len(done), 2+len(fp)+len(result))
+		require.Equal(t, result == nil, r.Result == nil, "nil and empty results stay apart")
+		require.LessOrEqual(t, len(done), 1+varintLen(len(fp))+len(fp)+len(result))
 		require.NotEqual(t, ownerValue(token), done[:min(len(done), ownerLen)], "a done marker never matches an owner")
 	})
+}
+
+func varintLen(n int) int {
+	size := 1
+	for ; n >= 0x80; n >>= 7 {
+		size++
+	}
+	return size
+}
+
+// TestShortFingerprintMarkersKeepTheirEncoding pins the encoding of done
+// markers with fingerprints up to 255 bytes, so markers written by earlier
+// versions are still read, and earlier versions still read new ones.
+func TestShortFingerprintMarkersKeepTheirEncoding(t *testing.T) {
+	require.Equal(t, "dfp", doneValue("fp", nil))
+	require.Equal(t, "D\x02fpres", doneValue("fp", []byte("res")))
+	fp := strings.Repeat("f", 255)
+	require.Equal(t, "D\xff"+fp+"r", doneValue(fp, []byte("r")))
+	require.Equal(t, "L\x80\x02f"+fp+"r", doneValue("f"+fp, []byte("r")))
+}
+
+func TestMalformedLongMarkers(t *testing.T) {
+	for _, v := range []string{"L", "L\x80", "L\x05abcd", "L\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", "D\x05ab"} {
+		_, err := parseValue(v, 100)
+		require.ErrorContains(t, err, "did not write", "%q", v)
+	}
+}
+
+func TestFromMillisSaturates(t *testing.T) {
+	require.Equal(t, time.Duration(0), fromMillis(-2))
+	require.Equal(t, 1500*time.Millisecond, fromMillis(1500))
+	require.Greater(t, fromMillis(1<<62), 290*365*24*time.Hour)
 }
 
 func FuzzParseValue(f *testing.F) {
 	f.Add("", int64(0))
 	f.Add("D\x05ab", int64(-1))
+	f.Add("L\x80\x80", int64(5))
 	f.Fuzz(func(t *testing.T, v string, pttl int64) {
 		_, _ = parseValue(v, pttl) // never panics on foreign values
 	})

@@ -91,13 +91,37 @@ func (s *Store) CheckEviction(ctx context.Context) (string, error) {
 	return res["maxmemory-policy"], nil
 }
 
-func millis(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
+// millis returns d in whole milliseconds, rounded up so that a key never
+// expires before d has passed. Redis keeps expiries in milliseconds, so a
+// duration under 1ms gives an error naming field.
+func millis(field string, d time.Duration) (int64, error) {
+	if d < time.Millisecond {
+		return 0, fmt.Errorf("jobonce: redisstore: %s must be at least 1ms, got %s", field, d)
+	}
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms, nil
+}
+
+func claimArgs(req *core.ClaimRequest) ([]any, error) {
+	lease, err := millis("ClaimRequest.Lease", req.Lease)
+	if err != nil {
+		return nil, err
+	}
+	return []any{runningValue(req.Token, req.Fingerprint), lease}, nil
+}
 
 // Claim implements core.Store in one round trip.
 func (s *Store) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, error) {
-	v, err := claimScript.Run(ctx, s.client, []string{req.Key}, runningValue(req.Token, req.Fingerprint), millis(req.Lease)).Result()
+	args, err := claimArgs(&req)
 	if err != nil {
 		return core.ClaimReply{}, err
+	}
+	v, err := claimScript.Run(ctx, s.client, []string{req.Key}, args...).Result()
+	if err != nil {
+		return core.ClaimReply{}, cancelled(ctx, err)
 	}
 	return claimReply(v)
 }
@@ -122,39 +146,60 @@ func claimReply(v any) (core.ClaimReply, error) {
 
 // Extend implements core.Store.
 func (s *Store) Extend(ctx context.Context, key string, token core.Token, lease time.Duration) error {
-	return tokenChecked(extendScript.Run(ctx, s.client, []string{key}, ownerValue(token), millis(lease)))
+	ms, err := millis("Extend lease", lease)
+	if err != nil {
+		return err
+	}
+	return tokenChecked(ctx, extendScript.Run(ctx, s.client, []string{key}, ownerValue(token), ms))
 }
 
 // Complete implements core.Store.
 func (s *Store) Complete(ctx context.Context, req core.CompleteRequest) error {
-	args, err := completeArgs(req)
+	args, err := completeArgs(&req)
 	if err != nil {
 		return err
 	}
-	return tokenChecked(completeScript.Run(ctx, s.client, []string{req.Key}, args...))
+	return tokenChecked(ctx, completeScript.Run(ctx, s.client, []string{req.Key}, args...))
 }
 
-func completeArgs(req core.CompleteRequest) ([]any, error) {
-	done, err := doneValue(req.Fingerprint, req.Result)
+func completeArgs(req *core.CompleteRequest) ([]any, error) {
+	retention, err := millis("CompleteRequest.Retention", req.Retention)
 	if err != nil {
 		return nil, err
 	}
-	return []any{ownerValue(req.Token), done, millis(req.Retention)}, nil
+	return []any{ownerValue(req.Token), doneValue(req.Fingerprint, req.Result), retention}, nil
 }
 
 // Release implements core.Store.
 func (s *Store) Release(ctx context.Context, key string, token core.Token) error {
-	return tokenChecked(releaseScript.Run(ctx, s.client, []string{key}, ownerValue(token)))
+	return tokenChecked(ctx, releaseScript.Run(ctx, s.client, []string{key}, ownerValue(token)))
 }
 
 // tokenChecked maps a token-checked script's 0 reply to core.ErrLeaseLost.
-func tokenChecked(cmd *redis.Cmd) error {
+func tokenChecked(ctx context.Context, cmd *redis.Cmd) error {
 	n, err := cmd.Int64()
 	if err != nil {
-		return err
+		return cancelled(ctx, err)
 	}
 	if n != 1 {
 		return core.ErrLeaseLost
 	}
 	return nil
+}
+
+// cancelled makes err, a failed call's error, wrap ctx's error when ctx is
+// done and err does not say so already: a read that timed out or a
+// connection that broke once the caller had given up is the caller's
+// cancellation, not a store outage. Replies from the server are left as they
+// are.
+func cancelled(ctx context.Context, err error) error {
+	cerr := ctx.Err()
+	if cerr == nil || errors.Is(err, cerr) {
+		return err
+	}
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		return err
+	}
+	return fmt.Errorf("jobonce: redisstore: %w: %w", cerr, err)
 }

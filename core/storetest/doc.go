@@ -7,9 +7,22 @@
 //
 // The suite covers the Store contract (claim, race, expiry takeover, token
 // safety, extend, complete, release, retention, fingerprints, results, batch
-// operations, bad input) and the Guard's behaviour on top of the store. Keys
-// are random per run and every lease or retention it writes is at most a
-// minute, so it leaves nothing behind for long.
+// operations, bad input) and the Guard's behaviour on top of the store.
+// Beyond what core.Store's documentation says, it holds every store to these
+// rules:
+//
+//   - keys, fingerprints and results are byte strings of any length (a store
+//     may refuse a key too long for it, with an error saying so); a result
+//     stored as nil comes back nil, an empty one empty;
+//   - a lease, extension or retention under 1ms is an error naming the field,
+//     and the longest time.Duration works;
+//   - a claim sent again with the token that holds the key reports claimed;
+//   - a call with a done context fails with an error wrapping the context's
+//     error and changes nothing; a batch call answers every request so.
+//
+// Keys are random per run and every lease or retention it writes is at most
+// a minute, except in the longest-duration case, whose done marker the
+// store's own cleanup must remove.
 //
 //	import "github.com/jobonce/jobonce/core/storetest"
 package storetest

@@ -1,8 +1,11 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,6 +33,14 @@ func RunStore(t *testing.T, newStore NewStore) {
 		{"BinaryKeysAndResults", binaryKeysAndResults},
 		{"CancelledContext", cancelledContext},
 		{"Batch", batch},
+		{"ClaimSentAgain", claimSentAgain},
+		{"FingerprintsOfAnyLength", fingerprintsOfAnyLength},
+		{"BatchFingerprintsOfAnyLength", batchFingerprintsOfAnyLength},
+		{"KeysOfAnyBytes", keysOfAnyBytes},
+		{"ShortDurationsRejected", shortDurationsRejected},
+		{"LongestDurations", longestDurations},
+		{"CancelledContextEveryCall", cancelledContextEveryCall},
+		{"BatchCancelledContext", batchCancelledContext},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -256,10 +267,361 @@ func batch(t *testing.T, s *suite) {
 	require.NoError(t, errs[0])
 	require.ErrorIs(t, errs[1], core.ErrLeaseLost)
 	require.NoError(t, errs[2])
-	replies, errs = bs.ClaimBatch(ctx, reqs[:3])
+	again := make([]core.ClaimRequest, 3)
+	for i := range again {
+		again[i] = claimReq(reqs[i].Key, core.NewToken(), "", time.Minute)
+	}
+	replies, errs = bs.ClaimBatch(ctx, again)
 	require.Equal(t, []error{nil, nil, nil}, errs)
 	require.Equal(t, core.StateDone, replies[0].State)
 	require.Equal(t, []byte("a"), replies[0].Result)
 	require.Equal(t, core.StateRunning, replies[1].State)
 	require.Equal(t, core.StateDone, replies[2].State)
+}
+
+// claimSentAgain: a claim request sent again (a client retrying after its
+// reply was lost) finds the key held by its own token and reports it
+// claimed, not running; the lease is not renewed. Other tokens still find
+// it running.
+func claimSentAgain(t *testing.T, s *suite) {
+	ctx, key := ctx(t), s.key("again")
+	req := claimReq(key, core.NewToken(), "fp", 20*time.Second)
+	r, err := s.store.Claim(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, core.StateClaimed, r.State)
+	req.Lease = time.Minute
+	r, err = s.store.Claim(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, core.StateClaimed, r.State, "the claim's own token holds the key")
+	r, err = s.store.Claim(ctx, claimReq(key, core.NewToken(), "fp", time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, core.StateRunning, r.State)
+	require.LessOrEqual(t, r.Remaining, 20*time.Second, "sending a claim again does not renew its lease")
+	if bs, ok := s.store.(core.BatchStore); ok {
+		replies, errs := bs.ClaimBatch(ctx, []core.ClaimRequest{req, req})
+		require.Equal(t, []error{nil, nil}, errs)
+		require.Equal(t, core.StateClaimed, replies[0].State)
+		require.Equal(t, core.StateClaimed, replies[1].State)
+	}
+	require.NoError(t, s.store.Complete(ctx, core.CompleteRequest{Key: key, Token: req.Token, Retention: time.Minute}))
+	r, err = s.store.Claim(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, core.StateDone, r.State, "a done marker is not a claim, whoever held it")
+}
+
+// fingerprints are the payload fingerprints a user can pass: empty, around
+// the lengths where an encoding might switch, long, and binary.
+func fingerprints() map[string]string {
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	return map[string]string{
+		"empty":      "",
+		"1":          "f",
+		"127":        strings.Repeat("f", 127),
+		"128":        strings.Repeat("f", 128),
+		"255":        strings.Repeat("f", 255),
+		"256":        strings.Repeat("f", 256),
+		"70000":      strings.Repeat("0123456789", 7000),
+		"every-byte": string(all),
+		"nul":        "\x00",
+		"bad-utf8":   "\xff\xfe\xc3\x28 \xed\xa0\x80",
+	}
+}
+
+// results are the results a job can store. nil and empty differ: a store
+// gives back nil for a marker written with a nil Result, and a non-nil
+// (maybe empty) slice otherwise.
+func results() map[string][]byte {
+	big := make([]byte, 70_000)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	return map[string][]byte{
+		"nil":   nil,
+		"empty": {},
+		"nul":   {0},
+		"big":   big,
+	}
+}
+
+func requireResult(t *testing.T, want, got []byte, msg string) {
+	t.Helper()
+	require.Equal(t, want == nil, got == nil, "%s: nil result %v, got nil %v", msg, want == nil, got == nil)
+	require.True(t, bytes.Equal(want, got), "%s: result of %d bytes came back as %d bytes", msg, len(want), len(got))
+}
+
+// fingerprintsOfAnyLength: every fingerprint a user can pass is kept with a
+// claim and with a done marker, with every kind of result, and read back
+// exactly.
+func fingerprintsOfAnyLength(t *testing.T, s *suite) {
+	ctx := ctx(t)
+	for fname, fp := range fingerprints() {
+		for rname, result := range results() {
+			what := "fingerprint " + fname + ", result " + rname
+			key, tok := s.key("fp-"+fname+"-"+rname), core.NewToken()
+			r, err := s.store.Claim(ctx, claimReq(key, tok, fp, time.Minute))
+			require.NoError(t, err, what)
+			require.Equal(t, core.StateClaimed, r.State, what)
+			r, err = s.store.Claim(ctx, claimReq(key, core.NewToken(), "other", time.Minute))
+			require.NoError(t, err, what)
+			require.Equal(t, core.StateRunning, r.State, what)
+			require.True(t, fp == r.Fingerprint, "%s: a running claim gave back a fingerprint of %d bytes", what, len(r.Fingerprint))
+			require.NoError(t, s.store.Complete(ctx, core.CompleteRequest{Key: key, Token: tok, Fingerprint: fp, Result: result, Retention: time.Minute}), what)
+			r, err = s.store.Claim(ctx, claimReq(key, core.NewToken(), fp, time.Minute))
+			require.NoError(t, err, what)
+			require.Equal(t, core.StateDone, r.State, what)
+			require.True(t, fp == r.Fingerprint, "%s: a done marker gave back a fingerprint of %d bytes", what, len(r.Fingerprint))
+			requireResult(t, result, r.Result, what)
+		}
+	}
+}
+
+// batchFingerprintsOfAnyLength is fingerprintsOfAnyLength through ClaimBatch
+// and CompleteBatch, every combination in one batch.
+func batchFingerprintsOfAnyLength(t *testing.T, s *suite) {
+	bs, ok := s.store.(core.BatchStore)
+	if !ok {
+		t.Skip("store is not a core.BatchStore")
+	}
+	ctx := ctx(t)
+	var (
+		claims    []core.ClaimRequest
+		completes []core.CompleteRequest
+		names     []string
+	)
+	for fname, fp := range fingerprints() {
+		for rname, result := range results() {
+			key, tok := s.key("bfp-"+fname+"-"+rname), core.NewToken()
+			claims = append(claims, claimReq(key, tok, fp, time.Minute))
+			completes = append(completes, core.CompleteRequest{Key: key, Token: tok, Fingerprint: fp, Result: result, Retention: time.Minute})
+			names = append(names, "fingerprint "+fname+", result "+rname)
+		}
+	}
+	replies, errs := bs.ClaimBatch(ctx, claims)
+	require.Len(t, replies, len(claims))
+	require.Len(t, errs, len(claims))
+	for i := range claims {
+		require.NoError(t, errs[i], names[i])
+		require.Equal(t, core.StateClaimed, replies[i].State, names[i])
+	}
+	errs = bs.CompleteBatch(ctx, completes)
+	require.Len(t, errs, len(completes))
+	for i := range completes {
+		require.NoError(t, errs[i], names[i])
+	}
+	again := make([]core.ClaimRequest, len(claims))
+	for i, c := range claims {
+		again[i] = claimReq(c.Key, core.NewToken(), c.Fingerprint, time.Minute)
+	}
+	replies, errs = bs.ClaimBatch(ctx, again)
+	for i, c := range completes {
+		require.NoError(t, errs[i], names[i])
+		require.Equal(t, core.StateDone, replies[i].State, names[i])
+		require.True(t, c.Fingerprint == replies[i].Fingerprint, "%s: fingerprint of %d bytes came back as %d bytes", names[i], len(c.Fingerprint), len(replies[i].Fingerprint))
+		requireResult(t, c.Result, replies[i].Result, names[i])
+	}
+}
+
+// keysOfAnyBytes: keys are byte strings. Keys that differ in one byte, in
+// invalid UTF-8 or in a trailing NUL are different keys.
+func keysOfAnyBytes(t *testing.T, s *suite) {
+	ctx := ctx(t)
+	names := []string{"\x00", "\x00\x00", "\xff", "\xff\xfe\xc3\x28", "k\x00", "k", "K", strings.Repeat("\xfe", 1000)}
+	toks := make([]core.Token, len(names))
+	for i, n := range names {
+		toks[i] = core.NewToken()
+		r, err := s.store.Claim(ctx, claimReq(s.key(n), toks[i], "fp", time.Minute))
+		require.NoError(t, err, "key %d", i)
+		require.Equal(t, core.StateClaimed, r.State, "key %d is a key of its own", i)
+	}
+	for i, n := range names {
+		require.NoError(t, s.store.Extend(ctx, s.key(n), toks[i], time.Minute), "key %d", i)
+		require.NoError(t, s.store.Complete(ctx, core.CompleteRequest{Key: s.key(n), Token: toks[i], Fingerprint: n, Result: []byte(n), Retention: time.Minute}), "key %d", i)
+	}
+	for i, n := range names {
+		r, err := s.store.Claim(ctx, claimReq(s.key(n), core.NewToken(), "", time.Minute))
+		require.NoError(t, err, "key %d", i)
+		require.Equal(t, core.StateDone, r.State, "key %d", i)
+		require.Equal(t, n, r.Fingerprint, "key %d kept its own marker", i)
+	}
+	key, tok := s.key("release\x00\xff"), core.NewToken()
+	_, err := s.store.Claim(ctx, claimReq(key, tok, "", time.Minute))
+	require.NoError(t, err)
+	require.NoError(t, s.store.Release(ctx, key, tok))
+}
+
+// shortDurations are durations no store can keep: Redis expires keys in
+// whole milliseconds, so every store asks for at least 1ms.
+var shortDurations = []time.Duration{0, -time.Second, time.Nanosecond, 500 * time.Microsecond, time.Millisecond - 1}
+
+func requireDurationError(t *testing.T, err error, field string, d time.Duration) {
+	t.Helper()
+	require.Error(t, err, "%s of %s", field, d)
+	require.Contains(t, err.Error(), field, "the error names the field")
+	require.Contains(t, err.Error(), "1ms", "the error gives the accepted range")
+	require.False(t, errors.Is(err, core.ErrLeaseLost), "a bad duration is not a lost lease")
+}
+
+// shortDurationsRejected: a lease, an extension or a retention under 1ms
+// gives an error naming the field, and changes nothing.
+func shortDurationsRejected(t *testing.T, s *suite) {
+	ctx := ctx(t)
+	key, tok := s.key("short"), core.NewToken()
+	for _, d := range shortDurations {
+		_, err := s.store.Claim(ctx, claimReq(key, core.NewToken(), "", d))
+		requireDurationError(t, err, "Lease", d)
+	}
+	r, err := s.store.Claim(ctx, claimReq(key, tok, "", time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, core.StateClaimed, r.State, "a rejected claim wrote nothing")
+	for _, d := range shortDurations {
+		requireDurationError(t, s.store.Extend(ctx, key, tok, d), "lease", d)
+		requireDurationError(t, s.store.Complete(ctx, core.CompleteRequest{Key: key, Token: tok, Retention: d}), "Retention", d)
+	}
+	r, err = s.store.Claim(ctx, claimReq(key, core.NewToken(), "", time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, core.StateRunning, r.State, "rejected calls left the claim alone")
+	require.Greater(t, r.Remaining, 50*time.Second, "a rejected Extend did not shorten the lease")
+
+	key2, tok2 := s.key("one-ms"), core.NewToken()
+	r, err = s.store.Claim(ctx, claimReq(key2, tok2, "", time.Millisecond))
+	require.NoError(t, err, "1ms is accepted")
+	require.Equal(t, core.StateClaimed, r.State)
+
+	if bs, ok := s.store.(core.BatchStore); ok {
+		key3, tok3 := s.key("short-batch"), core.NewToken()
+		replies, errs := bs.ClaimBatch(ctx, []core.ClaimRequest{
+			claimReq(s.key("short-batch-bad"), core.NewToken(), "", 500*time.Microsecond),
+			claimReq(key3, tok3, "", time.Minute),
+		})
+		requireDurationError(t, errs[0], "Lease", 500*time.Microsecond)
+		require.NoError(t, errs[1])
+		require.Equal(t, core.StateClaimed, replies[1].State)
+		errs = bs.CompleteBatch(ctx, []core.CompleteRequest{
+			{Key: key3, Token: tok3, Retention: 0},
+			{Key: key, Token: tok, Retention: time.Minute},
+		})
+		requireDurationError(t, errs[0], "Retention", 0)
+		require.NoError(t, errs[1])
+		r, err = s.store.Claim(ctx, claimReq(key3, core.NewToken(), "", time.Minute))
+		require.NoError(t, err)
+		require.Equal(t, core.StateRunning, r.State, "a rejected complete wrote nothing")
+	}
+}
+
+// longestDurations: the longest time.Duration (about 292 years) works as a
+// lease, an extension and a retention, and the remaining lease reported back
+// does not overflow. Its done marker outlives the test: the store's own
+// cleanup must remove it.
+func longestDurations(t *testing.T, s *suite) {
+	ctx := ctx(t)
+	const longest = time.Duration(math.MaxInt64)
+	key, tok := s.key("longest"), core.NewToken()
+	r, err := s.store.Claim(ctx, claimReq(key, tok, "", longest))
+	require.NoError(t, err)
+	require.Equal(t, core.StateClaimed, r.State)
+	r, err = s.store.Claim(ctx, claimReq(key, core.NewToken(), "", time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, core.StateRunning, r.State)
+	require.Greater(t, r.Remaining, 290*365*24*time.Hour, "the remaining lease is about 292 years, got %s", r.Remaining)
+	require.NoError(t, s.store.Extend(ctx, key, tok, longest))
+	r, err = s.store.Claim(ctx, claimReq(key, core.NewToken(), "", time.Minute))
+	require.NoError(t, err)
+	require.Greater(t, r.Remaining, 290*365*24*time.Hour, "the remaining lease is about 292 years, got %s", r.Remaining)
+	require.NoError(t, s.store.Complete(ctx, core.CompleteRequest{Key: key, Token: tok, Retention: longest}))
+	r, err = s.store.Claim(ctx, claimReq(key, core.NewToken(), "", time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, core.StateDone, r.State)
+}
+
+func requireCancelled(t *testing.T, err error, want error, what string) {
+	t.Helper()
+	require.Error(t, err, what)
+	require.True(t, errors.Is(err, want), "%s: want an error wrapping %v, got %v", what, want, err)
+	require.False(t, errors.Is(err, core.ErrLeaseLost), "%s: a cancelled call is not a lost lease", what)
+}
+
+// cancelledContextEveryCall: every call made with a cancelled or expired
+// context returns an error wrapping the context's error and changes nothing.
+func cancelledContextEveryCall(t *testing.T, s *suite) {
+	live := ctx(t)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	for _, c := range []struct {
+		ctx  context.Context
+		want error
+	}{{cancelled, context.Canceled}, {expired, context.DeadlineExceeded}} {
+		key, tok := s.key("cancel-every-"+c.want.Error()), core.NewToken()
+		_, err := s.store.Claim(c.ctx, claimReq(key, tok, "", time.Minute))
+		requireCancelled(t, err, c.want, "Claim")
+		r, err := s.store.Claim(live, claimReq(key, tok, "", 20*time.Second))
+		require.NoError(t, err)
+		require.Equal(t, core.StateClaimed, r.State, "a cancelled Claim wrote nothing")
+
+		requireCancelled(t, s.store.Extend(c.ctx, key, tok, time.Minute), c.want, "Extend")
+		requireCancelled(t, s.store.Complete(c.ctx, core.CompleteRequest{Key: key, Token: tok, Retention: time.Minute}), c.want, "Complete")
+		requireCancelled(t, s.store.Release(c.ctx, key, tok), c.want, "Release")
+		r, err = s.store.Claim(live, claimReq(key, core.NewToken(), "", time.Minute))
+		require.NoError(t, err)
+		require.Equal(t, core.StateRunning, r.State, "cancelled calls left the claim alone")
+		require.LessOrEqual(t, r.Remaining, 20*time.Second, "a cancelled Extend did not extend")
+		require.NoError(t, s.store.Release(live, key, tok))
+	}
+}
+
+// batchCancelledContext: a batch call with a cancelled or expired context
+// answers every request with an error wrapping the context's error, and
+// writes nothing.
+func batchCancelledContext(t *testing.T, s *suite) {
+	bs, ok := s.store.(core.BatchStore)
+	if !ok {
+		t.Skip("store is not a core.BatchStore")
+	}
+	live := ctx(t)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	for _, c := range []struct {
+		ctx  context.Context
+		want error
+	}{{cancelled, context.Canceled}, {expired, context.DeadlineExceeded}} {
+		const n = 5
+		claims := make([]core.ClaimRequest, n)
+		completes := make([]core.CompleteRequest, n)
+		for i := range n {
+			key, tok := s.key("batch-cancel-"+c.want.Error()+"-"+string(rune('a'+i))), core.NewToken()
+			claims[i] = claimReq(key, tok, "fp", time.Minute)
+			completes[i] = core.CompleteRequest{Key: key, Token: tok, Fingerprint: "fp", Result: []byte("r"), Retention: time.Minute}
+		}
+		replies, errs := bs.ClaimBatch(c.ctx, claims)
+		require.Len(t, replies, n)
+		require.Len(t, errs, n)
+		for i := range n {
+			requireCancelled(t, errs[i], c.want, "ClaimBatch")
+			require.Zero(t, replies[i].State, "an unanswered claim has no state")
+		}
+		replies, errs = bs.ClaimBatch(live, claims)
+		for i := range n {
+			require.NoError(t, errs[i])
+			require.Equal(t, core.StateClaimed, replies[i].State, "a cancelled ClaimBatch wrote nothing")
+		}
+
+		errs = bs.CompleteBatch(c.ctx, completes)
+		require.Len(t, errs, n)
+		for i := range n {
+			requireCancelled(t, errs[i], c.want, "CompleteBatch")
+		}
+		for i := range n {
+			r, err := s.store.Claim(live, claimReq(claims[i].Key, core.NewToken(), "fp", time.Minute))
+			require.NoError(t, err)
+			require.Equal(t, core.StateRunning, r.State, "a cancelled CompleteBatch wrote no marker")
+		}
+		errs = bs.CompleteBatch(live, completes)
+		require.Equal(t, make([]error, n), errs)
+	}
 }

@@ -13,14 +13,16 @@
 -- committed): it fails with SQLSTATE 55P03 instead, reported as running.
 --
 -- Reply: one row (claimed, done, fingerprint, result, remaining_us):
---   claimed = true                 the key is now held by $2;
+--   claimed = true                 the key is now held by $2 (or was already:
+--                                  the same claim sent again);
 --   claimed = false, done = true   the key is done: its fingerprint and result;
 --   claimed = false, done = false  another token holds it: its fingerprint and
 --                                  the remaining lease in microseconds.
 -- No row means the conflicting row was committed or deleted after this
 -- statement's snapshot was taken: run it again.
 WITH existing AS (
-    SELECT token IS NULL AS done, fingerprint, result, expires_at
+    SELECT token IS NULL AS done, coalesce(token = $2, false) AS mine,
+           fingerprint, result, expires_at
       FROM {table}
      WHERE key = $1 AND expires_at > clock_timestamp()
 ), claimed AS (
@@ -39,7 +41,8 @@ WITH existing AS (
     -- The row appeared after the snapshot, or is live again after a takeover.
     -- ON CONFLICT has locked it; FOR SHARE makes this read follow it to its
     -- newest version rather than the one in the statement's snapshot.
-    SELECT token IS NULL AS done, fingerprint, result, expires_at
+    SELECT token IS NULL AS done, coalesce(token = $2, false) AS mine,
+           fingerprint, result, expires_at
       FROM {table}
      WHERE key = $1
        AND NOT EXISTS (SELECT FROM existing)
@@ -53,7 +56,7 @@ WITH existing AS (
 SELECT true, false, NULL::bytea, NULL::bytea, 0::bigint
   FROM claimed
 UNION ALL
-SELECT false, done, fingerprint,
+SELECT mine, done, fingerprint,
        CASE WHEN done THEN result END,
        greatest(0, (extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint)
   FROM state

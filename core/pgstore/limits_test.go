@@ -1,0 +1,192 @@
+package pgstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/pgstore"
+)
+
+// TestLockTimeoutRange: PostgreSQL's lock_timeout is an int of milliseconds.
+// New accepts exactly the values the server takes, and a store made with the
+// largest one claims keys; one millisecond more is refused by New, naming the
+// field and the range, instead of failing every claim later.
+func TestLockTimeoutRange(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	const largest = math.MaxInt32 * time.Millisecond
+	for _, lt := range []time.Duration{largest + time.Millisecond, largest + time.Nanosecond, 90 * 24 * time.Hour, time.Duration(math.MaxInt64)} {
+		_, err := pgstore.MigrationSQL(&pgstore.Config{LockTimeout: lt})
+		require.ErrorContains(t, err, "pgstore.Config.LockTimeout must be between 1ms and 596h31m23.647s", "%s", lt)
+		require.ErrorContains(t, err, lt.String())
+	}
+	_, pool := newStore(t, nil)
+	for _, lt := range []time.Duration{largest, time.Millisecond, 1500 * time.Microsecond} {
+		s, err := pgstore.New(ctx, pool, &pgstore.Config{LockTimeout: lt})
+		require.NoError(t, err, "%s", lt)
+		r, err := s.Claim(ctx, claimReq("lt-"+lt.String(), time.Minute))
+		require.NoError(t, err, "a claim with LockTimeout %s", lt)
+		require.Equal(t, core.StateClaimed, r.State)
+		out, err := s.DoInTx(ctx, "tx-"+lt.String(), func(context.Context, pgx.Tx) error { return nil })
+		require.NoError(t, err, "a transactional record with LockTimeout %s", lt)
+		require.Equal(t, core.Ran, out)
+	}
+}
+
+// TestLongestRetentionInTx: the longest time.Duration works as
+// Config.Retention for transactional records.
+func TestLongestRetentionInTx(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, _ := newStore(t, &pgstore.Config{Retention: time.Duration(math.MaxInt64)})
+	for _, want := range []core.Outcome{core.Ran, core.Duplicate} {
+		out, err := s.DoInTx(ctx, "k", func(context.Context, pgx.Tx) error { return nil })
+		require.NoError(t, err)
+		require.Equal(t, want, out)
+	}
+}
+
+// TestKeyTooLongForIndex: a key longer than the primary key index can hold
+// gives an error saying so, from Claim and from ClaimBatch, and the other
+// requests of the batch are answered.
+func TestKeyTooLongForIndex(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, _ := newStore(t, nil)
+	long := make([]byte, 5000)
+	_, _ = rand.Read(long) // random bytes do not compress below the limit
+	_, err := s.Claim(ctx, claimReq(string(long), time.Minute))
+	require.ErrorContains(t, err, "key is too long for the primary key index")
+	replies, errs := s.ClaimBatch(ctx, []core.ClaimRequest{claimReq("short", time.Minute), claimReq(string(long), time.Minute)})
+	require.NoError(t, errs[0])
+	require.Equal(t, core.StateClaimed, replies[0].State)
+	require.ErrorContains(t, errs[1], "key is too long for the primary key index")
+}
+
+// blockKeys holds row locks on keys in a transaction of its own until the
+// returned function is called, so statements on those rows wait. It returns
+// the holding backend's pid too.
+func blockKeys(t *testing.T, pool *pgxpool.Pool, keys ...string) (func(), int) {
+	t.Helper()
+	ctx := ctxT(t)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	for _, k := range keys {
+		_, err := tx.Exec(ctx, "SELECT FROM jobonce_keys WHERE key = $1 FOR UPDATE", []byte(k))
+		require.NoError(t, err)
+	}
+	var pid int
+	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
+	return func() { _ = tx.Rollback(context.Background()) }, pid
+}
+
+// waiters counts the statements waiting for a lock that backend pid holds.
+func waiters(t *testing.T, pool *pgxpool.Pool, pid int) int {
+	return count(t, pool, "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))", pid)
+}
+
+// TestCancelledWhileWaiting: calls whose context ends while their statement
+// waits on a row lock return promptly with errors wrapping the context's
+// error (one per request for the batch calls), and write nothing.
+func TestCancelledWhileWaiting(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, &pgstore.Config{LockTimeout: time.Minute})
+	keys := []string{"a", "b", "c"}
+	claims := make([]core.ClaimRequest, len(keys))
+	completes := make([]core.CompleteRequest, len(keys))
+	for i, k := range keys {
+		claims[i] = claimReq(k, time.Minute)
+		completes[i] = core.CompleteRequest{Key: k, Token: claims[i].Token, Result: []byte("r"), Retention: time.Minute}
+	}
+	_, errs := s.ClaimBatch(ctx, claims)
+	require.NoError(t, errors.Join(errs...))
+
+	unblock, blocker := blockKeys(t, pool, "b")
+	defer unblock()
+	wait := func(want error, what string, errs ...error) {
+		t.Helper()
+		for i, err := range errs {
+			require.Error(t, err, "%s %d", what, i)
+			require.True(t, errors.Is(err, want), "%s %d: want an error wrapping %v, got %v", what, i, want, err)
+		}
+	}
+	for _, c := range []struct {
+		want error
+		ctx  func() (context.Context, context.CancelFunc)
+	}{
+		{context.DeadlineExceeded, func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(ctx, 200*time.Millisecond)
+		}},
+		{context.Canceled, func() (context.Context, context.CancelFunc) {
+			c, cancel := context.WithCancel(ctx)
+			time.AfterFunc(200*time.Millisecond, cancel)
+			return c, cancel
+		}},
+	} {
+		cctx, cancel := c.ctx()
+		began := time.Now()
+		errs := s.CompleteBatch(cctx, completes)
+		wait(c.want, "CompleteBatch", errs...)
+		cancel()
+		cctx, cancel = c.ctx()
+		wait(c.want, "Complete", s.Complete(cctx, completes[1]))
+		cancel()
+		cctx, cancel = c.ctx()
+		wait(c.want, "Extend", s.Extend(cctx, "b", claims[1].Token, time.Minute))
+		cancel()
+		cctx, cancel = c.ctx()
+		wait(c.want, "Release", s.Release(cctx, "b", claims[1].Token))
+		cancel()
+		require.Less(t, time.Since(began), 10*time.Second, "cancelled calls return promptly")
+	}
+	// A call that gave up has asked the server to cancel its statement; one
+	// that the server finished before the request landed would have taken
+	// effect (the outcome of a call that fails is unknown). Wait until no
+	// statement waits behind the lock any more, then let go of it.
+	require.Eventually(t, func() bool { return waiters(t, pool, blocker) == 0 }, 10*time.Second, 10*time.Millisecond,
+		"the cancelled statements were cancelled on the server too")
+	unblock()
+	require.Zero(t, count(t, pool, "SELECT count(*) FROM jobonce_keys WHERE token IS NULL"), "no done marker was written")
+	require.Equal(t, 3, count(t, pool, "SELECT count(*) FROM jobonce_keys"))
+	require.NoError(t, errors.Join(s.CompleteBatch(ctx, completes)...))
+}
+
+// TestClaimCancelledWhileWaiting: a claim waiting on a transactional record
+// that is not committed yet returns, when its context ends, errors wrapping
+// the context's error, from Claim and for every request of ClaimBatch.
+func TestClaimCancelledWhileWaiting(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, &pgstore.Config{LockTimeout: time.Minute})
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = s.DoTx(ctx, tx, "held", func(context.Context, pgx.Tx) error { return nil })
+	require.NoError(t, err)
+	held, err := s.StoredKey("held")
+	require.NoError(t, err)
+
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err = s.Claim(cctx, claimReq(held, time.Minute))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	cctx, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	replies, errs := s.ClaimBatch(cctx, []core.ClaimRequest{claimReq("free", time.Minute), claimReq(held, time.Minute)})
+	for i, err := range errs {
+		require.ErrorIs(t, err, context.DeadlineExceeded, "request %d", i)
+		require.Zero(t, replies[i].State)
+	}
+	require.Zero(t, count(t, pool, "SELECT count(*) FROM jobonce_keys WHERE key = $1", []byte("free")), "the cancelled batch wrote nothing")
+}
