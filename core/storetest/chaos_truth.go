@@ -1,0 +1,560 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jobonce/jobonce/core"
+)
+
+// truth is what really happened during a run, kept outside the store.
+type truth struct {
+	r *chaosRun
+
+	mu       sync.Mutex
+	keys     map[string]*keyTruth
+	breaches map[string]*breachGroup // by invariant
+	notes    map[string]*breachGroup // oddities that break no invariant
+	counts   map[string]int
+	outcomes map[string]int
+}
+
+type keyTruth struct {
+	active   []*runRec // runs whose function is running
+	pending  []*runRec // runs that succeeded, whose outcome is not known yet
+	effects  int       // successful runs
+	excusing int       // LeaseLost and Unrecorded outcomes
+	ran, dup int       // Ran and Duplicate outcomes
+}
+
+// runRec is one run of a job's function.
+type runRec struct {
+	call     *chaosCall
+	key      string
+	ctx      context.Context // the job's context
+	stubborn bool
+	start    time.Time
+	stop     time.Time
+	ok       bool
+	lapses   []*runRec // runs that started while this one's done marker was pending
+}
+
+type breachGroup struct {
+	n        int
+	examples []string
+}
+
+func newTruth(r *chaosRun) *truth {
+	return &truth{r: r, keys: make(map[string]*keyTruth), breaches: make(map[string]*breachGroup),
+		notes: make(map[string]*breachGroup), counts: make(map[string]int), outcomes: make(map[string]int)}
+}
+
+func (t *truth) key(k string) *keyTruth {
+	kt := t.keys[k]
+	if kt == nil {
+		kt = &keyTruth{}
+		t.keys[k] = kt
+	}
+	return kt
+}
+
+func (t *truth) violate(inv, format string, args ...any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.violateLocked(inv, format, args...)
+}
+
+func (t *truth) violateLocked(inv, format string, args ...any) { add(t.breaches, inv, format, args...) }
+
+func (t *truth) noteLocked(what, format string, args ...any) { add(t.notes, what, format, args...) }
+
+func add(m map[string]*breachGroup, k, format string, args ...any) {
+	g := m[k]
+	if g == nil {
+		g = &breachGroup{}
+		m[k] = g
+	}
+	g.n++
+	if len(g.examples) < 4 {
+		g.examples = append(g.examples, fmt.Sprintf(format, args...))
+	}
+}
+
+// at formats a time relative to the run's start.
+func (t *truth) at(ts time.Time) string {
+	if ts.IsZero() {
+		return "never"
+	}
+	return fmt.Sprintf("+%s", ts.Sub(t.r.start).Round(100*time.Microsecond))
+}
+
+func (t *truth) storedKey(key string) string {
+	sk, err := t.r.g.StoredKey(key)
+	if err != nil {
+		return key
+	}
+	return sk
+}
+
+// started records that a job's function began. A copy of the key still
+// running, and not yet told to stop, breaks invariant 1.
+func (t *truth) started(c *chaosCall, key string, ctx context.Context, stubborn bool) *runRec {
+	rec := &runRec{call: c, key: key, ctx: ctx, stubborn: stubborn, start: time.Now()}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	kt := t.key(key)
+	if !t.r.mode.failOpen {
+		for _, a := range kt.active {
+			if a.ctx.Err() == nil {
+				t.violateLocked("1", "key %s: call %d's job started at %s while call %d's job (started %s) ran and had not been told to stop; %s",
+					key, c.id, t.at(rec.start), a.call.id, t.at(a.start), t.overlapCause(a, rec))
+			} else {
+				t.counts["overlap with a copy told to stop"]++
+			}
+		}
+		for _, a := range kt.pending {
+			a.lapses = append(a.lapses, rec)
+		}
+	}
+	kt.active = append(kt.active, rec)
+	return rec
+}
+
+// stopped records that a job's function returned (ok: it succeeded, so its
+// effect happened).
+func (t *truth) stopped(rec *runRec, ok bool) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rec.stop, rec.ok = now, ok
+	kt := t.key(rec.key)
+	kt.active = slices.DeleteFunc(kt.active, func(r *runRec) bool { return r == rec })
+	if ok {
+		kt.effects++
+		kt.pending = append(kt.pending, rec)
+	}
+}
+
+// resolve records a delivery's final outcome.
+func (t *truth) resolve(d *delivery) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	kt := t.key(d.key)
+	out := d.out
+	switch d.panicked.(type) {
+	case nil:
+	case jobPanic:
+		out = core.Failed
+	default:
+		out = 0
+	}
+	t.outcomes[outcomeName(out, d.panicked)]++
+	switch out {
+	case core.LeaseLost, core.Unrecorded:
+		kt.excusing++
+	case core.Ran:
+		kt.ran++
+	case core.Duplicate:
+		kt.dup++
+	}
+	a := d.run
+	if a == nil || !a.ok {
+		return
+	}
+	kt.pending = slices.DeleteFunc(kt.pending, func(r *runRec) bool { return r == a })
+	for _, b := range a.lapses {
+		if out != core.LeaseLost && out != core.Unrecorded && out != 0 {
+			t.violateLocked("2", "key %s: call %d's job started at %s while call %d's done marker was pending, yet call %d reported %s",
+				d.key, b.call.id, t.at(b.start), a.call.id, a.call.id, out)
+			continue
+		}
+		t.lapseLocked(a, b)
+	}
+}
+
+func outcomeName(out core.Outcome, panicked any) string {
+	switch panicked.(type) {
+	case nil, jobPanic:
+		return out.String()
+	case StorePanic:
+		return "store panic escaped"
+	}
+	return "other panic"
+}
+
+// grantOf returns the claim the store granted to run a: the last one on its
+// key sent between the call's start and the job's start.
+func (t *truth) grantOf(kl *keyLog, a *runRec) (grant, bool) {
+	for i := len(kl.grants) - 1; i >= 0; i-- {
+		g := kl.grants[i]
+		if g.sent.After(a.start) {
+			continue
+		}
+		if g.sent.Before(a.call.start) {
+			break
+		}
+		return g, true
+	}
+	return grant{}, false
+}
+
+// lapsedBeforeStart reports whether every claim that may have been b's
+// (granted on its key during its claim, other than other's) had run out
+// before b's job started.
+func (t *truth) lapsedBeforeStart(kl *keyLog, b *runRec, other core.Token) bool {
+	found := false
+	for _, g := range kl.grants {
+		if g.token == other || g.sent.Before(b.call.start) || g.sent.After(b.start) {
+			continue
+		}
+		found = true
+		if !g.sent.Add(t.r.lease).Before(b.start) {
+			return false
+		}
+	}
+	return found
+}
+
+// overlapCause says why copy a still ran when b started. It takes the store
+// log's lock under the truth's.
+func (t *truth) overlapCause(a, b *runRec) string {
+	l := t.r.chaos.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	kl := l.keys[t.storedKey(a.key)]
+	if kl == nil {
+		return "the store never saw the key"
+	}
+	g, ok := t.grantOf(kl, a)
+	if !ok {
+		return "no claim granted to the first copy was found"
+	}
+	lease := t.r.lease
+	renewed := kl.covers[g.token]
+	lapse := renewed.Add(lease)
+	var ext []string
+	var stuck bool
+	for _, ev := range kl.events {
+		if ev.token != g.token || ev.op != opExtend {
+			continue
+		}
+		ext = append(ext, fmt.Sprintf("%s-%s %s %v", t.at(ev.start), t.at(ev.stop), ev.fault, ev.err))
+		if ev.fault == dead && ev.start.Before(lapse) && (ev.stop.IsZero() || ev.stop.After(lapse)) {
+			stuck = true
+		}
+	}
+	var cause string
+	switch {
+	case t.lapsedBeforeStart(kl, b, g.token):
+		cause = "the second copy's job started after its own claim's lease had run out: a slow claim reply"
+	case a.start.After(g.sent.Add(lease)):
+		cause = fmt.Sprintf("the first copy's job started %s after its claim was sent, beyond its lease: a slow claim reply", a.start.Sub(g.sent).Round(time.Millisecond))
+	case lapse.After(b.start):
+		cause = "the store granted the key before the first copy's lease could have run out"
+	case stuck:
+		cause = "the heartbeat was stuck in an extend that ignored its context when the lease ran out"
+	case len(ext) > 0:
+		cause = fmt.Sprintf("the lease ran out at %s and the job was still not cancelled %s later", t.at(lapse), b.start.Sub(lapse).Round(100*time.Microsecond))
+	default:
+		cause = "no extend was ever sent"
+	}
+	return fmt.Sprintf("%s (lease %s; claim sent %s; last renewal sent %s; extends: [%s])",
+		cause, lease.Round(time.Millisecond), t.at(g.sent), t.at(renewed), strings.Join(ext, "; "))
+}
+
+// lapseLocked judges a copy b that started while a's done marker was
+// pending: the claim must stay alive until the done marker is written or
+// the write has failed (DESIGN §6½.5), unless the store failed a's
+// heartbeat or done marker first.
+func (t *truth) lapseLocked(a, b *runRec) {
+	l := t.r.chaos.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	kl := l.keys[t.storedKey(a.key)]
+	if kl == nil {
+		t.noteLocked("lapse: key unknown to the store", "key %s", a.key)
+		return
+	}
+	g, ok := t.grantOf(kl, a)
+	if !ok {
+		t.noteLocked("lapse: claim not found", "key %s call %d", a.key, a.call.id)
+		return
+	}
+	lease := t.r.lease
+	extendsAfter := 0
+	for _, ev := range kl.events {
+		if ev.token != g.token || ev.start.After(b.start) {
+			continue
+		}
+		if ev.op == opExtend && !ev.start.Before(a.stop) {
+			extendsAfter++
+		}
+		faulty := ev.fault != pass || (ev.err != nil && !errors.Is(ev.err, core.ErrLeaseLost))
+		if faulty && (ev.op == opExtend || ev.op == opComplete || ev.op == opCompleteBatch) {
+			t.counts["copy ran after its first copy's heartbeat or done marker failed"]++
+			return
+		}
+	}
+	if g.sent.Add(lease).Before(a.start.Add(lease / 3)) {
+		t.counts["copy ran after a slow claim reply used up the first copy's lease"]++
+		return
+	}
+	renewed := kl.covers[g.token]
+	if extendsAfter == 0 && renewed.Add(lease/3).After(a.stop) {
+		t.violateLocked("5", "key %s: call %d's job returned at %s and its done marker was pending until the call returned; no extend was sent after the job returned; the lease (%s, last renewal sent %s) ran out and call %d's job started at %s (DESIGN §6½.5: the claim stays alive until the done marker is written or the write has failed)",
+			a.key, a.call.id, t.at(a.stop), lease.Round(time.Millisecond), t.at(renewed), b.call.id, t.at(b.start))
+		return
+	}
+	t.noteLocked("late heartbeat", "key %s: call %d's lease (%s, last renewal sent %s, %d extends after its job returned at %s) lapsed before call %d's job started at %s",
+		a.key, a.call.id, lease.Round(time.Millisecond), t.at(renewed), extendsAfter, t.at(a.stop), b.call.id, t.at(b.start))
+}
+
+// check checks one delivery's answer (invariants 4, 5 and 6).
+func (r *chaosRun) check(d *delivery) {
+	t := r.truth
+	c := d.call
+	evs := c.eventsFor(d.key)
+	name := fmt.Sprintf("key %s call %d (%s ctx, started %s)", d.key, c.id, ctxKindNames[c.kind], t.at(c.start))
+	r.checkTimes(d, name)
+
+	out := d.out
+	switch p := d.panicked.(type) {
+	case nil:
+	case jobPanic:
+		out = core.Failed
+		if d.run == nil {
+			t.violate("6", "%s: the job's panic came back though no job ran", name)
+		}
+	case StorePanic:
+		if len(evs) == 0 {
+			what := "the job did not run"
+			if d.run != nil && !d.run.ok {
+				what = "the job had run and failed"
+			} else if d.run != nil {
+				what = "the job had run and succeeded: its effect is neither recorded nor reported"
+			}
+			t.violate("6", "%s: a store panic (%s) escaped the Guard and no outcome was observed; %s", name, p, what)
+		}
+		return
+	default:
+		t.violate("6", "%s: unexpected panic: %v", name, p)
+		return
+	}
+
+	switch {
+	case len(evs) != 1:
+		var got []string
+		for _, e := range evs {
+			got = append(got, e.Outcome.String())
+		}
+		t.violate("6", "%s: want one observed outcome (%s), got %d: %v", name, out, len(evs), got)
+	case evs[0].Outcome != out:
+		t.violate("6", "%s: returned %s but observed %s", name, out, evs[0].Outcome)
+	}
+
+	ran := d.run != nil
+	canceled := out.String() == "canceled"
+	switch {
+	case out == 0 || out == core.Conflict || out == core.Rejected:
+		t.violate("6", "%s: unexpected outcome %s (err %v)", name, out, d.err)
+	case out == core.Unguarded && !r.mode.failOpen:
+		t.violate("6", "%s: Unguarded without FailOpen", name)
+	case out.Executed() != ran && !canceled:
+		t.violate("6", "%s: outcome %s but the job %s", name, out, map[bool]string{true: "ran", false: "did not run"}[ran])
+	case ran && (out == core.Ran || out == core.LeaseLost || out == core.Unrecorded || out == core.Unguarded) && !d.run.ok:
+		t.violate("6", "%s: acknowledged as %s but the job failed", name, out)
+	case ran && out == core.Failed && d.run.ok:
+		t.violate("6", "%s: reported Failed but the job succeeded: its effect happened and will be repeated", name)
+	}
+	if canceled && ran {
+		t.violate("5", "%s: reported %s though the job ran", name, out)
+	}
+	if d.panicked == nil {
+		wantNil := out.Acknowledge()
+		if wantNil != (d.err == nil) {
+			t.violate("6", "%s: outcome %s with error %v", name, out, d.err)
+		}
+		switch out {
+		case core.Unavailable:
+			if !errors.Is(d.err, core.ErrStoreUnavailable) {
+				t.violate("6", "%s: Unavailable with error %v", name, d.err)
+			}
+		case core.Running:
+			if !errors.Is(d.err, core.ErrRunning) {
+				t.violate("6", "%s: Running with error %v", name, d.err)
+			}
+		}
+	}
+
+	end, ends := c.ended()
+	kindErr := context.Canceled
+	if c.kind == ctxDeadline {
+		kindErr = context.DeadlineExceeded
+	}
+	observedAs := func(o core.Outcome) bool { return len(evs) > 0 && evs[0].Outcome == o }
+	if ends && !ran && d.panicked == nil {
+		first := c.kind == ctxCancelled ||
+			end.Before(d.answered.Add(-chaosGrace)) ||
+			(!end.After(d.answered) && errors.Is(d.err, kindErr))
+		if first && (!errors.Is(d.err, kindErr) || errors.Is(d.err, core.ErrStoreUnavailable) || observedAs(core.Unavailable)) {
+			t.violate("5", "%s: its context ended at %s, before the answer at %s, yet it got %s, error %v",
+				name, t.at(end), t.at(d.answered), out, d.err)
+		}
+	}
+	if ends && ran && (c.kind == ctxCancelled || end.Before(d.run.start.Add(-chaosGrace))) {
+		t.violate("5", "%s: the job started at %s though its caller's context had ended at %s (outcome %s)",
+			name, t.at(d.run.start), t.at(end), out)
+	}
+	if out == core.Unguarded {
+		if ends && !end.After(d.run.start) && len(evs) > 0 && errors.Is(evs[0].Err, kindErr) {
+			t.violate("5", "%s: ran unguarded because its own context ended at %s (%v)", name, t.at(end), evs[0].Err)
+		}
+		if !r.chaos.log.failed(c.start, d.run.start) {
+			t.violate("6", "%s: ran unguarded though no store call failed between its start and the job's at %s", name, t.at(d.run.start))
+		}
+	}
+}
+
+// checkTimes checks invariant 4: each stretch of a call outside the job's
+// function ends within the caller's context plus one bounded store call.
+func (r *chaosRun) checkTimes(d *delivery, name string) {
+	t := r.truth
+	c := d.call
+	end, ends := c.ended()
+	for _, p := range d.phases {
+		if p.to.Before(p.from) {
+			continue
+		}
+		dur := p.to.Sub(p.from)
+		own, charged := c.ownStore(p.from, p.to)
+		wait := dur - own
+		switch {
+		case p.ctxBound && ends:
+			left := max(0, end.Sub(p.from))
+			if wait > left+chaosSlack {
+				t.violate("4", "%s: %s took %s, %s of it outside its own store calls, though its context ended %s after the %s began",
+					name, p.name, dur.Round(time.Millisecond), wait.Round(time.Millisecond), left.Round(time.Millisecond), p.name)
+			}
+			if limit := left + r.st + charged + chaosSlack; dur > limit {
+				t.violate("4", "%s: %s took %s; its context ended %s after it began (limit %s with the store timeout, and %s of store calls that ignored their context)",
+					name, p.name, dur.Round(time.Millisecond), left.Round(time.Millisecond), limit.Round(time.Millisecond), charged.Round(time.Millisecond))
+			}
+		case p.ctxBound:
+			// Behind at most two rounds of others' calls, each as long as the
+			// longest deadline plus a dead connection, and its own.
+			if limit := 2*(maxDeadline*r.st+2*r.st) + r.st + charged + chaosSlack; dur > limit {
+				t.violate("4", "%s: %s took %s with a context that never ended (limit %s)", name, p.name, dur.Round(time.Millisecond), limit.Round(time.Millisecond))
+			}
+		default:
+			if wait > p.budget+chaosSlack {
+				t.violate("4", "%s: %s took %s, %s of it outside its own store calls (allowed %s)",
+					name, p.name, dur.Round(time.Millisecond), wait.Round(time.Millisecond), (p.budget + chaosSlack).Round(time.Millisecond))
+			}
+		}
+	}
+}
+
+// finish runs the checks that need the whole run: invariants 2 and 3.
+func (t *truth) finish() {
+	r := t.r
+	t.mu.Lock()
+	var keys []string
+	for k, kt := range t.keys {
+		if len(kt.active) > 0 || len(kt.pending) > 0 {
+			t.violateLocked("6", "key %s: %d runs still active and %d pending after every call returned", k, len(kt.active), len(kt.pending))
+		}
+		if !r.mode.failOpen && kt.effects > 1+kt.excusing {
+			t.violateLocked("2", "key %s: its job succeeded %d times; LeaseLost or Unrecorded reported %d times", k, kt.effects, kt.excusing)
+		}
+		t.counts["effects repeated (reported LeaseLost/Unrecorded)"] += max(0, min(kt.effects-1, kt.excusing))
+		if kt.ran > 0 || kt.dup > 0 {
+			keys = append(keys, k)
+		}
+	}
+	t.mu.Unlock()
+	sort.Strings(keys)
+
+	// Every claim has expired a lease after the last call returned.
+	time.Sleep(r.lease + 20*time.Millisecond)
+	g, err := core.New(r.opts.Verify, &core.Config{Lease: r.lease, Retention: time.Minute, KeyPrefix: r.prefix, Logger: quiet})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	errProbe := errors.New("storetest: probe")
+	for _, k := range keys {
+		kt := t.keys[k]
+		var out core.Outcome
+		for range 10 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			out, err = g.Do(ctx, k, func(context.Context) error { return errProbe })
+			cancel()
+			if out != core.Running && out != core.Unavailable {
+				break
+			}
+			time.Sleep(r.lease)
+		}
+		if out == core.Duplicate {
+			continue
+		}
+		inv, what := "3", fmt.Sprintf("reported Ran %d times", kt.ran)
+		if kt.ran == 0 {
+			inv, what = "6", fmt.Sprintf("reported Duplicate %d times", kt.dup)
+		}
+		t.violate(inv, "key %s %s, but a later delivery got %s (%v) instead of Duplicate", k, what, out, err)
+	}
+	t.counts["keys checked durable"] = len(keys)
+}
+
+// report logs the run's figures and fails the test on any breach.
+func (r *chaosRun) report(seed uint64) {
+	t := r.truth
+	l := r.chaos.log
+	faults := make(map[string]int)
+	ops := make(map[string]int)
+	l.mu.Lock()
+	for _, kl := range l.keys {
+		for _, ev := range kl.events {
+			ops[ev.op.String()]++
+			if ev.fault != pass {
+				faults[ev.op.String()+" "+ev.fault.String()]++
+			}
+		}
+	}
+	l.mu.Unlock()
+	r.t.Logf("outcomes: %s", sortedCounts(t.outcomes))
+	r.t.Logf("store calls (per key): %s", sortedCounts(ops))
+	r.t.Logf("faults injected: %s", sortedCounts(faults))
+	r.t.Logf("also: %s", sortedCounts(t.counts))
+	for _, k := range sortedKeys(t.notes) {
+		g := t.notes[k]
+		r.t.Logf("note: %s: %d, e.g. %s", k, g.n, strings.Join(g.examples, " | "))
+	}
+	for _, inv := range sortedKeys(t.breaches) {
+		g := t.breaches[inv]
+		r.t.Errorf("invariant %s broken %d times (mode %s, seed %d; replay all modes with JOBONCE_CHAOS_SEED=<the seed logged by the parent test>):\n  %s",
+			inv, g.n, r.mode.name, seed, strings.Join(g.examples, "\n  "))
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func sortedCounts(m map[string]int) string {
+	var parts []string
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
+}
