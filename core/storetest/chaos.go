@@ -24,6 +24,9 @@ type ChaosOptions struct {
 	// Verify holds the same data as Store, reached without faults or outages,
 	// for the checks after each run. Defaults to Store.
 	Verify core.Store
+	// KeyPrefix starts every key the runs write; each run adds a part of its
+	// own. Defaults to "jobonce-chaos:".
+	KeyPrefix string
 	// Duration is how long each mode runs. JOBONCE_CHAOS_DURATION overrides
 	// it. Defaults to 1s.
 	Duration time.Duration
@@ -63,6 +66,9 @@ func RunChaos(t *testing.T, opts ChaosOptions) {
 	}
 	if opts.Verify == nil {
 		opts.Verify = opts.Store
+	}
+	if opts.KeyPrefix == "" {
+		opts.KeyPrefix = "jobonce-chaos:"
 	}
 	if opts.Duration <= 0 {
 		opts.Duration = time.Second
@@ -148,7 +154,7 @@ func runChaos(t *testing.T, opts ChaosOptions, mode chaosMode, seed uint64) {
 		t: t, mode: mode, opts: opts,
 		lease:  30*time.Millisecond + time.Duration(rng.Int64N(int64(170*time.Millisecond))),
 		st:     100*time.Millisecond + time.Duration(rng.Int64N(int64(200*time.Millisecond))),
-		prefix: "jobonce-chaos:" + strconv.FormatUint(seed%1e9, 36) + ":" + randomSuffix() + ":",
+		prefix: opts.KeyPrefix + strconv.FormatUint(seed%1e9, 36) + ":" + randomSuffix() + ":",
 	}
 	r.window = r.lease / 2
 	t.Logf("mode %s seed %d: lease %s, store timeout %s, %d workers, %d hot keys, %s",

@@ -238,13 +238,13 @@ func (t *truth) overlapCause(a, b *runRec) string {
 	lease := t.r.lease
 	renewed := kl.covers[g.token]
 	lapse := renewed.Add(lease)
-	var ext []string
+	extends := 0
 	var stuck bool
 	for _, ev := range kl.events {
 		if ev.token != g.token || ev.op != opExtend {
 			continue
 		}
-		ext = append(ext, fmt.Sprintf("%s-%s %s %v", t.at(ev.start), t.at(ev.stop), ev.fault, ev.err))
+		extends++
 		if ev.fault == dead && ev.start.Before(lapse) && (ev.stop.IsZero() || ev.stop.After(lapse)) {
 			stuck = true
 		}
@@ -259,13 +259,13 @@ func (t *truth) overlapCause(a, b *runRec) string {
 		cause = "the store granted the key before the first copy's lease could have run out"
 	case stuck:
 		cause = "the heartbeat was stuck in an extend that ignored its context when the lease ran out"
-	case len(ext) > 0:
+	case extends > 0:
 		cause = fmt.Sprintf("the lease ran out at %s and the job was still not cancelled %s later", t.at(lapse), b.start.Sub(lapse).Round(100*time.Microsecond))
 	default:
 		cause = "no extend was ever sent"
 	}
-	return fmt.Sprintf("%s (lease %s; claim sent %s; last renewal sent %s; extends: [%s])",
-		cause, lease.Round(time.Millisecond), t.at(g.sent), t.at(renewed), strings.Join(ext, "; "))
+	return fmt.Sprintf("%s (lease %s; claim sent %s; last renewal sent %s; the first copy's claim's store calls: [%s])",
+		cause, lease.Round(time.Millisecond), t.at(g.sent), t.at(renewed), t.tokenEvents(kl, g.token))
 }
 
 // lapseLocked judges a copy b that started while a's done marker was
@@ -306,13 +306,26 @@ func (t *truth) lapseLocked(a, b *runRec) {
 		return
 	}
 	renewed := kl.covers[g.token]
-	if extendsAfter == 0 && renewed.Add(lease/3).After(a.stop) {
-		t.violateLocked("5", "key %s: call %d's job returned at %s and its done marker was pending until the call returned; no extend was sent after the job returned; the lease (%s, last renewal sent %s) ran out and call %d's job started at %s (DESIGN §6½.5: the claim stays alive until the done marker is written or the write has failed)",
-			a.key, a.call.id, t.at(a.stop), lease.Round(time.Millisecond), t.at(renewed), b.call.id, t.at(b.start))
+	lapse := renewed.Add(lease)
+	if extendsAfter == 0 && lapse.After(a.stop) {
+		t.violateLocked("5", "key %s: call %d's job returned at %s with its lease (%s, last renewed %s) alive; no extend was sent after that, the lease ran out at %s and call %d's job started at %s while the done marker was still pending (DESIGN §6½.5: the claim stays alive until the done marker is written or the write has failed); the claim's store calls: [%s]",
+			a.key, a.call.id, t.at(a.stop), lease.Round(time.Millisecond), t.at(renewed), t.at(lapse), b.call.id, t.at(b.start), t.tokenEvents(kl, g.token))
 		return
 	}
-	t.noteLocked("late heartbeat", "key %s: call %d's lease (%s, last renewal sent %s, %d extends after its job returned at %s) lapsed before call %d's job started at %s",
-		a.key, a.call.id, lease.Round(time.Millisecond), t.at(renewed), extendsAfter, t.at(a.stop), b.call.id, t.at(b.start))
+	t.noteLocked("lease ran out while the job ran", "key %s: call %d's lease (%s, last renewed %s) ran out before its job returned at %s; call %d's job started at %s; the claim's store calls: [%s]",
+		a.key, a.call.id, lease.Round(time.Millisecond), t.at(renewed), t.at(a.stop), b.call.id, t.at(b.start), t.tokenEvents(kl, g.token))
+}
+
+// tokenEvents lists the store calls made for one claim, with the store
+// log's lock held.
+func (t *truth) tokenEvents(kl *keyLog, token core.Token) string {
+	var evs []string
+	for _, ev := range kl.events {
+		if ev.token == token {
+			evs = append(evs, fmt.Sprintf("%s %s-%s %s %v", ev.op, t.at(ev.start), t.at(ev.stop), ev.fault, ev.err))
+		}
+	}
+	return strings.Join(evs, "; ")
 }
 
 // check checks one delivery's answer (invariants 4, 5 and 6).
