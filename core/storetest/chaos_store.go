@@ -209,7 +209,7 @@ func (c *Chaos) Claim(ctx context.Context, req core.ClaimRequest) (reply core.Cl
 	defer func() { ev.end(reply.State, err) }()
 	ierr := c.inject(ctx, opClaim, f, d, func(ctx context.Context) {
 		reply, err = c.inner.Claim(ctx, req)
-		c.log.granted(req.Key, req.Token, ev.start, reply.State, err)
+		c.log.granted(ev, reply.State, err)
 	})
 	if ierr != nil {
 		return core.ClaimReply{}, ierr
@@ -290,7 +290,7 @@ func (c *Chaos) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) (repli
 		}
 		for j, i := range idx {
 			replies[i], errs[i] = rs[j], es[j]
-			c.log.granted(reqs[i].Key, reqs[i].Token, evs[i].start, rs[j].State, es[j])
+			c.log.granted(evs[i], rs[j].State, es[j])
 		}
 	}
 	if f == partial {
@@ -421,6 +421,7 @@ type keyLog struct {
 type grant struct {
 	token core.Token
 	sent  time.Time
+	call  *chaosCall // the call whose context the claim was sent with
 }
 
 type storeEvent struct {
@@ -471,13 +472,14 @@ func (ev *storeEvent) end(state core.State, err error) {
 	}
 }
 
-func (l *storeLog) granted(key string, token core.Token, sent time.Time, state core.State, err error) {
+func (l *storeLog) granted(ev *storeEvent, state core.State, err error) {
 	if err != nil || state != core.StateClaimed {
 		return
 	}
+	key, token, sent := ev.key, ev.token, ev.start
 	l.mu.Lock()
 	kl := l.key(key)
-	kl.grants = append(kl.grants, grant{token: token, sent: sent})
+	kl.grants = append(kl.grants, grant{token: token, sent: sent, call: ev.call})
 	kl.covers[token] = sent
 	l.mu.Unlock()
 }

@@ -31,6 +31,7 @@ type keyTruth struct {
 	effects  int       // successful runs
 	excusing int       // LeaseLost and Unrecorded outcomes
 	ran, dup int       // Ran and Duplicate outcomes
+	succeeded []string // the outcomes of the successful runs
 }
 
 // runRec is one run of a job's function.
@@ -167,6 +168,7 @@ func (t *truth) resolve(d *delivery) {
 	if a == nil || !a.ok {
 		return
 	}
+	kt.succeeded = append(kt.succeeded, fmt.Sprintf("call %d ran %s-%s: %s", a.call.id, t.at(a.start), t.at(a.stop), outcomeName(out, d.panicked)))
 	kt.pending = slices.DeleteFunc(kt.pending, func(r *runRec) bool { return r == a })
 	for _, b := range a.lapses {
 		if out != core.LeaseLost && out != core.Unrecorded && out != 0 {
@@ -188,20 +190,33 @@ func outcomeName(out core.Outcome, panicked any) string {
 	return "other panic"
 }
 
-// grantOf returns the claim the store granted to run a: the last one on its
-// key sent between the call's start and the job's start.
+// grantOf returns the claim the store granted to run a: among the claims
+// granted on its key between the call's start and the job's start, and not
+// released or completed before the job started, the one sent with the
+// call's own context if any, else the last.
 func (t *truth) grantOf(kl *keyLog, a *runRec) (grant, bool) {
-	for i := len(kl.grants) - 1; i >= 0; i-- {
-		g := kl.grants[i]
-		if g.sent.After(a.start) {
+	var found grant
+	ok := false
+	for _, g := range kl.grants {
+		if g.sent.Before(a.call.start) || g.sent.After(a.start) || t.finishedBefore(kl, g.token, a.start) {
 			continue
 		}
-		if g.sent.Before(a.call.start) {
-			break
+		if ok && found.call == a.call && g.call != a.call {
+			continue
 		}
-		return g, true
+		found, ok = g, true
 	}
-	return grant{}, false
+	return found, ok
+}
+
+// finishedBefore reports whether a claim was released or completed before t.
+func (t *truth) finishedBefore(kl *keyLog, token core.Token, at time.Time) bool {
+	for _, ev := range kl.events {
+		if ev.token == token && (ev.op == opRelease || ev.op == opComplete || ev.op == opCompleteBatch) && ev.start.Before(at) {
+			return true
+		}
+	}
+	return false
 }
 
 // lapsedBeforeStart reports whether every claim that may have been b's
@@ -252,13 +267,15 @@ func (t *truth) overlapCause(a, b *runRec) string {
 	var cause string
 	switch {
 	case t.lapsedBeforeStart(kl, b, g.token):
-		cause = "the second copy's job started after its own claim's lease had run out: a slow claim reply"
+		cause = "the second copy's job started after its own claim's lease had run out (a late claim reply, or a claim that waited for Work)"
 	case a.start.After(g.sent.Add(lease)):
-		cause = fmt.Sprintf("the first copy's job started %s after its claim was sent, beyond its lease: a slow claim reply", a.start.Sub(g.sent).Round(time.Millisecond))
+		cause = fmt.Sprintf("the first copy's job started %s after its claim was sent, after its lease had run out (a late claim reply, or a claim that waited for Work)", a.start.Sub(g.sent).Round(time.Millisecond))
 	case lapse.After(b.start):
 		cause = "the store granted the key before the first copy's lease could have run out"
 	case stuck:
 		cause = "the heartbeat was stuck in an extend that ignored its context when the lease ran out"
+	case a.start.Add(lease/3).After(lapse):
+		cause = fmt.Sprintf("the first copy's job started %s after its claim was sent, so its lease ran out before the heartbeat's first beat, due a third of a lease after the job started (a late claim reply, or a claim that waited for Work)", a.start.Sub(g.sent).Round(time.Millisecond))
 	case extends > 0:
 		cause = fmt.Sprintf("the lease ran out at %s and the job was still not cancelled %s later", t.at(lapse), b.start.Sub(lapse).Round(100*time.Microsecond))
 	default:
@@ -420,9 +437,9 @@ func (r *chaosRun) check(d *delivery) {
 				name, t.at(end), t.at(d.answered), out, d.err)
 		}
 	}
-	if ends && ran && (c.kind == ctxCancelled || end.Before(d.run.start.Add(-chaosGrace))) {
-		t.violate("5", "%s: the job started at %s though its caller's context had ended at %s (outcome %s)",
-			name, t.at(d.run.start), t.at(end), out)
+	if ends && ran && (c.kind == ctxCancelled || end.Before(d.answered.Add(-chaosGrace))) {
+		t.violate("5", "%s: the job started at %s though its caller's context had ended at %s, before the claim was answered at %s (outcome %s)",
+			name, t.at(d.run.start), t.at(end), t.at(d.answered), out)
 	}
 	if out == core.Unguarded {
 		if ends && !end.After(d.run.start) && len(evs) > 0 && errors.Is(evs[0].Err, kindErr) {
@@ -483,7 +500,7 @@ func (t *truth) finish() {
 			t.violateLocked("6", "key %s: %d runs still active and %d pending after every call returned", k, len(kt.active), len(kt.pending))
 		}
 		if !r.mode.failOpen && kt.effects > 1+kt.excusing {
-			t.violateLocked("2", "key %s: its job succeeded %d times; LeaseLost or Unrecorded reported %d times", k, kt.effects, kt.excusing)
+			t.violateLocked("2", "key %s: its job succeeded %d times; LeaseLost or Unrecorded reported %d times: [%s]", k, kt.effects, kt.excusing, strings.Join(kt.succeeded, "; "))
 		}
 		t.counts["effects repeated (reported LeaseLost/Unrecorded)"] += max(0, min(kt.effects-1, kt.excusing))
 		if kt.ran > 0 || kt.dup > 0 {
@@ -519,9 +536,27 @@ func (t *truth) finish() {
 		if kt.ran == 0 {
 			inv, what = "6", fmt.Sprintf("reported Duplicate %d times", kt.dup)
 		}
-		t.violate(inv, "key %s %s, but a later delivery got %s (%v) instead of Duplicate", k, what, out, err)
+		t.violate(inv, "key %s %s, but a later delivery got %s (%v) instead of Duplicate; its done markers: [%s]", k, what, out, err, t.completes(k))
 	}
 	t.counts["keys checked durable"] = len(keys)
+}
+
+// completes lists the done markers sent for key.
+func (t *truth) completes(key string) string {
+	l := t.r.chaos.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	kl := l.keys[t.storedKey(key)]
+	if kl == nil {
+		return ""
+	}
+	var evs []string
+	for _, ev := range kl.events {
+		if ev.op == opComplete || ev.op == opCompleteBatch {
+			evs = append(evs, fmt.Sprintf("%s %s-%s %s %v", ev.op, t.at(ev.start), t.at(ev.stop), ev.fault, ev.err))
+		}
+	}
+	return strings.Join(evs, "; ")
 }
 
 // report logs the run's figures and fails the test on any breach.
