@@ -447,7 +447,7 @@ func (c *chaosCall) close() {
 func (r *chaosRun) observe(ctx context.Context, e core.Event) {
 	c := callOf(ctx)
 	if c == nil {
-		r.truth.violate("6", "an outcome was observed with a context that is not the caller's: %s %s", e.Key, e.Outcome)
+		r.truth.violate("6 outcome not observed exactly once", "an outcome was observed with a context that is not the caller's: %s %s", e.Key, e.Outcome)
 		return
 	}
 	c.mu.Lock()
@@ -647,7 +647,7 @@ func (r *chaosRun) deliverClaims(rng *mrand.Rand) {
 			}
 			d.phases = append(d.phases, phase{name: "finish", from: start, to: ret, budget: time.Duration(pending) * (r.st + completeBackoffs)})
 		} else if finishPanic == nil && outs[i] != core.Rejected {
-			r.truth.violate("6", "Finish reported %s for %s, whose Work already reported %s", outs[i], d.key, d.out)
+			r.truth.violate("6 outcome not observed exactly once", "Finish reported %s for %s, whose Work already reported %s", outs[i], d.key, d.out)
 		}
 		r.truth.resolve(d)
 		r.check(d)

@@ -104,20 +104,16 @@ func (c *Chaos) pick(batch, canPanic bool) (fault, time.Duration) {
 	}
 	total := 0
 	for f := errBefore; f < numFaults; f++ {
-		if c.allowed(f, batch, canPanic) {
-			total += faultWeights[f]
-		}
+		total += c.weight(f, batch, canPanic)
 	}
 	n := c.rng.IntN(total)
 	f := errBefore
 	for ; f < numFaults; f++ {
-		if !c.allowed(f, batch, canPanic) {
-			continue
-		}
-		if n < faultWeights[f] {
+		w := c.weight(f, batch, canPanic)
+		if n < w {
 			break
 		}
-		n -= faultWeights[f]
+		n -= w
 	}
 	var d time.Duration
 	switch f {
@@ -129,14 +125,24 @@ func (c *Chaos) pick(batch, canPanic bool) (fault, time.Duration) {
 	return f, d
 }
 
-func (c *Chaos) allowed(f fault, batch, canPanic bool) bool {
+// weight is how likely fault f is among the faults of a call. Batches
+// panic more often than single calls: there are fewer of them, and a
+// panicking round must fail every call it answers.
+func (c *Chaos) weight(f fault, batch, canPanic bool) int {
 	switch f {
 	case partial:
-		return batch
+		if !batch {
+			return 0
+		}
 	case panicBefore, panicAfter:
-		return canPanic
+		if !canPanic {
+			return 0
+		}
+		if batch {
+			return 3 * faultWeights[f]
+		}
 	}
-	return true
+	return faultWeights[f]
 }
 
 func (c *Chaos) coin(p float64) bool {

@@ -113,7 +113,7 @@ func (t *truth) started(c *chaosCall, key string, ctx context.Context, stubborn 
 	if !t.r.mode.failOpen {
 		for _, a := range kt.active {
 			if a.ctx.Err() == nil {
-				t.violateLocked("1", "key %s: call %d's job started at %s while call %d's job (started %s) ran and had not been told to stop; %s",
+				t.violateLocked("1 two copies ran at once", "key %s: call %d's job started at %s while call %d's job (started %s) ran and had not been told to stop; %s",
 					key, c.id, t.at(rec.start), a.call.id, t.at(a.start), t.overlapCause(a, rec))
 			} else {
 				t.counts["overlap with a copy told to stop"]++
@@ -159,6 +159,14 @@ func (t *truth) resolve(d *delivery) {
 	switch out {
 	case core.LeaseLost, core.Unrecorded:
 		kt.excusing++
+		if !t.faultedLocked(d.key, d.call.start) && (d.run == nil || len(d.run.lapses) == 0) {
+			if d.run != nil && out == core.LeaseLost {
+				t.lapseLocked(d.run, time.Now(), "its done marker was refused (LeaseLost)")
+			} else {
+				t.noteLocked(out.String()+" with no fault on its key during the call", "key %s call %d (started %s, returned %s): %s",
+					d.key, d.call.id, t.at(d.call.start), t.at(time.Now()), t.claimCalls(d.run))
+			}
+		}
 	case core.Ran:
 		kt.ran++
 	case core.Duplicate:
@@ -172,11 +180,11 @@ func (t *truth) resolve(d *delivery) {
 	kt.pending = slices.DeleteFunc(kt.pending, func(r *runRec) bool { return r == a })
 	for _, b := range a.lapses {
 		if out != core.LeaseLost && out != core.Unrecorded && out != 0 {
-			t.violateLocked("2", "key %s: call %d's job started at %s while call %d's done marker was pending, yet call %d reported %s",
+			t.violateLocked("2 a copy ran while the done marker was pending, yet the first copy was not told", "key %s: call %d's job started at %s while call %d's done marker was pending, yet call %d reported %s",
 				d.key, b.call.id, t.at(b.start), a.call.id, a.call.id, out)
 			continue
 		}
-		t.lapseLocked(a, b)
+		t.lapseLocked(a, b.start, fmt.Sprintf("call %d's job started", b.call.id))
 	}
 }
 
@@ -188,6 +196,43 @@ func outcomeName(out core.Outcome, panicked any) string {
 		return "store panic escaped"
 	}
 	return "other panic"
+}
+
+// faultedLocked reports whether a store call on key that ended after from
+// met an injected fault or failed.
+func (t *truth) faultedLocked(key string, from time.Time) bool {
+	l := t.r.chaos.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	kl := l.keys[t.storedKey(key)]
+	if kl == nil {
+		return false
+	}
+	for _, ev := range kl.events {
+		if (ev.fault != pass || (ev.err != nil && !errors.Is(ev.err, core.ErrLeaseLost))) && (ev.stop.IsZero() || ev.stop.After(from)) {
+			return true
+		}
+	}
+	return false
+}
+
+// claimCalls describes the claim a run held and its store calls.
+func (t *truth) claimCalls(a *runRec) string {
+	if a == nil {
+		return "no run"
+	}
+	l := t.r.chaos.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	kl := l.keys[t.storedKey(a.key)]
+	if kl == nil {
+		return "key unknown to the store"
+	}
+	g, ok := t.grantOf(kl, a)
+	if !ok {
+		return "claim not found"
+	}
+	return fmt.Sprintf("job ran %s-%s under the claim sent %s: [%s]", t.at(a.start), t.at(a.stop), t.at(g.sent), t.tokenEvents(kl, g.token))
 }
 
 // grantOf returns the claim the store granted to run a: among the claims
@@ -285,11 +330,11 @@ func (t *truth) overlapCause(a, b *runRec) string {
 		cause, lease.Round(time.Millisecond), t.at(g.sent), t.at(renewed), t.tokenEvents(kl, g.token))
 }
 
-// lapseLocked judges a copy b that started while a's done marker was
-// pending: the claim must stay alive until the done marker is written or
-// the write has failed (DESIGN §6½.5), unless the store failed a's
-// heartbeat or done marker first.
-func (t *truth) lapseLocked(a, b *runRec) {
+// lapseLocked judges a claim that lapsed while a's done marker was
+// pending, found at at (what: how it showed). The claim must stay alive
+// until the done marker is written or the write has failed (DESIGN §6½.5),
+// unless the store failed a's heartbeat or done marker first.
+func (t *truth) lapseLocked(a *runRec, at time.Time, what string) {
 	l := t.r.chaos.log
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -306,7 +351,7 @@ func (t *truth) lapseLocked(a, b *runRec) {
 	lease := t.r.lease
 	extendsAfter := 0
 	for _, ev := range kl.events {
-		if ev.token != g.token || ev.start.After(b.start) {
+		if ev.token != g.token || ev.start.After(at) {
 			continue
 		}
 		if ev.op == opExtend && !ev.start.Before(a.stop) {
@@ -314,23 +359,23 @@ func (t *truth) lapseLocked(a, b *runRec) {
 		}
 		faulty := ev.fault != pass || (ev.err != nil && !errors.Is(ev.err, core.ErrLeaseLost))
 		if faulty && (ev.op == opExtend || ev.op == opComplete || ev.op == opCompleteBatch) {
-			t.counts["copy ran after its first copy's heartbeat or done marker failed"]++
+			t.counts["claim lapsed after its heartbeat or done marker failed"]++
 			return
 		}
 	}
 	if g.sent.Add(lease).Before(a.start.Add(lease / 3)) {
-		t.counts["copy ran after a slow claim reply used up the first copy's lease"]++
+		t.counts["claim lapsed after a late claim reply used up its lease"]++
 		return
 	}
 	renewed := kl.covers[g.token]
 	lapse := renewed.Add(lease)
 	if extendsAfter == 0 && lapse.After(a.stop) {
-		t.violateLocked("5", "key %s: call %d's job returned at %s with its lease (%s, last renewed %s) alive; no extend was sent after that, the lease ran out at %s and call %d's job started at %s while the done marker was still pending (DESIGN §6½.5: the claim stays alive until the done marker is written or the write has failed); the claim's store calls: [%s]",
-			a.key, a.call.id, t.at(a.stop), lease.Round(time.Millisecond), t.at(renewed), t.at(lapse), b.call.id, t.at(b.start), t.tokenEvents(kl, g.token))
+		t.violateLocked("heartbeat (DESIGN 6½.5): the claim lapsed while its done marker was pending", "key %s: call %d's job returned at %s with its lease (%s, last renewed %s) alive; no extend was sent after that, the lease ran out at %s, and at %s %s while the done marker was still pending (DESIGN §6½.5: the claim stays alive until the done marker is written or the write has failed); the claim's store calls: [%s]",
+			a.key, a.call.id, t.at(a.stop), lease.Round(time.Millisecond), t.at(renewed), t.at(lapse), t.at(at), what, t.tokenEvents(kl, g.token))
 		return
 	}
-	t.noteLocked("lease ran out while the job ran", "key %s: call %d's lease (%s, last renewed %s) ran out before its job returned at %s; call %d's job started at %s; the claim's store calls: [%s]",
-		a.key, a.call.id, lease.Round(time.Millisecond), t.at(renewed), t.at(a.stop), b.call.id, t.at(b.start), t.tokenEvents(kl, g.token))
+	t.noteLocked("lease ran out while the job ran", "key %s: call %d's lease (%s, last renewed %s) ran out before its job returned at %s; at %s %s; the claim's store calls: [%s]",
+		a.key, a.call.id, lease.Round(time.Millisecond), t.at(renewed), t.at(a.stop), t.at(at), what, t.tokenEvents(kl, g.token))
 }
 
 // tokenEvents lists the store calls made for one claim, with the store
@@ -359,7 +404,7 @@ func (r *chaosRun) check(d *delivery) {
 	case jobPanic:
 		out = core.Failed
 		if d.run == nil {
-			t.violate("6", "%s: the job's panic came back though no job ran", name)
+			t.violate("6 outcome inconsistent with what ran", "%s: the job's panic came back though no job ran", name)
 		}
 	case StorePanic:
 		if len(evs) == 0 {
@@ -369,11 +414,11 @@ func (r *chaosRun) check(d *delivery) {
 			} else if d.run != nil {
 				what = "the job had run and succeeded: its effect is neither recorded nor reported"
 			}
-			t.violate("6", "%s: a store panic (%s) escaped the Guard and no outcome was observed; %s", name, p, what)
+			t.violate("6 a store panic escaped the Guard unobserved", "%s: a store panic (%s) escaped the Guard and no outcome was observed; %s", name, p, what)
 		}
 		return
 	default:
-		t.violate("6", "%s: unexpected panic: %v", name, p)
+		t.violate("6 unexpected panic", "%s: unexpected panic: %v", name, p)
 		return
 	}
 
@@ -383,41 +428,41 @@ func (r *chaosRun) check(d *delivery) {
 		for _, e := range evs {
 			got = append(got, e.Outcome.String())
 		}
-		t.violate("6", "%s: want one observed outcome (%s), got %d: %v", name, out, len(evs), got)
+		t.violate("6 outcome not observed exactly once", "%s: want one observed outcome (%s), got %d: %v", name, out, len(evs), got)
 	case evs[0].Outcome != out:
-		t.violate("6", "%s: returned %s but observed %s", name, out, evs[0].Outcome)
+		t.violate("6 outcome not observed exactly once", "%s: returned %s but observed %s", name, out, evs[0].Outcome)
 	}
 
 	ran := d.run != nil
 	canceled := out.String() == "canceled"
 	switch {
 	case out == 0 || out == core.Conflict || out == core.Rejected:
-		t.violate("6", "%s: unexpected outcome %s (err %v)", name, out, d.err)
+		t.violate("6 outcome inconsistent with what ran", "%s: unexpected outcome %s (err %v)", name, out, d.err)
 	case out == core.Unguarded && !r.mode.failOpen:
-		t.violate("6", "%s: Unguarded without FailOpen", name)
+		t.violate("6 outcome inconsistent with what ran", "%s: Unguarded without FailOpen", name)
 	case out.Executed() != ran && !canceled:
-		t.violate("6", "%s: outcome %s but the job %s", name, out, map[bool]string{true: "ran", false: "did not run"}[ran])
+		t.violate("6 outcome inconsistent with what ran", "%s: outcome %s but the job %s", name, out, map[bool]string{true: "ran", false: "did not run"}[ran])
 	case ran && (out == core.Ran || out == core.LeaseLost || out == core.Unrecorded || out == core.Unguarded) && !d.run.ok:
-		t.violate("6", "%s: acknowledged as %s but the job failed", name, out)
+		t.violate("6 outcome inconsistent with what ran", "%s: acknowledged as %s but the job failed", name, out)
 	case ran && out == core.Failed && d.run.ok:
-		t.violate("6", "%s: reported Failed but the job succeeded: its effect happened and will be repeated", name)
+		t.violate("6 outcome inconsistent with what ran", "%s: reported Failed but the job succeeded: its effect happened and will be repeated", name)
 	}
 	if canceled && ran {
-		t.violate("5", "%s: reported %s though the job ran", name, out)
+		t.violate("5 job ran after its context ended first", "%s: reported %s though the job ran", name, out)
 	}
 	if d.panicked == nil {
 		wantNil := out.Acknowledge()
 		if wantNil != (d.err == nil) {
-			t.violate("6", "%s: outcome %s with error %v", name, out, d.err)
+			t.violate("6 outcome inconsistent with what ran", "%s: outcome %s with error %v", name, out, d.err)
 		}
 		switch out {
 		case core.Unavailable:
 			if !errors.Is(d.err, core.ErrStoreUnavailable) {
-				t.violate("6", "%s: Unavailable with error %v", name, d.err)
+				t.violate("6 outcome inconsistent with what ran", "%s: Unavailable with error %v", name, d.err)
 			}
 		case core.Running:
 			if !errors.Is(d.err, core.ErrRunning) {
-				t.violate("6", "%s: Running with error %v", name, d.err)
+				t.violate("6 outcome inconsistent with what ran", "%s: Running with error %v", name, d.err)
 			}
 		}
 	}
@@ -432,21 +477,26 @@ func (r *chaosRun) check(d *delivery) {
 		first := c.kind == ctxCancelled ||
 			end.Before(d.answered.Add(-chaosGrace)) ||
 			(!end.After(d.answered) && errors.Is(d.err, kindErr))
-		if first && (!errors.Is(d.err, kindErr) || errors.Is(d.err, core.ErrStoreUnavailable) || observedAs(core.Unavailable)) {
-			t.violate("5", "%s: its context ended at %s, before the answer at %s, yet it got %s, error %v",
+		switch {
+		case !first:
+		case errors.Is(d.err, core.ErrStoreUnavailable) || observedAs(core.Unavailable):
+			t.violate("5 the caller's own cancellation reported as a store outage", "%s: its context ended at %s, before the answer at %s, yet it got %s, error %v",
+				name, t.at(end), t.at(d.answered), out, d.err)
+		case !errors.Is(d.err, kindErr):
+			t.violate("5 answered with something else than ctx.Err() after its context ended", "%s: its context ended at %s, before the answer at %s, yet it got %s, error %v",
 				name, t.at(end), t.at(d.answered), out, d.err)
 		}
 	}
 	if ends && ran && (c.kind == ctxCancelled || end.Before(d.answered.Add(-chaosGrace))) {
-		t.violate("5", "%s: the job started at %s though its caller's context had ended at %s, before the claim was answered at %s (outcome %s)",
+		t.violate("5 job ran after its context ended first", "%s: the job started at %s though its caller's context had ended at %s, before the claim was answered at %s (outcome %s)",
 			name, t.at(d.run.start), t.at(end), t.at(d.answered), out)
 	}
 	if out == core.Unguarded {
 		if ends && !end.After(d.run.start) && len(evs) > 0 && errors.Is(evs[0].Err, kindErr) {
-			t.violate("5", "%s: ran unguarded because its own context ended at %s (%v)", name, t.at(end), evs[0].Err)
+			t.violate("5 ran unguarded on its own cancellation", "%s: ran unguarded because its own context ended at %s (%v)", name, t.at(end), evs[0].Err)
 		}
 		if !r.chaos.log.failed(c.start, d.run.start) {
-			t.violate("6", "%s: ran unguarded though no store call failed between its start and the job's at %s", name, t.at(d.run.start))
+			t.violate("6 unguarded without a store failure", "%s: ran unguarded though no store call failed between its start and the job's at %s", name, t.at(d.run.start))
 		}
 	}
 }
@@ -468,22 +518,22 @@ func (r *chaosRun) checkTimes(d *delivery, name string) {
 		case p.ctxBound && ends:
 			left := max(0, end.Sub(p.from))
 			if wait > left+chaosSlack {
-				t.violate("4", "%s: %s took %s, %s of it outside its own store calls, though its context ended %s after the %s began",
+				t.violate("4 waited past its own context", "%s: %s took %s, %s of it outside its own store calls, though its context ended %s after the %s began",
 					name, p.name, dur.Round(time.Millisecond), wait.Round(time.Millisecond), left.Round(time.Millisecond), p.name)
 			}
 			if limit := left + r.st + charged + chaosSlack; dur > limit {
-				t.violate("4", "%s: %s took %s; its context ended %s after it began (limit %s with the store timeout, and %s of store calls that ignored their context)",
+				t.violate("4 took longer than its context plus one store call", "%s: %s took %s; its context ended %s after it began (limit %s with the store timeout, and %s of store calls that ignored their context)",
 					name, p.name, dur.Round(time.Millisecond), left.Round(time.Millisecond), limit.Round(time.Millisecond), charged.Round(time.Millisecond))
 			}
 		case p.ctxBound:
 			// Behind at most two rounds of others' calls, each as long as the
 			// longest deadline plus a dead connection, and its own.
 			if limit := 2*(maxDeadline*r.st+2*r.st) + r.st + charged + chaosSlack; dur > limit {
-				t.violate("4", "%s: %s took %s with a context that never ended (limit %s)", name, p.name, dur.Round(time.Millisecond), limit.Round(time.Millisecond))
+				t.violate("4 a call with no deadline took too long", "%s: %s took %s with a context that never ended (limit %s)", name, p.name, dur.Round(time.Millisecond), limit.Round(time.Millisecond))
 			}
 		default:
 			if wait > p.budget+chaosSlack {
-				t.violate("4", "%s: %s took %s, %s of it outside its own store calls (allowed %s)",
+				t.violate("4 waited past its budget after the job", "%s: %s took %s, %s of it outside its own store calls (allowed %s)",
 					name, p.name, dur.Round(time.Millisecond), wait.Round(time.Millisecond), (p.budget + chaosSlack).Round(time.Millisecond))
 			}
 		}
@@ -497,10 +547,10 @@ func (t *truth) finish() {
 	var keys []string
 	for k, kt := range t.keys {
 		if len(kt.active) > 0 || len(kt.pending) > 0 {
-			t.violateLocked("6", "key %s: %d runs still active and %d pending after every call returned", k, len(kt.active), len(kt.pending))
+			t.violateLocked("6 runs left over", "key %s: %d runs still active and %d pending after every call returned", k, len(kt.active), len(kt.pending))
 		}
 		if !r.mode.failOpen && kt.effects > 1+kt.excusing {
-			t.violateLocked("2", "key %s: its job succeeded %d times; LeaseLost or Unrecorded reported %d times: [%s]", k, kt.effects, kt.excusing, strings.Join(kt.succeeded, "; "))
+			t.violateLocked("2 effect repeated without LeaseLost or Unrecorded", "key %s: its job succeeded %d times; LeaseLost or Unrecorded reported %d times: [%s]", k, kt.effects, kt.excusing, strings.Join(kt.succeeded, "; "))
 		}
 		t.counts["effects repeated (reported LeaseLost/Unrecorded)"] += max(0, min(kt.effects-1, kt.excusing))
 		if kt.ran > 0 || kt.dup > 0 {
@@ -532,9 +582,9 @@ func (t *truth) finish() {
 		if out == core.Duplicate {
 			continue
 		}
-		inv, what := "3", fmt.Sprintf("reported Ran %d times", kt.ran)
+		inv, what := "3 a Ran was not durable", fmt.Sprintf("reported Ran %d times", kt.ran)
 		if kt.ran == 0 {
-			inv, what = "6", fmt.Sprintf("reported Duplicate %d times", kt.dup)
+			inv, what = "6 a Duplicate was acknowledged for a key that is not done", fmt.Sprintf("reported Duplicate %d times", kt.dup)
 		}
 		t.violate(inv, "key %s %s, but a later delivery got %s (%v) instead of Duplicate; its done markers: [%s]", k, what, out, err, t.completes(k))
 	}
@@ -585,7 +635,7 @@ func (r *chaosRun) report(seed uint64) {
 	}
 	for _, inv := range sortedKeys(t.breaches) {
 		g := t.breaches[inv]
-		r.t.Errorf("invariant %s broken %d times (mode %s, seed %d; replay all modes with JOBONCE_CHAOS_SEED=<the seed logged by the parent test>):\n  %s",
+		r.t.Errorf("invariant %s: %d times (mode %s, seed %d):\n  %s",
 			inv, g.n, r.mode.name, seed, strings.Join(g.examples, "\n  "))
 	}
 }
