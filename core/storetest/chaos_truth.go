@@ -180,8 +180,8 @@ func (t *truth) resolve(d *delivery) {
 	kt.pending = slices.DeleteFunc(kt.pending, func(r *runRec) bool { return r == a })
 	for _, b := range a.lapses {
 		if out != core.LeaseLost && out != core.Unrecorded && out != 0 {
-			t.violateLocked("2 a copy ran while the done marker was pending, yet the first copy was not told", "key %s: call %d's job started at %s while call %d's done marker was pending, yet call %d reported %s",
-				d.key, b.call.id, t.at(b.start), a.call.id, a.call.id, out)
+			t.violateLocked("2 a copy ran while the done marker was pending, yet the first copy was not told", "key %s: call %d's job started at %s while call %d's done marker was pending, yet call %d reported %s; the first copy's %s; the second copy's %s",
+				d.key, b.call.id, t.at(b.start), a.call.id, a.call.id, out, t.claimCalls(a), t.claimCalls(b))
 			continue
 		}
 		t.lapseLocked(a, b.start, fmt.Sprintf("call %d's job started", b.call.id))
