@@ -43,7 +43,7 @@ func TestChaos(t *testing.T) {
 	storetest.RunChaos(t, storetest.ChaosOptions{
 		Store:    migratedStore(t, viaProxy, nil),
 		Verify:   migratedStore(t, direct, nil),
-		Duration: time.Second,
+		Duration: 750 * time.Millisecond,
 		Cut: func() {
 			mu.Lock()
 			defer mu.Unlock()

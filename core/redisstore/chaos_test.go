@@ -28,7 +28,7 @@ func TestChaos(t *testing.T) {
 		Store:     newStore(t, viaProxy),
 		Verify:    newStore(t, direct),
 		KeyPrefix: prefix,
-		Duration:  time.Second,
+		Duration:  750 * time.Millisecond,
 		Cut: func() {
 			mu.Lock()
 			defer mu.Unlock()

@@ -27,8 +27,8 @@ type ChaosOptions struct {
 	// KeyPrefix starts every key the runs write; each run adds a part of its
 	// own. Defaults to "jobonce-chaos:".
 	KeyPrefix string
-	// Duration is how long each mode runs. JOBONCE_CHAOS_DURATION overrides
-	// it. Defaults to 1s.
+	// Duration is how long each mode runs, a quarter of it under -short.
+	// JOBONCE_CHAOS_DURATION overrides it. Defaults to 1s.
 	Duration time.Duration
 	// Workers is the number of concurrent callers. Defaults to 48.
 	Workers int
@@ -72,6 +72,9 @@ func RunChaos(t *testing.T, opts ChaosOptions) {
 	}
 	if opts.Duration <= 0 {
 		opts.Duration = time.Second
+	}
+	if testing.Short() {
+		opts.Duration /= 4
 	}
 	if s := os.Getenv("JOBONCE_CHAOS_DURATION"); s != "" {
 		d, err := time.ParseDuration(s)
