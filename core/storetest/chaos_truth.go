@@ -26,12 +26,12 @@ type truth struct {
 }
 
 type keyTruth struct {
-	active   []*runRec // runs whose function is running
-	pending  []*runRec // runs that succeeded, whose outcome is not known yet
-	effects  int       // successful runs
-	excusing int       // LeaseLost and Unrecorded outcomes
-	ran, dup int       // Ran and Duplicate outcomes
-	succeeded []string // the outcomes of the successful runs
+	active    []*runRec // runs whose function is running
+	pending   []*runRec // runs that succeeded, whose outcome is not known yet
+	effects   int       // successful runs
+	excusing  int       // LeaseLost and Unrecorded outcomes
+	ran, dup  int       // Ran and Duplicate outcomes
+	succeeded []string  // the outcomes of the successful runs
 }
 
 // runRec is one run of a job's function.
@@ -319,7 +319,7 @@ func (t *truth) overlapCause(a, b *runRec) string {
 		cause = "the store granted the key before the first copy's lease could have run out"
 	case stuck:
 		cause = "the heartbeat was stuck in an extend that ignored its context when the lease ran out"
-	case a.start.Add(lease/3).After(lapse):
+	case a.start.Add(lease / 3).After(lapse):
 		cause = fmt.Sprintf("the first copy's job started %s after its claim was sent, so its lease ran out before the heartbeat's first beat, due a third of a lease after the job started (a late claim reply, or a claim that waited for Work)", a.start.Sub(g.sent).Round(time.Millisecond))
 	case extends > 0:
 		cause = fmt.Sprintf("the lease ran out at %s and the job was still not cancelled %s later", t.at(lapse), b.start.Sub(lapse).Round(100*time.Microsecond))
