@@ -59,7 +59,8 @@ type ChaosOptions struct {
 //  6. nothing is acknowledged unless its job ran or is done, and every
 //     delivery's outcome is observed exactly once.
 //
-// Each run logs its seed; JOBONCE_CHAOS_SEED replays it.
+// The test logs its seed; JOBONCE_CHAOS_SEED replays a run's settings and
+// random choices (goroutine scheduling still varies from run to run).
 func RunChaos(t *testing.T, opts ChaosOptions) {
 	if opts.Store == nil {
 		t.Fatal("storetest: ChaosOptions.Store is nil")
@@ -99,7 +100,7 @@ func RunChaos(t *testing.T, opts ChaosOptions) {
 	}
 	for i, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
-			runChaos(t, opts, m, seed^uint64(i+1)*0x9e3779b97f4a7c15)
+			runChaos(t, opts, m, seed, seed^uint64(i+1)*0x9e3779b97f4a7c15)
 		})
 	}
 }
@@ -151,7 +152,7 @@ const (
 // store timeouts.
 const maxDeadline = 3
 
-func runChaos(t *testing.T, opts ChaosOptions, mode chaosMode, seed uint64) {
+func runChaos(t *testing.T, opts ChaosOptions, mode chaosMode, top, seed uint64) {
 	rng := mrand.New(mrand.NewPCG(seed, 1))
 	r := &chaosRun{
 		t: t, mode: mode, opts: opts,
@@ -206,7 +207,7 @@ func runChaos(t *testing.T, opts ChaosOptions, mode chaosMode, seed uint64) {
 		opts.Restore()
 	}
 	r.truth.finish()
-	r.report(seed)
+	r.report(fmt.Sprintf("JOBONCE_CHAOS_SEED=%d go test -run '%s'", top, t.Name()))
 }
 
 func randomSuffix() string {

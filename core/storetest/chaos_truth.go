@@ -610,7 +610,7 @@ func (t *truth) completes(key string) string {
 }
 
 // report logs the run's figures and fails the test on any breach.
-func (r *chaosRun) report(seed uint64) {
+func (r *chaosRun) report(replay string) {
 	t := r.truth
 	l := r.chaos.log
 	faults := make(map[string]int)
@@ -635,8 +635,8 @@ func (r *chaosRun) report(seed uint64) {
 	}
 	for _, inv := range sortedKeys(t.breaches) {
 		g := t.breaches[inv]
-		r.t.Errorf("invariant %s: %d times (mode %s, seed %d):\n  %s",
-			inv, g.n, r.mode.name, seed, strings.Join(g.examples, "\n  "))
+		r.t.Errorf("invariant %s: %d times (replay: %s):\n  %s",
+			inv, g.n, replay, strings.Join(g.examples, "\n  "))
 	}
 }
 
