@@ -214,8 +214,9 @@ func (c *Chaos) Claim(ctx context.Context, req core.ClaimRequest) (reply core.Cl
 	ev := c.log.begin(ctx, opClaim, f, req.Key, req.Token)
 	defer func() { ev.end(reply.State, err) }()
 	ierr := c.inject(ctx, opClaim, f, d, func(ctx context.Context) {
+		sent := time.Now()
 		reply, err = c.inner.Claim(ctx, req)
-		c.log.granted(ev, reply.State, err)
+		c.log.granted(ev, sent, reply.State, err)
 	})
 	if ierr != nil {
 		return core.ClaimReply{}, ierr
@@ -229,9 +230,10 @@ func (c *Chaos) Extend(ctx context.Context, key string, token core.Token, lease 
 	ev := c.log.begin(ctx, opExtend, f, key, token)
 	defer func() { ev.end(0, err) }()
 	ierr := c.inject(ctx, opExtend, f, d, func(ctx context.Context) {
+		sent := time.Now()
 		err = c.inner.Extend(ctx, key, token, lease)
 		if err == nil {
-			c.log.extended(key, token, ev.start)
+			c.log.extended(key, token, sent)
 		}
 	})
 	return cmpErr(ierr, err)
@@ -286,6 +288,7 @@ func (c *Chaos) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) (repli
 		}
 		var rs []core.ClaimReply
 		var es []error
+		sent := time.Now()
 		if c.batch != nil {
 			rs, es = c.batch.ClaimBatch(ctx, sub)
 		} else {
@@ -296,7 +299,7 @@ func (c *Chaos) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) (repli
 		}
 		for j, i := range idx {
 			replies[i], errs[i] = rs[j], es[j]
-			c.log.granted(evs[i], rs[j].State, es[j])
+			c.log.granted(evs[i], sent, rs[j].State, es[j])
 		}
 	}
 	if f == partial {
@@ -422,11 +425,13 @@ type keyLog struct {
 	covers map[core.Token]time.Time
 }
 
-// grant is a claim the wrapped store granted: it was sent at sent, so the
-// store holds it at most until sent plus the lease, unless extended.
+// grant is a claim the wrapped store granted. The store ran it between
+// sent and ran, so it holds it until a lease after some moment in between,
+// unless extended.
 type grant struct {
 	token core.Token
 	sent  time.Time
+	ran   time.Time
 	call  *chaosCall // the call whose context the claim was sent with
 }
 
@@ -469,7 +474,7 @@ func (ev *storeEvent) end(state core.State, err error) {
 	now := time.Now()
 	ev.log.mu.Lock()
 	ev.stop, ev.state, ev.err = now, state, err
-	if err != nil && !errors.Is(err, core.ErrLeaseLost) {
+	if (err != nil && !errors.Is(err, core.ErrLeaseLost)) || ev.fault == panicBefore || ev.fault == panicAfter {
 		ev.log.errs = append(ev.log.errs, now)
 	}
 	ev.log.mu.Unlock()
@@ -478,14 +483,15 @@ func (ev *storeEvent) end(state core.State, err error) {
 	}
 }
 
-func (l *storeLog) granted(ev *storeEvent, state core.State, err error) {
+func (l *storeLog) granted(ev *storeEvent, sent time.Time, state core.State, err error) {
 	if err != nil || state != core.StateClaimed {
 		return
 	}
-	key, token, sent := ev.key, ev.token, ev.start
+	key, token := ev.key, ev.token
+	ran := time.Now()
 	l.mu.Lock()
 	kl := l.key(key)
-	kl.grants = append(kl.grants, grant{token: token, sent: sent, call: ev.call})
+	kl.grants = append(kl.grants, grant{token: token, sent: sent, ran: ran, call: ev.call})
 	kl.covers[token] = sent
 	l.mu.Unlock()
 }

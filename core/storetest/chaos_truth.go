@@ -44,6 +44,7 @@ type runRec struct {
 	stop     time.Time
 	ok       bool
 	lapses   []*runRec // runs that started while this one's done marker was pending
+	late     bool      // started after its own claim's lease had run out
 }
 
 type breachGroup struct {
@@ -111,6 +112,7 @@ func (t *truth) started(c *chaosCall, key string, ctx context.Context, stubborn 
 	defer t.mu.Unlock()
 	kt := t.key(key)
 	if !t.r.mode.failOpen {
+		t.checkLeaseLocked(rec)
 		for _, a := range kt.active {
 			if a.ctx.Err() == nil {
 				t.violateLocked("1 two copies ran at once", "key %s: call %d's job started at %s while call %d's job (started %s) ran and had not been told to stop; %s",
@@ -179,6 +181,9 @@ func (t *truth) resolve(d *delivery) {
 	kt.succeeded = append(kt.succeeded, fmt.Sprintf("call %d ran %s-%s: %s", a.call.id, t.at(a.start), t.at(a.stop), outcomeName(out, d.panicked)))
 	kt.pending = slices.DeleteFunc(kt.pending, func(r *runRec) bool { return r == a })
 	for _, b := range a.lapses {
+		if b.late {
+			continue // reported when it started
+		}
 		if out != core.LeaseLost && out != core.Unrecorded && out != 0 {
 			t.violateLocked("2 a copy ran while the done marker was pending, yet the first copy was not told", "key %s: call %d's job started at %s while call %d's done marker was pending, yet call %d reported %s; the first copy's %s; the second copy's %s",
 				d.key, b.call.id, t.at(b.start), a.call.id, a.call.id, out, t.claimCalls(a), t.claimCalls(b))
@@ -235,6 +240,28 @@ func (t *truth) claimCalls(a *runRec) string {
 	return fmt.Sprintf("job ran %s-%s under the claim sent %s: [%s]", t.at(a.start), t.at(a.stop), t.at(g.sent), t.tokenEvents(kl, g.token))
 }
 
+// checkLeaseLocked checks that a job starts while its copy holds its
+// claim (DESIGN §6½.1): before the lease of the claim the store granted it
+// has run out.
+func (t *truth) checkLeaseLocked(a *runRec) {
+	l := t.r.chaos.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	kl := l.keys[t.storedKey(a.key)]
+	if kl == nil {
+		return
+	}
+	g, ok := t.grantOf(kl, a)
+	if !ok {
+		return
+	}
+	if end := g.ran.Add(t.r.lease); a.start.After(end) {
+		a.late = true
+		t.violateLocked("1 a job started after its claim's lease had run out", "key %s call %d: the store granted the claim by %s (lease %s), so it ran out by %s, yet the job started at %s; the claim's store calls: [%s]",
+			a.key, a.call.id, t.at(g.ran), t.r.lease.Round(time.Millisecond), t.at(end), t.at(a.start), t.tokenEvents(kl, g.token))
+	}
+}
+
 // grantOf returns the claim the store granted to run a: among the claims
 // granted on its key between the call's start and the job's start, and not
 // released or completed before the job started, the one sent with the
@@ -274,7 +301,7 @@ func (t *truth) lapsedBeforeStart(kl *keyLog, b *runRec, other core.Token) bool 
 			continue
 		}
 		found = true
-		if !g.sent.Add(t.r.lease).Before(b.start) {
+		if !g.ran.Add(t.r.lease).Before(b.start) {
 			return false
 		}
 	}
@@ -313,8 +340,8 @@ func (t *truth) overlapCause(a, b *runRec) string {
 	switch {
 	case t.lapsedBeforeStart(kl, b, g.token):
 		cause = "the second copy's job started after its own claim's lease had run out (a late claim reply, or a claim that waited for Work)"
-	case a.start.After(g.sent.Add(lease)):
-		cause = fmt.Sprintf("the first copy's job started %s after its claim was sent, after its lease had run out (a late claim reply, or a claim that waited for Work)", a.start.Sub(g.sent).Round(time.Millisecond))
+	case a.start.After(g.ran.Add(lease)):
+		cause = fmt.Sprintf("the first copy's job started %s after the store granted its claim, after its lease had run out (a late claim reply, or a claim that waited for Work)", a.start.Sub(g.ran).Round(time.Millisecond))
 	case lapse.After(b.start):
 		cause = "the store granted the key before the first copy's lease could have run out"
 	case stuck:
