@@ -613,9 +613,13 @@ func (r *chaosRun) deliverClaims(rng *mrand.Rand) {
 		}
 		return
 	}
-	pending := 0
-	for i, d := range ds {
-		fn := r.job(c, d.key, r.plan(rng), &d.run)
+	plans := make([]jobPlan, len(ds))
+	for i := range ds {
+		plans[i] = r.plan(rng)
+	}
+	work := func(i int) {
+		d := ds[i]
+		fn := r.job(c, d.key, plans[i], &d.run)
 		var res core.Result
 		func() {
 			defer func() { d.panicked = recover() }()
@@ -629,6 +633,20 @@ func (r *chaosRun) deliverClaims(rng *mrand.Rand) {
 			d.phases = append(d.phases, phase{name: "work", from: d.run.stop, to: ret, budget: r.st})
 		}
 		d.final = d.panicked != nil || d.err != nil || d.out != core.Ran
+	}
+	if rng.IntN(2) == 0 {
+		for i := range ds {
+			work(i)
+		}
+	} else { // one goroutine per claim, as an adapter handling a batch would
+		var wg sync.WaitGroup
+		for i := range ds {
+			wg.Go(func() { work(i) })
+		}
+		wg.Wait()
+	}
+	pending := 0
+	for _, d := range ds {
 		if !d.final {
 			pending++
 		}
