@@ -263,14 +263,14 @@ func (t *truth) checkLeaseLocked(a *runRec) {
 }
 
 // grantOf returns the claim the store granted to run a: among the claims
-// granted on its key between the call's start and the job's start, and not
+// the store ran on its key between the call's start and the job's start, and not
 // released or completed before the job started, the one sent with the
 // call's own context if any, else the last.
 func (t *truth) grantOf(kl *keyLog, a *runRec) (grant, bool) {
 	var found grant
 	ok := false
 	for _, g := range kl.grants {
-		if g.sent.Before(a.call.start) || g.sent.After(a.start) || t.finishedBefore(kl, g.token, a.start) {
+		if g.sent.Before(a.call.start) || g.ran.After(a.start) || t.finishedBefore(kl, g.token, a.start) {
 			continue
 		}
 		if ok && found.call == a.call && g.call != a.call {
@@ -297,7 +297,7 @@ func (t *truth) finishedBefore(kl *keyLog, token core.Token, at time.Time) bool 
 func (t *truth) lapsedBeforeStart(kl *keyLog, b *runRec, other core.Token) bool {
 	found := false
 	for _, g := range kl.grants {
-		if g.token == other || g.sent.Before(b.call.start) || g.sent.After(b.start) {
+		if g.token == other || g.sent.Before(b.call.start) || g.ran.After(b.start) {
 			continue
 		}
 		found = true
@@ -396,6 +396,11 @@ func (t *truth) lapseLocked(a *runRec, at time.Time, what string) {
 	}
 	renewed := kl.covers[g.token]
 	lapse := renewed.Add(lease)
+	if lapse.After(at) {
+		t.noteLocked("claim lost before its lease could have run out", "key %s: call %d's claim (lease %s, last renewed %s) was lost by %s, when %s; the claim's store calls: [%s]",
+			a.key, a.call.id, lease.Round(time.Millisecond), t.at(renewed), t.at(at), what, t.tokenEvents(kl, g.token))
+		return
+	}
 	if extendsAfter == 0 && lapse.After(a.stop) {
 		t.violateLocked("heartbeat (DESIGN 6½.5): the claim lapsed while its done marker was pending", "key %s: call %d's job returned at %s with its lease (%s, last renewed %s) alive; no extend was sent after that, the lease ran out at %s, and at %s %s while the done marker was still pending (DESIGN §6½.5: the claim stays alive until the done marker is written or the write has failed); the claim's store calls: [%s]",
 			a.key, a.call.id, t.at(a.stop), lease.Round(time.Millisecond), t.at(renewed), t.at(lapse), t.at(at), what, t.tokenEvents(kl, g.token))
