@@ -297,7 +297,7 @@ func (t *truth) finishedBefore(kl *keyLog, token core.Token, at time.Time) bool 
 func (t *truth) lapsedBeforeStart(kl *keyLog, b *runRec, other core.Token) bool {
 	found := false
 	for _, g := range kl.grants {
-		if g.token == other || g.sent.Before(b.call.start) || g.ran.After(b.start) {
+		if g.token == other || g.sent.Before(b.call.start) || g.ran.After(b.start) || t.finishedBefore(kl, g.token, b.start) {
 			continue
 		}
 		found = true
@@ -338,7 +338,7 @@ func (t *truth) overlapCause(a, b *runRec) string {
 	}
 	var cause string
 	switch {
-	case t.lapsedBeforeStart(kl, b, g.token):
+	case b.late || t.lapsedBeforeStart(kl, b, g.token):
 		cause = "the second copy's job started after its own claim's lease had run out (a late claim reply, or a claim that waited for Work)"
 	case a.start.After(g.ran.Add(lease)):
 		cause = fmt.Sprintf("the first copy's job started %s after the store granted its claim, after its lease had run out (a late claim reply, or a claim that waited for Work)", a.start.Sub(g.ran).Round(time.Millisecond))
