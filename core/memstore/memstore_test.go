@@ -14,5 +14,5 @@ func TestConformance(t *testing.T) {
 }
 
 func TestChaos(t *testing.T) {
-	storetest.RunChaos(t, storetest.ChaosOptions{Store: memstore.New(), Duration: 1250 * time.Millisecond})
+	storetest.RunChaos(t, storetest.ChaosOptions{Store: memstore.New(), Duration: time.Second})
 }
