@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/memstore"
@@ -10,4 +11,8 @@ import (
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(*testing.T) core.Store { return memstore.New() })
+}
+
+func TestChaos(t *testing.T) {
+	storetest.RunChaos(t, storetest.ChaosOptions{Store: memstore.New(), Duration: time.Second})
 }

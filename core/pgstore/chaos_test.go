@@ -1,0 +1,66 @@
+package pgstore_test
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core/storetest"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// TestChaos runs the randomized fault test through a proxy that the test
+// cuts now and then, on top of the faults the Chaos store injects.
+func TestChaos(t *testing.T) {
+	testenv.Short(t)
+	direct, schema := testenv.Postgres(t)
+	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL())
+	require.NoError(t, err)
+	target := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
+	p := testenv.StartProxy(t, "127.0.0.1:0", target)
+	addr := p.Addr()
+	host, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	n, err := strconv.ParseUint(port, 10, 16)
+	require.NoError(t, err)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(n)
+	cfg.ConnConfig.Fallbacks = nil
+	cfg.ConnConfig.ConnectTimeout = 500 * time.Millisecond
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.MaxConns = 16
+	viaProxy, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(viaProxy.Close)
+
+	var mu sync.Mutex
+	cut := false
+	storetest.RunChaos(t, storetest.ChaosOptions{
+		Store:    migratedStore(t, viaProxy, nil),
+		Verify:   migratedStore(t, direct, nil),
+		Duration: 750 * time.Millisecond,
+		Cut: func() {
+			mu.Lock()
+			defer mu.Unlock()
+			// Proxy.Cut can miss a connection accepted while it runs and
+			// then wait for it forever; that connection ends when the
+			// client closes, below.
+			go p.Cut()
+			cut = true
+		},
+		Restore: func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if cut {
+				p = testenv.StartProxy(t, addr, target)
+				cut = false
+			}
+		},
+	})
+	viaProxy.Close()
+}

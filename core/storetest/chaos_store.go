@@ -1,0 +1,530 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jobonce/jobonce/core"
+)
+
+// StorePanic is the value a Chaos store panics with.
+type StorePanic struct{ Op string }
+
+func (p StorePanic) String() string { return "storetest: injected panic in " + p.Op }
+
+// fault is what a Chaos store does to one call.
+type fault uint8
+
+const (
+	pass        fault = iota
+	errBefore         // fails without reaching the store
+	errAfter          // reaches the store, then the reply is lost
+	delayBefore       // a slow request; honours ctx
+	delayAfter        // a slow reply; honours ctx
+	hang              // no answer until ctx ends (or the store timeout, for a ctx that never ends)
+	dead              // a dead connection: ignores ctx, then fails; half the time the store runs the call late
+	panicBefore       // panics without reaching the store
+	panicAfter        // reaches the store, then panics
+	partial           // batches only: some entries fail, before or after reaching the store
+	numFaults
+)
+
+var faultNames = [numFaults]string{"pass", "error", "lost-reply", "slow-request", "slow-reply", "hang", "dead", "panic", "panic-after", "partial"}
+
+func (f fault) String() string { return faultNames[f] }
+
+// faultWeights is the mix of faults while stormy, in fault order from errBefore.
+var faultWeights = [numFaults]int{errBefore: 16, errAfter: 12, delayBefore: 14, delayAfter: 14, hang: 10, dead: 10, panicBefore: 3, panicAfter: 3, partial: 18}
+
+type op uint8
+
+const (
+	opClaim op = iota
+	opExtend
+	opComplete
+	opRelease
+	opClaimBatch
+	opCompleteBatch
+)
+
+var opNames = [...]string{"Claim", "Extend", "Complete", "Release", "ClaimBatch", "CompleteBatch"}
+
+func (o op) String() string { return opNames[o] }
+
+// Chaos wraps a store and, while stormy, injects faults at random from a
+// seeded generator: errors before or after the store ran the call, slow
+// requests and replies, calls that hang until their context ends, calls
+// that ignore their context for up to twice the store timeout (a dead
+// connection), panics, and errors on some entries of a batch. It always
+// implements core.BatchStore, passing batches to the wrapped store's own
+// batch calls when it has them and looping over single calls otherwise, so
+// a Guard's group commit runs on every store.
+//
+// Extend never panics: the Guard extends leases from a timer goroutine,
+// where a panic would end the process.
+type Chaos struct {
+	inner   core.Store
+	batch   core.BatchStore
+	timeout time.Duration
+	rate    float64
+
+	stormy atomic.Bool
+	mu     sync.Mutex
+	rng    *rand.Rand
+	log    *storeLog
+}
+
+var _ core.BatchStore = (*Chaos)(nil)
+
+// NewChaos wraps inner. storeTimeout is the Guard's StoreTimeout: delays are
+// drawn below it, dead connections last up to twice it, and a call whose
+// context never ends hangs for it at most. It starts calm.
+func NewChaos(inner core.Store, seed uint64, storeTimeout time.Duration) *Chaos {
+	c := &Chaos{inner: inner, timeout: storeTimeout, rate: 0.3, rng: rand.New(rand.NewPCG(seed, 0x636861)), log: newStoreLog()}
+	c.batch, _ = inner.(core.BatchStore)
+	return c
+}
+
+// SetStormy turns fault injection on (true) or off.
+func (c *Chaos) SetStormy(on bool) { c.stormy.Store(on) }
+
+func (c *Chaos) pick(batch, canPanic bool) (fault, time.Duration) {
+	if !c.stormy.Load() {
+		return pass, 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rng.Float64() >= c.rate {
+		return pass, 0
+	}
+	total := 0
+	for f := errBefore; f < numFaults; f++ {
+		total += c.weight(f, batch, canPanic)
+	}
+	n := c.rng.IntN(total)
+	f := errBefore
+	for ; f < numFaults; f++ {
+		w := c.weight(f, batch, canPanic)
+		if n < w {
+			break
+		}
+		n -= w
+	}
+	var d time.Duration
+	switch f {
+	case delayBefore, delayAfter:
+		d = time.Duration(c.rng.Int64N(int64(c.timeout)))
+	case dead:
+		d = time.Duration(c.rng.Int64N(2 * int64(c.timeout)))
+	}
+	return f, d
+}
+
+// weight is how likely fault f is among the faults of a call. Batches
+// panic more often than single calls: there are fewer of them, and a
+// panicking round must fail every call it answers.
+func (c *Chaos) weight(f fault, batch, canPanic bool) int {
+	switch f {
+	case partial:
+		if !batch {
+			return 0
+		}
+	case panicBefore, panicAfter:
+		if !canPanic {
+			return 0
+		}
+		if batch {
+			return 3 * faultWeights[f]
+		}
+	}
+	return faultWeights[f]
+}
+
+func (c *Chaos) coin(p float64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rng.Float64() < p
+}
+
+// inject runs call under fault f and returns the error the caller gets
+// instead of call's own results, if any.
+func (c *Chaos) inject(ctx context.Context, o op, f fault, d time.Duration, call func(context.Context)) error {
+	switch f {
+	case pass:
+		call(ctx)
+	case errBefore:
+		return fmt.Errorf("%w: %s refused", ErrInjected, o)
+	case errAfter:
+		call(ctx)
+		return fmt.Errorf("%w: %s reply lost", ErrInjected, o)
+	case delayBefore:
+		if err := sleepCtx(ctx, d); err != nil {
+			return err
+		}
+		call(ctx)
+	case delayAfter:
+		call(ctx)
+		return sleepCtx(ctx, d)
+	case hang:
+		if _, ok := ctx.Deadline(); ok {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		if err := sleepCtx(ctx, c.timeout); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %s timed out", ErrInjected, o)
+	case dead:
+		charge(ctx, d)
+		time.Sleep(d)
+		if c.coin(0.5) {
+			late, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
+			call(late)
+			cancel()
+		}
+		return fmt.Errorf("%w: %s connection reset", ErrInjected, o)
+	case panicBefore:
+		panic(StorePanic{Op: o.String()})
+	case panicAfter:
+		call(ctx)
+		panic(StorePanic{Op: o.String()})
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Claim implements core.Store.
+func (c *Chaos) Claim(ctx context.Context, req core.ClaimRequest) (reply core.ClaimReply, err error) {
+	f, d := c.pick(false, true)
+	ev := c.log.begin(ctx, opClaim, f, req.Key, req.Token)
+	defer func() { ev.end(reply.State, err) }()
+	ierr := c.inject(ctx, opClaim, f, d, func(ctx context.Context) {
+		sent := time.Now()
+		reply, err = c.inner.Claim(ctx, req)
+		c.log.granted(ev, sent, reply.State, err)
+	})
+	if ierr != nil {
+		return core.ClaimReply{}, ierr
+	}
+	return reply, err
+}
+
+// Extend implements core.Store.
+func (c *Chaos) Extend(ctx context.Context, key string, token core.Token, lease time.Duration) (err error) {
+	f, d := c.pick(false, false)
+	ev := c.log.begin(ctx, opExtend, f, key, token)
+	defer func() { ev.end(0, err) }()
+	ierr := c.inject(ctx, opExtend, f, d, func(ctx context.Context) {
+		sent := time.Now()
+		err = c.inner.Extend(ctx, key, token, lease)
+		if err == nil {
+			c.log.extended(key, token, sent)
+		}
+	})
+	return cmpErr(ierr, err)
+}
+
+// Complete implements core.Store.
+func (c *Chaos) Complete(ctx context.Context, req core.CompleteRequest) (err error) {
+	f, d := c.pick(false, true)
+	ev := c.log.begin(ctx, opComplete, f, req.Key, req.Token)
+	defer func() { ev.end(0, err) }()
+	ierr := c.inject(ctx, opComplete, f, d, func(ctx context.Context) {
+		err = c.inner.Complete(ctx, req)
+	})
+	return cmpErr(ierr, err)
+}
+
+// Release implements core.Store.
+func (c *Chaos) Release(ctx context.Context, key string, token core.Token) (err error) {
+	f, d := c.pick(false, true)
+	ev := c.log.begin(ctx, opRelease, f, key, token)
+	defer func() { ev.end(0, err) }()
+	ierr := c.inject(ctx, opRelease, f, d, func(ctx context.Context) {
+		err = c.inner.Release(ctx, key, token)
+	})
+	return cmpErr(ierr, err)
+}
+
+func cmpErr(injected, own error) error {
+	if injected != nil {
+		return injected
+	}
+	return own
+}
+
+// ClaimBatch implements core.BatchStore.
+func (c *Chaos) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) (replies []core.ClaimReply, errs []error) {
+	f, d := c.pick(true, true)
+	evs := make([]*storeEvent, len(reqs))
+	for i, r := range reqs {
+		evs[i] = c.log.begin(ctx, opClaimBatch, f, r.Key, r.Token)
+	}
+	replies, errs = make([]core.ClaimReply, len(reqs)), make([]error, len(reqs))
+	defer func() {
+		for i, ev := range evs {
+			ev.end(replies[i].State, errs[i])
+		}
+	}()
+	all := func(ctx context.Context, idx []int) {
+		sub := make([]core.ClaimRequest, len(idx))
+		for j, i := range idx {
+			sub[j] = reqs[i]
+		}
+		var rs []core.ClaimReply
+		var es []error
+		sent := time.Now()
+		if c.batch != nil {
+			rs, es = c.batch.ClaimBatch(ctx, sub)
+		} else {
+			rs, es = make([]core.ClaimReply, len(sub)), make([]error, len(sub))
+			for j, r := range sub {
+				rs[j], es[j] = c.inner.Claim(ctx, r)
+			}
+		}
+		for j, i := range idx {
+			replies[i], errs[i] = rs[j], es[j]
+			c.log.granted(evs[i], sent, rs[j].State, es[j])
+		}
+	}
+	if f == partial {
+		failed, sent := c.split(len(reqs))
+		if len(sent) > 0 {
+			all(ctx, sent)
+		}
+		c.markPartial(evs, failed)
+		for _, i := range failed {
+			replies[i], errs[i] = core.ClaimReply{}, fmt.Errorf("%w: %s entry %d failed", ErrInjected, opClaimBatch, i)
+		}
+		return replies, errs
+	}
+	if ierr := c.inject(ctx, opClaimBatch, f, d, func(ctx context.Context) { all(ctx, seq(len(reqs))) }); ierr != nil {
+		for i := range reqs {
+			replies[i], errs[i] = core.ClaimReply{}, ierr
+		}
+	}
+	return replies, errs
+}
+
+// CompleteBatch implements core.BatchStore.
+func (c *Chaos) CompleteBatch(ctx context.Context, reqs []core.CompleteRequest) (errs []error) {
+	f, d := c.pick(true, true)
+	evs := make([]*storeEvent, len(reqs))
+	for i, r := range reqs {
+		evs[i] = c.log.begin(ctx, opCompleteBatch, f, r.Key, r.Token)
+	}
+	errs = make([]error, len(reqs))
+	defer func() {
+		for i, ev := range evs {
+			ev.end(0, errs[i])
+		}
+	}()
+	all := func(ctx context.Context, idx []int) {
+		sub := make([]core.CompleteRequest, len(idx))
+		for j, i := range idx {
+			sub[j] = reqs[i]
+		}
+		var es []error
+		if c.batch != nil {
+			es = c.batch.CompleteBatch(ctx, sub)
+		} else {
+			es = make([]error, len(sub))
+			for j, r := range sub {
+				es[j] = c.inner.Complete(ctx, r)
+			}
+		}
+		for j, i := range idx {
+			errs[i] = es[j]
+		}
+	}
+	if f == partial {
+		failed, sent := c.split(len(reqs))
+		if len(sent) > 0 {
+			all(ctx, sent)
+		}
+		c.markPartial(evs, failed)
+		for _, i := range failed {
+			errs[i] = fmt.Errorf("%w: %s entry %d failed", ErrInjected, opCompleteBatch, i)
+		}
+		return errs
+	}
+	if ierr := c.inject(ctx, opCompleteBatch, f, d, func(ctx context.Context) { all(ctx, seq(len(reqs))) }); ierr != nil {
+		for i := range reqs {
+			errs[i] = ierr
+		}
+	}
+	return errs
+}
+
+// markPartial records which entries of a partly failed batch failed.
+func (c *Chaos) markPartial(evs []*storeEvent, failed []int) {
+	hit := make(map[int]bool, len(failed))
+	for _, i := range failed {
+		hit[i] = true
+	}
+	for i, ev := range evs {
+		if !hit[i] {
+			ev.setFault(pass)
+		}
+	}
+}
+
+// split picks some entries of a batch to fail. Half the time the failed
+// entries still reach the store (their replies are lost), so sent then
+// holds every entry.
+func (c *Chaos) split(n int) (failed, sent []int) {
+	c.mu.Lock()
+	lostReply := c.rng.IntN(2) == 0
+	for i := range n {
+		if c.rng.IntN(3) == 0 {
+			failed = append(failed, i)
+		} else {
+			sent = append(sent, i)
+		}
+	}
+	c.mu.Unlock()
+	if lostReply {
+		sent = seq(n)
+	}
+	return failed, sent
+}
+
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// storeLog keeps what a Chaos store did, per stored key, for the checks.
+type storeLog struct {
+	mu   sync.Mutex
+	keys map[string]*keyLog
+	errs []time.Time // when calls that failed ended
+}
+
+type keyLog struct {
+	events []*storeEvent
+	grants []grant // claims the store granted, in order
+	covers map[core.Token]time.Time
+}
+
+// grant is a claim the wrapped store granted. The store ran it between
+// sent and ran, so it holds it until a lease after some moment in between,
+// unless extended.
+type grant struct {
+	token core.Token
+	sent  time.Time
+	ran   time.Time
+	call  *chaosCall // the call whose context the claim was sent with
+}
+
+type storeEvent struct {
+	log   *storeLog
+	call  *chaosCall
+	op    op
+	fault fault
+	key   string
+	token core.Token
+	start time.Time
+
+	// set by end, under log.mu
+	stop  time.Time
+	state core.State
+	err   error
+}
+
+func newStoreLog() *storeLog { return &storeLog{keys: make(map[string]*keyLog)} }
+
+func (l *storeLog) key(k string) *keyLog {
+	kl := l.keys[k]
+	if kl == nil {
+		kl = &keyLog{covers: make(map[core.Token]time.Time)}
+		l.keys[k] = kl
+	}
+	return kl
+}
+
+func (l *storeLog) begin(ctx context.Context, o op, f fault, key string, token core.Token) *storeEvent {
+	ev := &storeEvent{log: l, call: callOf(ctx), op: o, fault: f, key: key, token: token, start: time.Now()}
+	l.mu.Lock()
+	kl := l.key(key)
+	kl.events = append(kl.events, ev)
+	l.mu.Unlock()
+	return ev
+}
+
+func (ev *storeEvent) end(state core.State, err error) {
+	now := time.Now()
+	ev.log.mu.Lock()
+	ev.stop, ev.state, ev.err = now, state, err
+	if (err != nil && !errors.Is(err, core.ErrLeaseLost)) || ev.fault == panicBefore || ev.fault == panicAfter {
+		ev.log.errs = append(ev.log.errs, now)
+	}
+	ev.log.mu.Unlock()
+	if ev.call != nil {
+		ev.call.stored(ev.start, now)
+	}
+}
+
+func (l *storeLog) granted(ev *storeEvent, sent time.Time, state core.State, err error) {
+	if err != nil || state != core.StateClaimed {
+		return
+	}
+	key, token := ev.key, ev.token
+	ran := time.Now()
+	l.mu.Lock()
+	kl := l.key(key)
+	kl.grants = append(kl.grants, grant{token: token, sent: sent, ran: ran, call: ev.call})
+	kl.covers[token] = sent
+	l.mu.Unlock()
+}
+
+func (l *storeLog) extended(key string, token core.Token, sent time.Time) {
+	l.mu.Lock()
+	kl := l.key(key)
+	if sent.After(kl.covers[token]) {
+		kl.covers[token] = sent
+	}
+	l.mu.Unlock()
+}
+
+// failed reports whether a call that ended in [from, to] met an injected
+// fault or a store error (any key), for FailOpen's check that Unguarded
+// follows a real store failure.
+func (l *storeLog) failed(from, to time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.errs) - 1; i >= 0; i-- {
+		at := l.errs[i]
+		if at.Before(from.Add(-time.Second)) { // errs is in the order calls ended, give or take a lock
+			break
+		}
+		if !at.Before(from) && !at.After(to) {
+			return true
+		}
+	}
+	return false
+}
+
+func (ev *storeEvent) setFault(f fault) {
+	ev.log.mu.Lock()
+	ev.fault = f
+	ev.log.mu.Unlock()
+}
