@@ -26,6 +26,7 @@ type batch struct {
 	claims   []*core.Claim
 	received time.Time
 	extender *time.Timer // renews the open messages' visibility
+	out      *sender     // issues the batch's SQS calls
 	capped   bool        // the 12h visibility limit was reached and reported
 	groups   []string    // FIFO message group ids
 	open     []bool      // the message is not settled yet: keep it invisible
@@ -47,9 +48,11 @@ type result struct {
 // message holds a handler slot until it is settled or its handler returns.
 // A round waits for all its handlers, so a long handler delays the later
 // rounds of its batch (copies of a job and later messages of a FIFO group).
+// The batch's SQS calls go through its sender, and process returns once they
+// have returned.
 func (r *run) process(msgs []types.Message, received time.Time) {
 	defer r.batches.Done()
-	b := &batch{r: r, msgs: msgs, received: received,
+	b := &batch{r: r, msgs: msgs, received: received, out: startSender(),
 		claims: make([]*core.Claim, len(msgs)), open: make([]bool, len(msgs)), removed: make([]bool, len(msgs))}
 	b.jobs = make([]core.Job, len(msgs))
 	b.groups = make([]string, len(msgs))
@@ -60,8 +63,17 @@ func (r *run) process(msgs []types.Message, received time.Time) {
 		b.open[i] = true
 		pending[i] = i
 	}
+	defer b.out.close()
 	b.extender = time.NewTimer(time.Until(received.Add(r.vis / 2)))
 	defer b.extender.Stop()
+	defer func() {
+		// Whatever went wrong, jobs that ran get their done markers, so
+		// their claims do not outlive the batch.
+		if p := recover(); p != nil {
+			b.finish()
+			panic(p)
+		}
+	}()
 	results := make(chan result, len(msgs))
 	for len(pending) > 0 {
 		var round []int
@@ -166,7 +178,8 @@ func (r *run) runs(c *core.Claim) bool {
 	return r.failOpen && err != nil && !errors.Is(err, core.ErrInvalidKey)
 }
 
-// work runs the handler for one claimed message, holding a handler slot.
+// work runs the handler for one claimed message. Its handler slot is freed
+// by the batch when it takes the result.
 func (r *run) work(i int, c *core.Claim, m types.Message, results chan<- result) {
 	var res core.Result
 	var err error
@@ -176,7 +189,6 @@ func (r *run) work(i int, c *core.Claim, m types.Message, results chan<- result)
 			r.o.Logger.ErrorContext(r.hctx, "jobonce: sqsonce: handler panicked; the message is left for redelivery",
 				"queue", r.o.queueName, "message_id", aws.ToString(m.MessageId), "panic", p)
 		}
-		r.release(1)
 		results <- result{i: i, out: res.Outcome, err: err}
 	}()
 	res, err = c.Work(r.hctx, func(ctx context.Context) ([]byte, error) {
@@ -201,6 +213,7 @@ func (b *batch) await(running int, results <-chan result) {
 		select {
 		case res := <-results:
 			running--
+			r.release(1)
 			if res.out == core.Ran && res.err == nil {
 				b.done = append(b.done, res.i)
 				if running > 0 && flushC == nil {
@@ -227,7 +240,8 @@ func (b *batch) await(running int, results <-chan result) {
 }
 
 // finish writes the pending done markers in one store round trip and
-// deletes their messages.
+// deletes their messages. The markers are written even after Run's context
+// is cancelled: the jobs ran.
 func (b *batch) finish() {
 	if len(b.done) == 0 {
 		return
@@ -236,7 +250,7 @@ func (b *batch) finish() {
 	for j, i := range b.done {
 		claims[j] = b.claims[i]
 	}
-	outs := b.r.p.Guard.Finish(b.r.hctx, claims...)
+	outs := b.r.p.Guard.Finish(context.WithoutCancel(b.r.hctx), claims...)
 	for j, i := range b.done {
 		b.settle(i, outs[j], nil)
 	}

@@ -3,6 +3,7 @@ package sqsonce_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,49 @@ func newSQS(t testing.TB) *sqs.Client {
 	t.Helper()
 	testenv.Short(t)
 	return sqsClient(testenv.SQSEndpoint(t))
+}
+
+// server is an SQS implementation the behaviour tests run against.
+type server struct {
+	name   string
+	client *sqs.Client
+	// slack multiplies the tests' deadlines: moto answers in 0.4–2 s under
+	// load, fauxqs in milliseconds.
+	slack time.Duration
+}
+
+// within returns d stretched for the server's speed.
+func (s server) within(d time.Duration) time.Duration { return d * s.slack }
+
+// motoEndpoint is the environment variable naming a running moto_server.
+const motoEndpoint = "TEST_MOTO_ENDPOINT"
+
+// eachServer runs f as a parallel subtest against fauxqs and against moto,
+// which returns several messages of one FIFO group per receive, reports bad
+// receipt handles per batch entry and makes lapsed in-flight messages visible
+// again. The moto subtest is skipped when TEST_MOTO_ENDPOINT is unset
+// (scripts/test.sh sets it when moto_server is installed).
+func eachServer(t *testing.T, f func(t *testing.T, s server)) {
+	t.Helper()
+	testenv.Short(t)
+	t.Run("fauxqs", func(t *testing.T) {
+		t.Parallel()
+		f(t, server{name: "fauxqs", client: sqsClient(testenv.SQSEndpoint(t)), slack: 1})
+	})
+	t.Run("moto", func(t *testing.T) {
+		t.Parallel()
+		f(t, motoServer(t))
+	})
+}
+
+// motoServer returns moto, or skips the test when TEST_MOTO_ENDPOINT is unset.
+func motoServer(t *testing.T) server {
+	t.Helper()
+	ep := os.Getenv(motoEndpoint)
+	if ep == "" {
+		t.Skip(motoEndpoint + " is not set: moto_server is not installed here, so this runs on fauxqs only")
+	}
+	return server{name: "moto", client: sqsClient(ep), slack: 3}
 }
 
 func sqsClient(endpoint string) *sqs.Client {
