@@ -20,12 +20,15 @@ import (
 
 // On a FIFO queue a message group's messages run one after the other, in
 // order; when one fails, the group's later messages wait for its retry. Keys
-// default to the deduplication id. (fauxqs returns at most one message per
-// group and receive, so the split of one group's messages within a batch is
-// covered by TestSplitRound.)
+// default to the deduplication id. fauxqs returns at most one message per
+// group and receive, moto the whole group.
 func TestPollerFIFOOrder(t *testing.T) {
 	t.Parallel()
-	c := newSQS(t)
+	eachServer(t, testPollerFIFOOrder)
+}
+
+func testPollerFIFOOrder(t *testing.T, s server) {
+	c := s.client
 	prefix := testenv.Prefix(t)
 	rdb := testenv.Redis(t, prefix)
 	q := createQueue(t, c, queueSpec{fifo: true, visibility: 30, maxReceive: 5})
@@ -66,8 +69,8 @@ func TestPollerFIFOOrder(t *testing.T) {
 	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, Handler: handler, WaitTime: time.Second,
 		Config: &sqsonce.Config{FailureDelay: time.Second}}
 	stop := startPoller(t, p)
-	require.Eventually(t, func() bool { return eff.count() == n }, 30*time.Second, 50*time.Millisecond)
-	requireDrained(t, c, q.url, 10*time.Second)
+	require.Eventually(t, func() bool { return eff.count() == n }, s.within(30*time.Second), 50*time.Millisecond)
+	requireDrained(t, c, q.url, s.within(10*time.Second))
 	require.NoError(t, stop())
 	// The done marker is stored under the deduplication id.
 	name := q.url[strings.LastIndex(q.url, "/")+1:]
