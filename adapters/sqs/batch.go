@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -31,6 +32,10 @@ type batch struct {
 	groups   []string    // FIFO message group ids
 	open     []bool      // the message is not settled yet: keep it invisible
 	removed  []bool      // the message was settled for deletion
+	passed   []bool      // the message used up its attempts: its group goes on
+	attempts []int       // handler runs in this batch
+	retryAt  []time.Time // a failed message retried in place runs again then
+	retries  []int       // failed messages of the current round to retry in place
 	done     []int       // handlers succeeded; done markers to write
 	deletes  []int       // messages to delete
 	hides    []int       // messages whose visibility to change …
@@ -52,18 +57,23 @@ type result struct {
 // have returned.
 func (r *run) process(msgs []types.Message, received time.Time) {
 	defer r.batches.Done()
+	n := len(msgs)
 	b := &batch{r: r, msgs: msgs, received: received, out: startSender(),
-		claims: make([]*core.Claim, len(msgs)), open: make([]bool, len(msgs)), removed: make([]bool, len(msgs))}
-	b.jobs = make([]core.Job, len(msgs))
-	b.groups = make([]string, len(msgs))
-	pending := make([]int, len(msgs))
+		claims: make([]*core.Claim, n), open: make([]bool, n), removed: make([]bool, n), passed: make([]bool, n),
+		attempts: make([]int, n), retryAt: make([]time.Time, n), jobs: make([]core.Job, n), groups: make([]string, n)}
+	defer b.out.close()
+	pending := make([]int, 0, n)
 	for i, m := range msgs {
 		b.jobs[i] = r.o.job(m)
 		b.groups[i] = m.Attributes[attrGroup]
 		b.open[i] = true
-		pending[i] = i
+		if b.groups[i] != "" && r.givenUp.has(aws.ToString(m.MessageId)) {
+			b.handBackGivenUp(i)
+			continue
+		}
+		pending = append(pending, i)
 	}
-	defer b.out.close()
+	b.flush()
 	b.extender = time.NewTimer(time.Until(received.Add(r.vis / 2)))
 	defer b.extender.Stop()
 	defer func() {
@@ -74,12 +84,21 @@ func (r *run) process(msgs []types.Message, received time.Time) {
 			panic(p)
 		}
 	}()
-	results := make(chan result, len(msgs))
+	results := make(chan result, n)
 	for len(pending) > 0 {
-		var round []int
-		round, pending = splitRound(b.jobs, b.groups, pending)
+		now := time.Now()
+		round, rest := splitRound(b.jobs, b.groups, pending, func(i int) bool { return !b.retryAt[i].After(now) })
+		if len(round) == 0 {
+			if !b.pause(rest) {
+				b.abandonRetries(rest)
+			}
+			pending = b.handBackBlocked(rest)
+			continue
+		}
 		b.round(round, results)
-		pending = b.handBackBlocked(pending)
+		slices.Sort(b.retries)
+		pending = b.handBackBlocked(merge(b.retries, rest))
+		b.retries = b.retries[:0]
 	}
 }
 
@@ -87,20 +106,41 @@ func (r *run) process(msgs []types.Message, received time.Time) {
 // holds one message per key, so a later copy of a job in the same batch is
 // claimed after the first one finished and is deleted as a duplicate at
 // once, instead of being hidden as running; and one message per FIFO message
-// group, so a group's messages run one after the other, in order.
-func splitRound(jobs []core.Job, groups []string, pending []int) (round, rest []int) {
+// group, so a group's messages run one after the other, in order. A message
+// that is not ready (waiting to be retried in place) stays out of the round
+// but holds its key and group all the same.
+func splitRound(jobs []core.Job, groups []string, pending []int, ready func(i int) bool) (round, rest []int) {
 	round = pending[:0:0]
+	var held []int
 next:
 	for _, i := range pending {
-		for _, j := range round {
+		for _, j := range append(held, round...) {
 			if (jobs[i].Key != "" && jobs[i].Key == jobs[j].Key) || (groups[i] != "" && groups[i] == groups[j]) {
 				rest = append(rest, i)
 				continue next
 			}
 		}
+		if ready != nil && !ready(i) {
+			held = append(held, i)
+			rest = append(rest, i)
+			continue
+		}
 		round = append(round, i)
 	}
 	return round, rest
+}
+
+// merge merges two ascending lists of message indexes.
+func merge(a, b []int) []int {
+	out := make([]int, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if a[0] < b[0] {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
 }
 
 // handBackBlocked hands the pending messages of a FIFO message group whose
@@ -124,13 +164,13 @@ func (b *batch) handBackBlocked(pending []int) []int {
 }
 
 // blocked reports whether message i belongs to a FIFO message group with a
-// settled message that was not deleted.
+// settled message that was neither deleted nor given up.
 func (b *batch) blocked(i int) bool {
 	if b.groups[i] == "" {
 		return false
 	}
 	for j, g := range b.groups {
-		if g == b.groups[i] && !b.open[j] && !b.removed[j] {
+		if g == b.groups[i] && !b.open[j] && !b.removed[j] && !b.passed[j] {
 			return true
 		}
 	}
@@ -155,6 +195,7 @@ func (b *batch) round(idx []int, results chan result) {
 		b.claims[i] = c
 		if r.runs(c) {
 			running++
+			b.attempts[i]++
 			go r.work(i, c, b.msgs[i], results)
 			continue
 		}
@@ -213,6 +254,10 @@ func (b *batch) await(running int, results <-chan result) {
 		select {
 		case res := <-results:
 			running--
+			if res.out == core.Failed && b.failed(res.i) {
+				b.retries = append(b.retries, res.i)
+				continue
+			}
 			r.release(1)
 			if res.out == core.Ran && res.err == nil {
 				b.done = append(b.done, res.i)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,4 +88,89 @@ func testPollerFIFOOrder(t *testing.T, s server) {
 	require.Zero(t, overlap.Load(), "two messages of one group ran at once")
 	require.True(t, failedOnce.Load())
 	require.EqualValues(t, 1, p.Stats().Failed)
+	if s.name == "moto" {
+		// The whole group came in one receive; the failed step was retried
+		// in place (the Poller read maxReceiveCount from the queue), so no
+		// message was received twice.
+		require.EqualValues(t, n, p.Stats().Received)
+	}
+}
+
+// A FIFO group's head fails every time, on a queue whose maxReceiveCount is
+// 3; its four followers arrive in the same receive where the server returns
+// whole groups (moto). The head is retried in place, its followers kept
+// hidden, for the three attempts the queue allows it; then it is given up
+// and its followers run, each once, in order. Only the head reaches the
+// dead-letter queue, after exactly three attempts. Where the server returns
+// one message per group and receive (fauxqs), the queue's own redeliveries
+// give the same result.
+func TestPollerFIFOFailingHead(t *testing.T) {
+	t.Parallel()
+	eachServer(t, testPollerFIFOFailingHead)
+}
+
+func testPollerFIFOFailingHead(t *testing.T, s server) {
+	c := s.client
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{fifo: true, visibility: 4, maxReceive: 3})
+	rec := newRecorder(c)
+
+	bodies := []string{"A0", "A1", "A2", "A3", "A4"}
+	entries := make([]types.SendMessageBatchRequestEntry, len(bodies))
+	for i, b := range bodies {
+		entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(b),
+			MessageGroupId: aws.String("A"), MessageDeduplicationId: aws.String(b)}
+	}
+	_, err := c.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	var order []string
+	var received int // most messages of one receive
+	handler := func(ctx context.Context, m types.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, aws.ToString(m.Body))
+		if aws.ToString(m.Body) == "A0" {
+			return errors.New("A0 always fails")
+		}
+		return nil
+	}
+	p := &sqsonce.Poller{Client: receiveSizes(rec, func(n int) {
+		mu.Lock()
+		received = max(received, n)
+		mu.Unlock()
+	}), QueueURL: q.url, Guard: newGuard(t, rdb, prefix, nil), Handler: handler, WaitTime: time.Second,
+		VisibilityTimeout: 4 * time.Second, MaxReceiveCount: 3, Config: &sqsonce.Config{FailureDelay: time.Second}}
+	stop := startPoller(t, p)
+	requireDrained(t, c, q.url, s.within(40*time.Second))
+	require.NoError(t, stop())
+	v, f := depth(t, c, q.dlq)
+	require.Equal(t, 1, v+f, "messages in the dead-letter queue")
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"A0", "A0", "A0", "A1", "A2", "A3", "A4"}, order)
+	dead := receiveOne(t, c, q.dlq)
+	require.NotNil(t, dead)
+	require.Equal(t, "A0", aws.ToString(dead.Body))
+	st := p.Stats()
+	require.EqualValues(t, 3, st.Failed)
+	require.EqualValues(t, 4, st.Ran)
+	require.EqualValues(t, 4, st.Deleted)
+	if received == 1 {
+		require.Zero(t, st.GivenUp)
+	} else {
+		// Given up once, then handed back unrun at its receives 2 and 3.
+		require.EqualValues(t, 3, st.GivenUp)
+		// The followers came with the head, ran in that receive and were
+		// received only then.
+		for _, id := range rec.receivedIDs() {
+			if body := rec.bodyOf(id); body != "A0" {
+				require.Equal(t, 1, rec.receivesOf(id), "receives of %s", body)
+			}
+		}
+	}
+	t.Logf("%s: at most %d messages per receive; the head was received %d times", s.name, received, rec.receivesOfBody("A0"))
 }

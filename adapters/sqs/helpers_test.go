@@ -288,12 +288,13 @@ func startPoller(t testing.TB, p *sqsonce.Poller) (stop func() error) {
 type recorder struct {
 	sqsonce.Client
 	mu       sync.Mutex
-	receives map[string]int  // message id → receives
-	deleted  map[string]bool // receipt handles deleted
+	receives map[string]int    // message id → receives
+	bodies   map[string]string // message id → body
+	deleted  map[string]bool   // receipt handles deleted
 }
 
 func newRecorder(c sqsonce.Client) *recorder {
-	return &recorder{Client: c, receives: map[string]int{}, deleted: map[string]bool{}}
+	return &recorder{Client: c, receives: map[string]int{}, bodies: map[string]string{}, deleted: map[string]bool{}}
 }
 
 func (r *recorder) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
@@ -302,6 +303,7 @@ func (r *recorder) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInp
 		r.mu.Lock()
 		for _, m := range out.Messages {
 			r.receives[aws.ToString(m.MessageId)]++
+			r.bodies[aws.ToString(m.MessageId)] = aws.ToString(m.Body)
 		}
 		r.mu.Unlock()
 	}
@@ -321,6 +323,53 @@ func (r *recorder) receivesOf(id string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.receives[id]
+}
+
+func (r *recorder) receivedIDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]string, 0, len(r.receives))
+	for id := range r.receives {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (r *recorder) bodyOf(id string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.bodies[id]
+}
+
+// receivesOfBody returns the receives of all messages with the body.
+func (r *recorder) receivesOfBody(body string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for id, b := range r.bodies {
+		if b == body {
+			n += r.receives[id]
+		}
+	}
+	return n
+}
+
+// receiveSizes reports the size of every receive to f.
+func receiveSizes(c sqsonce.Client, f func(n int)) sqsonce.Client {
+	return &sizeReporter{Client: c, f: f}
+}
+
+type sizeReporter struct {
+	sqsonce.Client
+	f func(n int)
+}
+
+func (s *sizeReporter) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	out, err := s.Client.ReceiveMessage(ctx, in, opts...)
+	if err == nil {
+		s.f(len(out.Messages))
+	}
+	return out, err
 }
 
 func (r *recorder) deletedHandles() map[string]bool {

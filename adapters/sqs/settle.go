@@ -25,8 +25,13 @@ var entryIDs = [...]string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}
 func (b *batch) settle(i int, out core.Outcome, err error) {
 	r := b.r
 	b.open[i] = false
+	b.retryAt[i] = time.Time{}
 	r.p.stats.count(out)
-	d := r.o.decide(out, err, receiveCount(b.msgs[i]), time.Since(b.received), r.stopping.Load())
+	b.place(i, r.o.decide(out, err, receiveCount(b.msgs[i]), time.Since(b.received), r.stopping.Load()))
+}
+
+// place queues what decision d says for message i.
+func (b *batch) place(i int, d decision) {
 	switch d.act {
 	case remove:
 		b.removed[i] = true
