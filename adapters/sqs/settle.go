@@ -95,7 +95,7 @@ func (b *batch) delete(idx []int) {
 		if err != nil {
 			r.p.stats.deleteErrors.Add(int64(len(idx)))
 			r.o.Logger.WarnContext(r.hctx, "jobonce: sqsonce: delete failed; the messages come back as duplicates",
-				"queue", r.o.queueName, "messages", len(idx), "error", err)
+				"queue", r.o.queueName, "messages", len(idx), "message_ids", b.messageIDs(idx), "error", err)
 			return
 		}
 		r.p.stats.deleted.Add(int64(len(out.Successful)))
@@ -125,7 +125,7 @@ func (b *batch) changeVisibility(idx []int, delays []int32) {
 		if err != nil {
 			r.p.stats.visibilityErrors.Add(int64(len(idx)))
 			r.o.Logger.WarnContext(r.hctx, "jobonce: sqsonce: visibility change failed",
-				"queue", r.o.queueName, "messages", len(idx), "error", err)
+				"queue", r.o.queueName, "messages", len(idx), "message_ids", b.messageIDs(idx), "error", err)
 			return
 		}
 		for _, f := range out.Failed {
@@ -151,6 +151,15 @@ func call[T any](r *run, f func(ctx context.Context) (*T, error)) (out *T, err e
 		err = errors.New("jobonce: sqsonce: SQS client returned no output and no error")
 	}
 	return out, err
+}
+
+// messageIDs returns the message ids of messages idx.
+func (b *batch) messageIDs(idx []int) []string {
+	ids := make([]string, len(idx))
+	for j, i := range idx {
+		ids[j] = aws.ToString(b.msgs[i].MessageId)
+	}
+	return ids
 }
 
 // messageID returns the message id of the batch entry with the given Id.
