@@ -90,7 +90,7 @@ func (r *run) process(msgs []types.Message, received time.Time) {
 		round, rest := splitRound(b.jobs, b.groups, pending, func(i int) bool { return !b.retryAt[i].After(now) })
 		if len(round) == 0 {
 			if !b.pause(rest) {
-				b.abandonRetries(rest)
+				rest = b.abandonRetries(rest)
 			}
 			pending = b.handBackBlocked(rest)
 			continue

@@ -93,11 +93,14 @@ func (b *batch) pause(pending []int) bool {
 }
 
 // abandonRetries settles the messages of pending waiting for a retry in
-// place as the failures they are: Run is stopping.
-func (b *batch) abandonRetries(pending []int) {
+// place as the failures they are, as Run is stopping, and returns the other
+// pending messages.
+func (b *batch) abandonRetries(pending []int) []int {
 	r := b.r
+	left := pending[:0]
 	for _, i := range pending {
 		if b.retryAt[i].IsZero() {
+			left = append(left, i)
 			continue
 		}
 		b.retryAt[i] = time.Time{}
@@ -105,7 +108,7 @@ func (b *batch) abandonRetries(pending []int) {
 		b.place(i, r.o.decide(core.Failed, nil, receiveCount(b.msgs[i]), time.Since(b.received), r.stopping.Load()))
 		r.release(1)
 	}
-	b.flush()
+	return left
 }
 
 // handBackGivenUp hands back, unrun, a message this Poller gave up earlier,

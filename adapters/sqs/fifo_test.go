@@ -174,3 +174,56 @@ func testPollerFIFOFailingHead(t *testing.T, s server) {
 	}
 	t.Logf("%s: at most %d messages per receive; the head was received %d times", s.name, received, rec.receivesOfBody("A0"))
 }
+
+// Stopping Run while a FIFO message waits to be retried in place ends the
+// wait at once: the message is left as the failure it is, its followers are
+// handed back unrun, and nothing is deleted. (moto only: fauxqs never puts a
+// group's followers in the same receive.)
+func TestPollerFIFOStopDuringRetry(t *testing.T) {
+	t.Parallel()
+	s := motoServer(t)
+	c := s.client
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{fifo: true, visibility: 30, maxReceive: 5})
+	rec := newRecorder(c)
+
+	bodies := []string{"B0", "B1", "B2"}
+	entries := make([]types.SendMessageBatchRequestEntry, len(bodies))
+	for i, b := range bodies {
+		entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(b),
+			MessageGroupId: aws.String("B"), MessageDeduplicationId: aws.String(b)}
+	}
+	_, err := c.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
+	require.NoError(t, err)
+
+	ran := make(chan string, 10)
+	p := &sqsonce.Poller{Client: rec, QueueURL: q.url, Guard: newGuard(t, rdb, prefix, nil), WaitTime: time.Second,
+		MaxReceiveCount: 5, ShutdownTimeout: 20 * time.Second, Config: &sqsonce.Config{FailureDelay: 30 * time.Second},
+		Handler: func(ctx context.Context, m types.Message) error {
+			ran <- aws.ToString(m.Body)
+			return errors.New("fails")
+		}}
+	stop := startPoller(t, p)
+	select {
+	case b := <-ran:
+		require.Equal(t, "B0", b)
+	case <-time.After(s.within(20 * time.Second)):
+		t.Fatal("the head did not run")
+	}
+	require.Eventually(t, func() bool { return p.Stats().Failed == 1 }, s.within(5*time.Second), 10*time.Millisecond)
+	begin := time.Now()
+	require.NoError(t, stop())
+	require.Less(t, time.Since(begin), s.within(3*time.Second), "Run waited for the retry in place")
+	require.Empty(t, ran, "a follower ran, or the head ran again")
+	require.Empty(t, rec.deletedHandles())
+	v, f := depth(t, c, q.url)
+	require.Equal(t, len(bodies), v+f)
+	st := p.Stats()
+	require.EqualValues(t, 1, st.Failed)
+	require.EqualValues(t, len(bodies), st.Received)
+	require.Zero(t, st.GivenUp)
+	// The followers were handed back at once, the head hidden for its
+	// FailureDelay: the group is locked behind the head.
+	require.Nil(t, receiveOne(t, c, q.url))
+}
