@@ -50,9 +50,10 @@ type result struct {
 }
 
 // process settles one received batch, in rounds (see splitRound); each
-// message holds a handler slot until it is settled or its handler returns.
-// A round waits for all its handlers, so a long handler delays the later
-// rounds of its batch (copies of a job and later messages of a FIFO group).
+// message holds a handler slot until it is settled or its handler returns
+// (a FIFO message retried in place keeps its slot while it waits). A round
+// waits for all its handlers, so a long handler delays the later rounds of
+// its batch (copies of a job and later messages of a FIFO group).
 // The batch's SQS calls go through its sender, and process returns once they
 // have returned.
 func (r *run) process(msgs []types.Message, received time.Time) {
