@@ -68,7 +68,7 @@ func motoServer(t *testing.T) server {
 	t.Helper()
 	ep := os.Getenv(motoEndpoint)
 	if ep == "" {
-		t.Skip(motoEndpoint + " is not set: moto_server is not installed here, so this runs on fauxqs only")
+		t.Skip(motoEndpoint + " is not set (scripts/test.sh sets it when moto_server is installed): no moto run")
 	}
 	return server{name: "moto", client: sqsClient(ep), slack: 3}
 }
