@@ -3,7 +3,9 @@
 # PostgreSQL and SQS servers named by TEST_REDIS_URL, TEST_DATABASE_URL and
 # TEST_SQS_ENDPOINT when they answer, and otherwise starts local ones on
 # loopback, installing Debian's packages (redis-server, postgresql, nodejs)
-# when they are missing. Extra arguments go to `go test` (e.g. -run, -short).
+# when they are missing. When moto_server is installed (it is never installed
+# here), it is started too, and TEST_MOTO_ENDPOINT set, so the SQS behaviour
+# tests also run against a second implementation. Extra arguments go to `go test` (e.g. -run, -short).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -91,11 +93,55 @@ ensure_sqs() {
   log "SQS server at $TEST_SQS_ENDPOINT"
 }
 
-cleanup() { [ -z "$sqs_pid" ] || kill "$sqs_pid" 2>/dev/null || true; }
+# A second SQS implementation for the behaviour tests, when moto_server is
+# installed; it is never installed here, and the tests that need it skip
+# without it.
+moto_pid=
+ensure_moto() {
+  if [ -n "${TEST_MOTO_ENDPOINT:-}" ]; then return 0; fi
+  if ! have moto_server; then
+    log "moto_server is not installed: the SQS behaviour tests run on fauxqs only"
+    return 0
+  fi
+  local port
+  port=$(free_port) || { log "no free port for moto_server: the SQS behaviour tests run on fauxqs only"; return 0; }
+  moto_server -H 127.0.0.1 -p "$port" >/tmp/jobonce-moto.log 2>&1 &
+  moto_pid=$!
+  local endpoint=http://127.0.0.1:$port
+  for _ in $(seq 300); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      export TEST_MOTO_ENDPOINT=$endpoint
+      log "moto at $TEST_MOTO_ENDPOINT"
+      return 0
+    fi
+    kill -0 "$moto_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  log "moto_server did not come up (see /tmp/jobonce-moto.log): the SQS behaviour tests run on fauxqs only"
+  kill "$moto_pid" 2>/dev/null || true
+  moto_pid=
+}
+
+# Prints a free TCP port on 127.0.0.1.
+free_port() {
+  if have python3; then
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  elif have node; then
+    node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })'
+  else
+    return 1
+  fi
+}
+
+cleanup() {
+  [ -z "$sqs_pid" ] || kill "$sqs_pid" 2>/dev/null || true
+  [ -z "$moto_pid" ] || kill "$moto_pid" 2>/dev/null || true
+}
 trap cleanup EXIT
 
 ensure_redis
 ensure_postgres
 ensure_sqs
+ensure_moto
 log "go test -race ./... $*"
 go test -race -count=1 -timeout 40m "$@" ./...

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -26,10 +27,15 @@ type batch struct {
 	claims   []*core.Claim
 	received time.Time
 	extender *time.Timer // renews the open messages' visibility
+	out      *sender     // issues the batch's SQS calls
 	capped   bool        // the 12h visibility limit was reached and reported
 	groups   []string    // FIFO message group ids
 	open     []bool      // the message is not settled yet: keep it invisible
 	removed  []bool      // the message was settled for deletion
+	passed   []bool      // the message used up its attempts: its group goes on
+	attempts []int       // handler runs in this batch
+	retryAt  []time.Time // a failed message retried in place runs again then
+	retries  []int       // failed messages of the current round to retry in place
 	done     []int       // handlers succeeded; done markers to write
 	deletes  []int       // messages to delete
 	hides    []int       // messages whose visibility to change …
@@ -44,30 +50,56 @@ type result struct {
 }
 
 // process settles one received batch, in rounds (see splitRound); each
-// message holds a handler slot until it is settled or its handler returns.
-// A round waits for all its handlers, so a long handler delays the later
-// rounds of its batch (copies of a job and later messages of a FIFO group).
+// message holds a handler slot until it is settled or its handler returns
+// (a FIFO message retried in place keeps its slot while it waits). A round
+// waits for all its handlers, so a long handler delays the later rounds of
+// its batch (copies of a job and later messages of a FIFO group).
+// The batch's SQS calls go through its sender, and process returns once they
+// have returned.
 func (r *run) process(msgs []types.Message, received time.Time) {
 	defer r.batches.Done()
-	b := &batch{r: r, msgs: msgs, received: received,
-		claims: make([]*core.Claim, len(msgs)), open: make([]bool, len(msgs)), removed: make([]bool, len(msgs))}
-	b.jobs = make([]core.Job, len(msgs))
-	b.groups = make([]string, len(msgs))
-	pending := make([]int, len(msgs))
+	n := len(msgs)
+	b := &batch{r: r, msgs: msgs, received: received, out: startSender(),
+		claims: make([]*core.Claim, n), open: make([]bool, n), removed: make([]bool, n), passed: make([]bool, n),
+		attempts: make([]int, n), retryAt: make([]time.Time, n), jobs: make([]core.Job, n), groups: make([]string, n)}
+	defer b.out.close()
+	pending := make([]int, 0, n)
 	for i, m := range msgs {
 		b.jobs[i] = r.o.job(m)
 		b.groups[i] = m.Attributes[attrGroup]
 		b.open[i] = true
-		pending[i] = i
+		if b.groups[i] != "" && r.givenUp.has(aws.ToString(m.MessageId)) {
+			b.handBackGivenUp(i)
+			continue
+		}
+		pending = append(pending, i)
 	}
+	b.flush()
 	b.extender = time.NewTimer(time.Until(received.Add(r.vis / 2)))
 	defer b.extender.Stop()
-	results := make(chan result, len(msgs))
+	defer func() {
+		// Whatever went wrong, jobs that ran get their done markers, so
+		// their claims do not outlive the batch.
+		if p := recover(); p != nil {
+			b.finish()
+			panic(p)
+		}
+	}()
+	results := make(chan result, n)
 	for len(pending) > 0 {
-		var round []int
-		round, pending = splitRound(b.jobs, b.groups, pending)
+		now := time.Now()
+		round, rest := splitRound(b.jobs, b.groups, pending, func(i int) bool { return !b.retryAt[i].After(now) })
+		if len(round) == 0 {
+			if !b.pause(rest) {
+				rest = b.abandonRetries(rest)
+			}
+			pending = b.handBackBlocked(rest)
+			continue
+		}
 		b.round(round, results)
-		pending = b.handBackBlocked(pending)
+		slices.Sort(b.retries)
+		pending = b.handBackBlocked(merge(b.retries, rest))
+		b.retries = b.retries[:0]
 	}
 }
 
@@ -75,20 +107,41 @@ func (r *run) process(msgs []types.Message, received time.Time) {
 // holds one message per key, so a later copy of a job in the same batch is
 // claimed after the first one finished and is deleted as a duplicate at
 // once, instead of being hidden as running; and one message per FIFO message
-// group, so a group's messages run one after the other, in order.
-func splitRound(jobs []core.Job, groups []string, pending []int) (round, rest []int) {
+// group, so a group's messages run one after the other, in order. A message
+// that is not ready (waiting to be retried in place) stays out of the round
+// but holds its key and group all the same.
+func splitRound(jobs []core.Job, groups []string, pending []int, ready func(i int) bool) (round, rest []int) {
 	round = pending[:0:0]
+	var held []int
 next:
 	for _, i := range pending {
-		for _, j := range round {
+		for _, j := range append(held, round...) {
 			if (jobs[i].Key != "" && jobs[i].Key == jobs[j].Key) || (groups[i] != "" && groups[i] == groups[j]) {
 				rest = append(rest, i)
 				continue next
 			}
 		}
+		if ready != nil && !ready(i) {
+			held = append(held, i)
+			rest = append(rest, i)
+			continue
+		}
 		round = append(round, i)
 	}
 	return round, rest
+}
+
+// merge merges two ascending lists of message indexes.
+func merge(a, b []int) []int {
+	out := make([]int, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if a[0] < b[0] {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
 }
 
 // handBackBlocked hands the pending messages of a FIFO message group whose
@@ -112,13 +165,13 @@ func (b *batch) handBackBlocked(pending []int) []int {
 }
 
 // blocked reports whether message i belongs to a FIFO message group with a
-// settled message that was not deleted.
+// settled message that was neither deleted nor given up.
 func (b *batch) blocked(i int) bool {
 	if b.groups[i] == "" {
 		return false
 	}
 	for j, g := range b.groups {
-		if g == b.groups[i] && !b.open[j] && !b.removed[j] {
+		if g == b.groups[i] && !b.open[j] && !b.removed[j] && !b.passed[j] {
 			return true
 		}
 	}
@@ -143,6 +196,7 @@ func (b *batch) round(idx []int, results chan result) {
 		b.claims[i] = c
 		if r.runs(c) {
 			running++
+			b.attempts[i]++
 			go r.work(i, c, b.msgs[i], results)
 			continue
 		}
@@ -166,7 +220,8 @@ func (r *run) runs(c *core.Claim) bool {
 	return r.failOpen && err != nil && !errors.Is(err, core.ErrInvalidKey)
 }
 
-// work runs the handler for one claimed message, holding a handler slot.
+// work runs the handler for one claimed message. Its handler slot is freed
+// by the batch when it takes the result.
 func (r *run) work(i int, c *core.Claim, m types.Message, results chan<- result) {
 	var res core.Result
 	var err error
@@ -176,7 +231,6 @@ func (r *run) work(i int, c *core.Claim, m types.Message, results chan<- result)
 			r.o.Logger.ErrorContext(r.hctx, "jobonce: sqsonce: handler panicked; the message is left for redelivery",
 				"queue", r.o.queueName, "message_id", aws.ToString(m.MessageId), "panic", p)
 		}
-		r.release(1)
 		results <- result{i: i, out: res.Outcome, err: err}
 	}()
 	res, err = c.Work(r.hctx, func(ctx context.Context) ([]byte, error) {
@@ -201,6 +255,11 @@ func (b *batch) await(running int, results <-chan result) {
 		select {
 		case res := <-results:
 			running--
+			if res.out == core.Failed && b.failed(res.i) {
+				b.retries = append(b.retries, res.i)
+				continue
+			}
+			r.release(1)
 			if res.out == core.Ran && res.err == nil {
 				b.done = append(b.done, res.i)
 				if running > 0 && flushC == nil {
@@ -227,7 +286,8 @@ func (b *batch) await(running int, results <-chan result) {
 }
 
 // finish writes the pending done markers in one store round trip and
-// deletes their messages.
+// deletes their messages. The markers are written even after Run's context
+// is cancelled: the jobs ran.
 func (b *batch) finish() {
 	if len(b.done) == 0 {
 		return
@@ -236,7 +296,7 @@ func (b *batch) finish() {
 	for j, i := range b.done {
 		claims[j] = b.claims[i]
 	}
-	outs := b.r.p.Guard.Finish(b.r.hctx, claims...)
+	outs := b.r.p.Guard.Finish(context.WithoutCancel(b.r.hctx), claims...)
 	for j, i := range b.done {
 		b.settle(i, outs[j], nil)
 	}

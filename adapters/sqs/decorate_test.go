@@ -48,93 +48,108 @@ func sendKeyed(t *testing.T, c *sqs.Client, url, key, body string) {
 // under the same key is a conflict left for the dead-letter queue.
 func TestDecorateRunDuplicateConflict(t *testing.T) {
 	t.Parallel()
-	c := newSQS(t)
-	prefix := testenv.Prefix(t)
-	rdb := testenv.Redis(t, prefix)
-	q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 2})
-	eff := newEffects(rdb, prefix)
-	g := newGuard(t, rdb, prefix, nil)
-	h := sqsonce.Decorate(g, c, q.url, func(ctx context.Context, m types.Message) error {
-		return eff.record(ctx, aws.ToString(m.Body))
-	}, &sqsonce.Config{KeyAttribute: "job"})
+	eachServer(t, func(t *testing.T, s server) {
+		c := s.client
+		prefix := testenv.Prefix(t)
+		rdb := testenv.Redis(t, prefix)
+		q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 2})
+		eff := newEffects(rdb, prefix)
+		g := newGuard(t, rdb, prefix, nil)
+		h := sqsonce.Decorate(g, c, q.url, func(ctx context.Context, m types.Message) error {
+			return eff.record(ctx, aws.ToString(m.Body))
+		}, &sqsonce.Config{KeyAttribute: "job"})
 
-	sendKeyed(t, c, q.url, "order-1", "ship order 1")
-	sendKeyed(t, c, q.url, "order-1", "ship order 1")
-	sendKeyed(t, c, q.url, "order-1", "ship order 1, but differently")
+		sendKeyed(t, c, q.url, "order-1", "ship order 1")
+		sendKeyed(t, c, q.url, "order-1", "ship order 1")
+		sendKeyed(t, c, q.url, "order-1", "ship order 1, but differently")
 
-	ctx := context.Background()
-	for range 2 {
+		ctx := context.Background()
+		for range 2 {
+			m := receiveOne(t, c, q.url)
+			require.NotNil(t, m)
+			require.Equal(t, "ship order 1", aws.ToString(m.Body))
+			require.NoError(t, h(ctx, *m))
+		}
 		m := receiveOne(t, c, q.url)
 		require.NotNil(t, m)
-		require.Equal(t, "ship order 1", aws.ToString(m.Body))
-		require.NoError(t, h(ctx, *m))
-	}
-	m := receiveOne(t, c, q.url)
-	require.NotNil(t, m)
-	require.ErrorIs(t, h(ctx, *m), core.ErrConflict)
-	eff.requireOnce(t, []string{"ship order 1"})
+		require.ErrorIs(t, h(ctx, *m), core.ErrConflict)
+		eff.requireOnce(t, []string{"ship order 1"})
 
-	// The conflict is left alone, so the redrive policy moves it.
-	require.Eventually(t, func() bool {
-		if m := receiveOne(t, c, q.url); m != nil {
-			require.ErrorIs(t, h(ctx, *m), core.ErrConflict)
-		}
-		v, _ := depth(t, c, q.dlq)
-		return v == 1
-	}, 20*time.Second, 10*time.Millisecond)
-	requireDrained(t, c, q.url, 5*time.Second)
+		// The conflict is left alone, so the redrive policy moves it.
+		require.Eventually(t, func() bool {
+			if m := receiveOne(t, c, q.url); m != nil {
+				require.ErrorIs(t, h(ctx, *m), core.ErrConflict)
+			}
+			v, _ := depth(t, c, q.dlq)
+			return v == 1
+		}, s.within(20*time.Second), 10*time.Millisecond)
+		requireDrained(t, c, q.url, s.within(5*time.Second))
+	})
 }
 
-// A copy that finds its job running is hidden for the RetryAfter hint, far
-// longer than the queue's 1 s visibility timeout, and is deleted as a
-// duplicate once the running copy is done.
+// A copy that finds its job running is hidden for the RetryAfter hint (4 s:
+// a third of the 12 s lease), far longer than the queue's 1 s visibility
+// timeout: no receive gets it for 2.5 s. Once the running copy is done, it
+// comes back and is deleted as a duplicate.
 func TestDecorateRunning(t *testing.T) {
 	t.Parallel()
-	c := newSQS(t)
-	prefix := testenv.Prefix(t)
-	rdb := testenv.Redis(t, prefix)
-	q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 5})
-	g := newGuard(t, rdb, prefix, &core.Config{Lease: 4 * time.Second})
-	h := sqsonce.Decorate(g, c, q.url, func(context.Context, types.Message) error {
-		return errors.New("must not run")
-	}, &sqsonce.Config{KeyAttribute: "job"})
+	eachServer(t, func(t *testing.T, s server) {
+		c := s.client
+		prefix := testenv.Prefix(t)
+		rdb := testenv.Redis(t, prefix)
+		q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 5})
+		g := newGuard(t, rdb, prefix, &core.Config{Lease: 12 * time.Second})
+		require.Equal(t, 4*time.Second, g.Config().MaxRetryAfter)
+		h := sqsonce.Decorate(g, c, q.url, func(context.Context, types.Message) error {
+			return errors.New("must not run")
+		}, &sqsonce.Config{KeyAttribute: "job"})
 
-	release := make(chan struct{})
-	holding := make(chan struct{})
-	doneDo := make(chan error, 1)
-	go func() {
-		_, err := g.Do(context.Background(), "report-7", func(context.Context) error {
-			close(holding)
-			<-release
-			return nil
-		})
-		doneDo <- err
-	}()
-	<-holding
-	sendKeyed(t, c, q.url, "report-7", "build report 7")
-	m := receiveOne(t, c, q.url)
-	require.NotNil(t, m)
-	err := h(context.Background(), *m)
-	require.ErrorIs(t, err, core.ErrRunning)
-	require.Never(t, func() bool {
-		v, _, err := depthErr(c, q.url)
-		return err != nil || v > 0
-	}, 2500*time.Millisecond, 100*time.Millisecond, "the running copy must stay hidden past the visibility timeout")
-	close(release)
-	require.NoError(t, <-doneDo)
-
-	require.Eventually(t, func() bool {
+		release := make(chan struct{})
+		holding := make(chan struct{})
+		doneDo := make(chan error, 1)
+		go func() {
+			_, err := g.Do(context.Background(), "report-7", func(context.Context) error {
+				close(holding)
+				<-release
+				return nil
+			})
+			doneDo <- err
+		}()
+		<-holding
+		sendKeyed(t, c, q.url, "report-7", "build report 7")
 		m := receiveOne(t, c, q.url)
-		return m != nil && h(context.Background(), *m) == nil
-	}, 15*time.Second, 10*time.Millisecond)
-	requireDrained(t, c, q.url, 5*time.Second)
+		require.NotNil(t, m)
+		err := h(context.Background(), *m)
+		hidden := time.Now()
+		require.ErrorIs(t, err, core.ErrRunning)
+		// Receives, not the queue's approximate counts: an implementation may
+		// count a lapsed in-flight message as in flight until it is received.
+		for time.Since(hidden) < 2500*time.Millisecond {
+			require.Nil(t, receiveOne(t, c, q.url), "the running copy came back %s after it was hidden", time.Since(hidden))
+		}
+		close(release)
+		require.NoError(t, <-doneDo)
+
+		var again *types.Message
+		require.Eventually(t, func() bool {
+			again = receiveOne(t, c, q.url)
+			return again != nil
+		}, s.within(15*time.Second), 10*time.Millisecond)
+		require.GreaterOrEqual(t, time.Since(hidden), 3*time.Second, "the copy came back before the hint")
+		require.Equal(t, "2", again.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+		require.NoError(t, h(context.Background(), *again), "the copy must be deleted as a duplicate")
+		requireDrained(t, c, q.url, s.within(5*time.Second))
+	})
 }
 
 // Send sends once per key within the window; a failed send leaves no marker,
 // so the next attempt sends.
 func TestSend(t *testing.T) {
 	t.Parallel()
-	c := newSQS(t)
+	eachServer(t, func(t *testing.T, s server) { testSend(t, s.client) })
+}
+
+func testSend(t *testing.T, c *sqs.Client) {
 	prefix := testenv.Prefix(t)
 	rdb := testenv.Redis(t, prefix)
 	q := createQueue(t, c, queueSpec{})

@@ -20,8 +20,11 @@
 // claimed handlers through Claim.Work, records their done markers in one
 // round trip (Guard.Finish) and deletes the batch with DeleteMessageBatch:
 // 0.2 store round trips per message in full batches of ten on a
-// core.BatchStore such as redisstore. Copies of one job in one batch are
-// claimed in turn, so the later copy is deleted as a duplicate at once.
+// core.BatchStore such as redisstore. A batch's deletes and visibility
+// changes are sent in order on a goroutine of their own, so a finished job's
+// done marker is written within FlushDelay, never behind a slow SQS call for
+// another message. Copies of one job in one batch are claimed in turn, so the
+// later copy is deleted as a duplicate at once.
 // Cancelling Run's context stops receiving; running handlers get
 // ShutdownTimeout to finish, then their contexts are cancelled and their
 // messages handed back to the queue (visibility 0).
@@ -41,6 +44,34 @@
 //     moves it to the dead-letter queue; the outcome is logged and counted.
 //   - The store cannot be reached: nothing runs and nothing is deleted (fail
 //     closed); the visibility backs off so an outage does not burn receives.
+//
+// # FIFO queues
+//
+// A message group's messages run one after the other, in order. SQS may
+// return several messages of one group in one receive, and every receive
+// counts toward each message's maxReceiveCount, so a group whose first
+// message keeps failing would drag the later ones (its followers) to the
+// dead-letter queue with it, unrun, if they were handed back with it. The
+// Poller does not hand them back: a message that fails while followers wait
+// in the same batch is retried in place, after Config.FailureDelay (1s when
+// zero) doubled per attempt, while the whole group stays hidden (its
+// visibility is renewed), for as many attempts as the queue would still give
+// it: maxReceiveCount − ApproximateReceiveCount + 1. If it succeeds, its
+// followers run. If its attempts are used up, it is given up: left to the
+// queue as a failure, logged and counted (Stats.GivenUp), and its followers
+// run in the same batch, as they would once the queue's redrive policy had
+// moved it to the dead-letter queue. The Poller remembers the messages it gave
+// up and hands them back unrun (for a second) when it receives them again,
+// until the redrive policy moves them; another Poller process does not know
+// them and runs them under the usual rules.
+//
+// So a follower is charged only receives in which it runs: it comes back
+// unrun only when Run stops, when a message before it is running elsewhere or
+// cannot be claimed (store unreachable), when keeping its group hidden would
+// pass SQS's 12-hour limit, or when maxReceiveCount is unknown: Run reads it
+// from the queue's RedrivePolicy (Poller.MaxReceiveCount overrides), and a
+// queue without a redrive policy never dead-letters anything, so there the
+// group is handed back as before.
 //
 // # Keys
 //

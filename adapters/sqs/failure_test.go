@@ -22,7 +22,11 @@ import (
 // to be redelivered after Config.FailureDelay; the retry runs the job once.
 func TestPollerHandlerFailure(t *testing.T) {
 	t.Parallel()
-	c := newSQS(t)
+	eachServer(t, testPollerHandlerFailure)
+}
+
+func testPollerHandlerFailure(t *testing.T, s server) {
+	c := s.client
 	prefix := testenv.Prefix(t)
 	rdb := testenv.Redis(t, prefix)
 	q := createQueue(t, c, queueSpec{visibility: 30, maxReceive: 5})
@@ -52,8 +56,8 @@ func TestPollerHandlerFailure(t *testing.T) {
 	ids := []string{"fails-once", "panics-once"}
 	sendAll(t, c, q.url, ids)
 
-	require.Eventually(t, func() bool { return eff.count() == 2 }, 20*time.Second, 50*time.Millisecond)
-	requireDrained(t, c, q.url, 10*time.Second)
+	require.Eventually(t, func() bool { return eff.count() == 2 }, s.within(20*time.Second), 50*time.Millisecond)
+	requireDrained(t, c, q.url, s.within(10*time.Second))
 	require.NoError(t, stop())
 	eff.requireOnce(t, ids)
 	mu.Lock()
@@ -63,12 +67,12 @@ func TestPollerHandlerFailure(t *testing.T) {
 		// Redelivered after FailureDelay, not after the 30 s visibility timeout.
 		gap := attempts[id][1].Sub(attempts[id][0])
 		require.GreaterOrEqual(t, gap, 1500*time.Millisecond, id)
-		require.Less(t, gap, 10*time.Second, id)
+		require.Less(t, gap, s.within(10*time.Second), id)
 	}
-	s := p.Stats()
-	require.EqualValues(t, 2, s.Failed)
-	require.EqualValues(t, 2, s.Ran)
-	require.EqualValues(t, 2, s.Deleted)
+	st := p.Stats()
+	require.EqualValues(t, 2, st.Failed)
+	require.EqualValues(t, 2, st.Ran)
+	require.EqualValues(t, 2, st.Deleted)
 	v, f := depth(t, c, q.dlq)
 	require.Zero(t, v+f, "dead-letter queue")
 }
@@ -78,7 +82,11 @@ func TestPollerHandlerFailure(t *testing.T) {
 // being received again at once. Once the store is back, the job runs once.
 func TestPollerStoreOutage(t *testing.T) {
 	t.Parallel()
-	c := newSQS(t)
+	eachServer(t, testPollerStoreOutage)
+}
+
+func testPollerStoreOutage(t *testing.T, s server) {
+	c := s.client
 	prefix := testenv.Prefix(t)
 	rdb := testenv.Redis(t, prefix)
 	q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 5})
@@ -102,7 +110,7 @@ func TestPollerStoreOutage(t *testing.T) {
 		}}
 	stop := startPoller(t, p)
 	sendAll(t, c, q.url, []string{"during-outage"})
-	require.Eventually(t, func() bool { return p.Stats().Unavailable == 1 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return p.Stats().Unavailable == 1 }, s.within(10*time.Second), 20*time.Millisecond)
 	// Received with a 2 s visibility, the message stays hidden longer.
 	require.Never(t, func() bool { return p.Stats().Received > 1 }, 4*time.Second, 50*time.Millisecond)
 	require.NoError(t, stop())
@@ -114,8 +122,8 @@ func TestPollerStoreOutage(t *testing.T) {
 	up := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: newGuard(t, rdb, prefix, nil), WaitTime: time.Second,
 		Handler: func(ctx context.Context, m types.Message) error { return eff.record(ctx, aws.ToString(m.Body)) }}
 	startPoller(t, up)
-	require.Eventually(t, func() bool { return eff.count() == 1 }, 20*time.Second, 50*time.Millisecond)
-	requireDrained(t, c, q.url, 10*time.Second)
+	require.Eventually(t, func() bool { return eff.count() == 1 }, s.within(20*time.Second), 50*time.Millisecond)
+	requireDrained(t, c, q.url, s.within(10*time.Second))
 	eff.requireOnce(t, []string{"during-outage"})
 }
 
@@ -124,7 +132,11 @@ func TestPollerStoreOutage(t *testing.T) {
 // dead-letter queue.
 func TestPollerConflict(t *testing.T) {
 	t.Parallel()
-	c := newSQS(t)
+	eachServer(t, testPollerConflict)
+}
+
+func testPollerConflict(t *testing.T, s server) {
+	c := s.client
 	prefix := testenv.Prefix(t)
 	rdb := testenv.Redis(t, prefix)
 	q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 2})
@@ -135,16 +147,16 @@ func TestPollerConflict(t *testing.T) {
 	stop := startPoller(t, p)
 
 	sendKeyed(t, c, q.url, "refund-5", "refund 5 EUR")
-	require.Eventually(t, func() bool { return p.Stats().Deleted == 1 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return p.Stats().Deleted == 1 }, s.within(10*time.Second), 20*time.Millisecond)
 	sendKeyed(t, c, q.url, "refund-5", "refund 500 EUR")
 	require.Eventually(t, func() bool {
 		v, f, err := depthErr(c, q.dlq)
 		return err == nil && v+f == 1
-	}, 20*time.Second, 50*time.Millisecond, "the conflicting message did not reach the dead-letter queue")
+	}, s.within(20*time.Second), 50*time.Millisecond, "the conflicting message did not reach the dead-letter queue")
 	require.NoError(t, stop())
 
 	eff.requireOnce(t, []string{"refund 5 EUR"})
-	s := p.Stats()
-	require.EqualValues(t, 2, s.Conflicts, "one conflict per receive, until the redrive")
-	require.EqualValues(t, 1, s.Deleted)
+	st := p.Stats()
+	require.EqualValues(t, 2, st.Conflicts, "one conflict per receive, until the redrive")
+	require.EqualValues(t, 1, st.Deleted)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,12 +21,15 @@ import (
 
 // On a FIFO queue a message group's messages run one after the other, in
 // order; when one fails, the group's later messages wait for its retry. Keys
-// default to the deduplication id. (fauxqs returns at most one message per
-// group and receive, so the split of one group's messages within a batch is
-// covered by TestSplitRound.)
+// default to the deduplication id. fauxqs returns at most one message per
+// group and receive, moto the whole group.
 func TestPollerFIFOOrder(t *testing.T) {
 	t.Parallel()
-	c := newSQS(t)
+	eachServer(t, testPollerFIFOOrder)
+}
+
+func testPollerFIFOOrder(t *testing.T, s server) {
+	c := s.client
 	prefix := testenv.Prefix(t)
 	rdb := testenv.Redis(t, prefix)
 	q := createQueue(t, c, queueSpec{fifo: true, visibility: 30, maxReceive: 5})
@@ -66,8 +70,8 @@ func TestPollerFIFOOrder(t *testing.T) {
 	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, Handler: handler, WaitTime: time.Second,
 		Config: &sqsonce.Config{FailureDelay: time.Second}}
 	stop := startPoller(t, p)
-	require.Eventually(t, func() bool { return eff.count() == n }, 30*time.Second, 50*time.Millisecond)
-	requireDrained(t, c, q.url, 10*time.Second)
+	require.Eventually(t, func() bool { return eff.count() == n }, s.within(30*time.Second), 50*time.Millisecond)
+	requireDrained(t, c, q.url, s.within(10*time.Second))
 	require.NoError(t, stop())
 	// The done marker is stored under the deduplication id.
 	name := q.url[strings.LastIndex(q.url, "/")+1:]
@@ -84,4 +88,142 @@ func TestPollerFIFOOrder(t *testing.T) {
 	require.Zero(t, overlap.Load(), "two messages of one group ran at once")
 	require.True(t, failedOnce.Load())
 	require.EqualValues(t, 1, p.Stats().Failed)
+	if s.name == "moto" {
+		// The whole group came in one receive; the failed step was retried
+		// in place (the Poller read maxReceiveCount from the queue), so no
+		// message was received twice.
+		require.EqualValues(t, n, p.Stats().Received)
+	}
+}
+
+// A FIFO group's head fails every time, on a queue whose maxReceiveCount is
+// 3; its four followers arrive in the same receive where the server returns
+// whole groups (moto). The head is retried in place, its followers kept
+// hidden, for the three attempts the queue allows it; then it is given up
+// and its followers run, each once, in order. Only the head reaches the
+// dead-letter queue, after exactly three attempts. Where the server returns
+// one message per group and receive (fauxqs), the queue's own redeliveries
+// give the same result.
+func TestPollerFIFOFailingHead(t *testing.T) {
+	t.Parallel()
+	eachServer(t, testPollerFIFOFailingHead)
+}
+
+func testPollerFIFOFailingHead(t *testing.T, s server) {
+	c := s.client
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{fifo: true, visibility: 4, maxReceive: 3})
+	rec := newRecorder(c)
+
+	bodies := []string{"A0", "A1", "A2", "A3", "A4"}
+	entries := make([]types.SendMessageBatchRequestEntry, len(bodies))
+	for i, b := range bodies {
+		entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(b),
+			MessageGroupId: aws.String("A"), MessageDeduplicationId: aws.String(b)}
+	}
+	_, err := c.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	var order []string
+	var received int // most messages of one receive
+	handler := func(ctx context.Context, m types.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, aws.ToString(m.Body))
+		if aws.ToString(m.Body) == "A0" {
+			return errors.New("A0 always fails")
+		}
+		return nil
+	}
+	p := &sqsonce.Poller{Client: receiveSizes(rec, func(n int) {
+		mu.Lock()
+		received = max(received, n)
+		mu.Unlock()
+	}), QueueURL: q.url, Guard: newGuard(t, rdb, prefix, nil), Handler: handler, WaitTime: time.Second,
+		VisibilityTimeout: 4 * time.Second, MaxReceiveCount: 3, Config: &sqsonce.Config{FailureDelay: time.Second}}
+	stop := startPoller(t, p)
+	requireDrained(t, c, q.url, s.within(40*time.Second))
+	require.NoError(t, stop())
+	v, f := depth(t, c, q.dlq)
+	require.Equal(t, 1, v+f, "messages in the dead-letter queue")
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"A0", "A0", "A0", "A1", "A2", "A3", "A4"}, order)
+	dead := receiveOne(t, c, q.dlq)
+	require.NotNil(t, dead)
+	require.Equal(t, "A0", aws.ToString(dead.Body))
+	st := p.Stats()
+	require.EqualValues(t, 3, st.Failed)
+	require.EqualValues(t, 4, st.Ran)
+	require.EqualValues(t, 4, st.Deleted)
+	if received == 1 {
+		require.Zero(t, st.GivenUp)
+	} else {
+		// Given up once, then handed back unrun at its receives 2 and 3.
+		require.EqualValues(t, 3, st.GivenUp)
+		// The followers came with the head, ran in that receive and were
+		// received only then.
+		for _, id := range rec.receivedIDs() {
+			if body := rec.bodyOf(id); body != "A0" {
+				require.Equal(t, 1, rec.receivesOf(id), "receives of %s", body)
+			}
+		}
+	}
+	t.Logf("%s: at most %d messages per receive; the head was received %d times", s.name, received, rec.receivesOfBody("A0"))
+}
+
+// Stopping Run while a FIFO message waits to be retried in place ends the
+// wait at once: the message is left as the failure it is, its followers are
+// handed back unrun, and nothing is deleted. (moto only: fauxqs never puts a
+// group's followers in the same receive.)
+func TestPollerFIFOStopDuringRetry(t *testing.T) {
+	t.Parallel()
+	s := motoServer(t)
+	c := s.client
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{fifo: true, visibility: 30, maxReceive: 5})
+	rec := newRecorder(c)
+
+	bodies := []string{"B0", "B1", "B2"}
+	entries := make([]types.SendMessageBatchRequestEntry, len(bodies))
+	for i, b := range bodies {
+		entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(b),
+			MessageGroupId: aws.String("B"), MessageDeduplicationId: aws.String(b)}
+	}
+	_, err := c.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
+	require.NoError(t, err)
+
+	ran := make(chan string, 10)
+	p := &sqsonce.Poller{Client: rec, QueueURL: q.url, Guard: newGuard(t, rdb, prefix, nil), WaitTime: time.Second,
+		MaxReceiveCount: 5, ShutdownTimeout: 20 * time.Second, Config: &sqsonce.Config{FailureDelay: 30 * time.Second},
+		Handler: func(ctx context.Context, m types.Message) error {
+			ran <- aws.ToString(m.Body)
+			return errors.New("fails")
+		}}
+	stop := startPoller(t, p)
+	select {
+	case b := <-ran:
+		require.Equal(t, "B0", b)
+	case <-time.After(s.within(20 * time.Second)):
+		t.Fatal("the head did not run")
+	}
+	require.Eventually(t, func() bool { return p.Stats().Failed == 1 }, s.within(5*time.Second), 10*time.Millisecond)
+	begin := time.Now()
+	require.NoError(t, stop())
+	require.Less(t, time.Since(begin), s.within(3*time.Second), "Run waited for the retry in place")
+	require.Empty(t, ran, "a follower ran, or the head ran again")
+	require.Empty(t, rec.deletedHandles())
+	v, f := depth(t, c, q.url)
+	require.Equal(t, len(bodies), v+f)
+	st := p.Stats()
+	require.EqualValues(t, 1, st.Failed)
+	require.EqualValues(t, len(bodies), st.Received)
+	require.Zero(t, st.GivenUp)
+	// The followers were handed back at once, the head hidden for its
+	// FailureDelay: the group is locked behind the head.
+	require.Nil(t, receiveOne(t, c, q.url))
 }

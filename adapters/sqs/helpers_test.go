@@ -3,6 +3,7 @@ package sqsonce_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,49 @@ func newSQS(t testing.TB) *sqs.Client {
 	t.Helper()
 	testenv.Short(t)
 	return sqsClient(testenv.SQSEndpoint(t))
+}
+
+// server is an SQS implementation the behaviour tests run against.
+type server struct {
+	name   string
+	client *sqs.Client
+	// slack multiplies the tests' deadlines: moto answers in 0.4–2 s under
+	// load, fauxqs in milliseconds.
+	slack time.Duration
+}
+
+// within returns d stretched for the server's speed.
+func (s server) within(d time.Duration) time.Duration { return d * s.slack }
+
+// motoEndpoint is the environment variable naming a running moto_server.
+const motoEndpoint = "TEST_MOTO_ENDPOINT"
+
+// eachServer runs f as a parallel subtest against fauxqs and against moto,
+// which returns several messages of one FIFO group per receive, reports bad
+// receipt handles per batch entry and makes lapsed in-flight messages visible
+// again. The moto subtest is skipped when TEST_MOTO_ENDPOINT is unset
+// (scripts/test.sh sets it when moto_server is installed).
+func eachServer(t *testing.T, f func(t *testing.T, s server)) {
+	t.Helper()
+	testenv.Short(t)
+	t.Run("fauxqs", func(t *testing.T) {
+		t.Parallel()
+		f(t, server{name: "fauxqs", client: sqsClient(testenv.SQSEndpoint(t)), slack: 1})
+	})
+	t.Run("moto", func(t *testing.T) {
+		t.Parallel()
+		f(t, motoServer(t))
+	})
+}
+
+// motoServer returns moto, or skips the test when TEST_MOTO_ENDPOINT is unset.
+func motoServer(t *testing.T) server {
+	t.Helper()
+	ep := os.Getenv(motoEndpoint)
+	if ep == "" {
+		t.Skip(motoEndpoint + " is not set (scripts/test.sh sets it when moto_server is installed): no moto run")
+	}
+	return server{name: "moto", client: sqsClient(ep), slack: 3}
 }
 
 func sqsClient(endpoint string) *sqs.Client {
@@ -244,12 +288,13 @@ func startPoller(t testing.TB, p *sqsonce.Poller) (stop func() error) {
 type recorder struct {
 	sqsonce.Client
 	mu       sync.Mutex
-	receives map[string]int  // message id → receives
-	deleted  map[string]bool // receipt handles deleted
+	receives map[string]int    // message id → receives
+	bodies   map[string]string // message id → body
+	deleted  map[string]bool   // receipt handles deleted
 }
 
 func newRecorder(c sqsonce.Client) *recorder {
-	return &recorder{Client: c, receives: map[string]int{}, deleted: map[string]bool{}}
+	return &recorder{Client: c, receives: map[string]int{}, bodies: map[string]string{}, deleted: map[string]bool{}}
 }
 
 func (r *recorder) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
@@ -258,6 +303,7 @@ func (r *recorder) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInp
 		r.mu.Lock()
 		for _, m := range out.Messages {
 			r.receives[aws.ToString(m.MessageId)]++
+			r.bodies[aws.ToString(m.MessageId)] = aws.ToString(m.Body)
 		}
 		r.mu.Unlock()
 	}
@@ -277,6 +323,53 @@ func (r *recorder) receivesOf(id string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.receives[id]
+}
+
+func (r *recorder) receivedIDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]string, 0, len(r.receives))
+	for id := range r.receives {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (r *recorder) bodyOf(id string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.bodies[id]
+}
+
+// receivesOfBody returns the receives of all messages with the body.
+func (r *recorder) receivesOfBody(body string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for id, b := range r.bodies {
+		if b == body {
+			n += r.receives[id]
+		}
+	}
+	return n
+}
+
+// receiveSizes reports the size of every receive to f.
+func receiveSizes(c sqsonce.Client, f func(n int)) sqsonce.Client {
+	return &sizeReporter{Client: c, f: f}
+}
+
+type sizeReporter struct {
+	sqsonce.Client
+	f func(n int)
+}
+
+func (s *sizeReporter) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	out, err := s.Client.ReceiveMessage(ctx, in, opts...)
+	if err == nil {
+		s.f(len(out.Messages))
+	}
+	return out, err
 }
 
 func (r *recorder) deletedHandles() map[string]bool {

@@ -244,17 +244,50 @@ func TestSplitRound(t *testing.T) {
 	t.Parallel()
 	jobs := []core.Job{{Key: "a"}, {Key: "b"}, {Key: "a"}, {Key: ""}, {Key: ""}, {Key: "a"}, {Key: "c"}}
 	noGroups := make([]string, len(jobs))
-	round, rest := splitRound(jobs, noGroups, []int{0, 1, 2, 3, 4, 5, 6})
+	round, rest := splitRound(jobs, noGroups, []int{0, 1, 2, 3, 4, 5, 6}, nil)
 	require.Equal(t, []int{0, 1, 3, 4, 6}, round, "empty keys are rejected by the Guard, not held back")
 	require.Equal(t, []int{2, 5}, rest)
-	round, rest = splitRound(jobs, noGroups, rest)
+	round, rest = splitRound(jobs, noGroups, rest, nil)
 	require.Equal(t, []int{2}, round)
 	require.Equal(t, []int{5}, rest)
 
 	// One message per FIFO message group and round, in order.
 	jobs = []core.Job{{Key: "a"}, {Key: "b"}, {Key: "c"}, {Key: "d"}}
 	groups := []string{"g1", "g1", "g2", ""}
-	round, rest = splitRound(jobs, groups, []int{0, 1, 2, 3})
+	round, rest = splitRound(jobs, groups, []int{0, 1, 2, 3}, nil)
 	require.Equal(t, []int{0, 2, 3}, round)
 	require.Equal(t, []int{1}, rest)
+}
+
+func TestSplitRoundWaiting(t *testing.T) {
+	t.Parallel()
+	// Message 0 waits for a retry in place: it holds its group (g1) and its
+	// key (a), so neither message 1 (g1) nor message 3 (key a) runs before it.
+	jobs := []core.Job{{Key: "a"}, {Key: "b"}, {Key: "c"}, {Key: "a"}}
+	groups := []string{"g1", "g1", "g2", ""}
+	round, rest := splitRound(jobs, groups, []int{0, 1, 2, 3}, func(i int) bool { return i != 0 })
+	require.Equal(t, []int{2}, round)
+	require.Equal(t, []int{0, 1, 3}, rest)
+	require.Equal(t, []int{0, 1, 2, 3, 5, 7}, merge([]int{1, 3, 7}, []int{0, 2, 5}))
+	require.Equal(t, []int{4}, merge(nil, []int{4}))
+}
+
+func TestParseRedrivePolicy(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		policy string
+		want   int
+		err    bool
+	}{
+		{``, 0, false},
+		{`{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq","maxReceiveCount":"3"}`, 3, false},
+		{`{"deadLetterTargetArn":"arn","maxReceiveCount":5}`, 5, false},
+		{`{"deadLetterTargetArn":"arn"}`, 0, true},
+		{`{"maxReceiveCount":"0"}`, 0, true},
+		{`not json`, 0, true},
+	} {
+		n, err := parseRedrivePolicy(tc.policy)
+		require.Equal(t, tc.want, n, tc.policy)
+		require.Equal(t, tc.err, err != nil, "%s: %v", tc.policy, err)
+	}
 }

@@ -58,12 +58,22 @@ type Poller struct {
 	// rest of its batch before its done marker is written and it is deleted.
 	// Defaults to 20ms.
 	FlushDelay time.Duration
+	// MaxReceiveCount is the maxReceiveCount of the queue's redrive policy.
+	// On a FIFO queue it bounds how often a failing message is retried in
+	// place while later messages of its group wait in the same batch (see the
+	// package doc). When zero, Run reads the queue's RedrivePolicy if Client
+	// also has GetQueueAttributes, as *sqs.Client does; if the queue has no
+	// redrive policy or it cannot be read, or when MaxReceiveCount is
+	// negative, nothing is retried in place and the group's later messages
+	// are handed back to the queue unrun. Defaults to 0.
+	MaxReceiveCount int
 	// Config derives keys and sets delays, as for Decorate. Defaults to nil
 	// (the defaults).
 	Config *Config
 
 	running atomic.Bool
 	stats   counters
+	givenUp givenUp
 }
 
 // Run consumes the queue until ctx is cancelled, then stops receiving, lets
@@ -100,6 +110,11 @@ type run struct {
 	flush     time.Duration
 	// storeTimeout bounds a batch's claim round trip.
 	storeTimeout time.Duration
+	// maxReceives is the queue's maxReceiveCount, 0 when unknown.
+	maxReceives int
+	givenUp     *givenUp
+
+	rctx context.Context // Run's context: cancelled when Run is to stop
 
 	slots    chan struct{}
 	hctx     context.Context // handlers' context: outlives Run's ctx until the shutdown deadline
@@ -123,7 +138,7 @@ func (p *Poller) start() (*run, error) {
 		return nil, err
 	}
 	gcfg := p.Guard.Config()
-	r := &run{p: p, o: o, url: aws.String(p.QueueURL), failOpen: gcfg.FailOpen, storeTimeout: gcfg.StoreTimeout,
+	r := &run{p: p, o: o, url: aws.String(p.QueueURL), failOpen: gcfg.FailOpen, storeTimeout: gcfg.StoreTimeout, givenUp: &p.givenUp,
 		conc: p.Concurrency, batch: int32(p.BatchSize), vis: p.VisibilityTimeout,
 		shutdown: p.ShutdownTimeout, flush: p.FlushDelay}
 	wait := p.WaitTime
@@ -175,6 +190,8 @@ func (r *run) run(ctx context.Context) error {
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	r.hctx = hctx
+	r.rctx = ctx
+	r.maxReceives = r.maxReceiveCount(ctx)
 	// A fatal receive error stops every receiver, then Run stops as on a
 	// cancellation and returns it.
 	rctx, stopReceiving := context.WithCancelCause(ctx)

@@ -24,6 +24,9 @@ type Stats struct {
 	Conflicts int64
 	// Unavailable counts messages not run because the store was unreachable.
 	Unavailable int64
+	// GivenUp counts FIFO messages given up after their attempts in place
+	// (see the package doc), and their later receives, handed back unrun.
+	GivenUp int64
 	// Deleted counts messages deleted.
 	Deleted int64
 	// DeleteErrors counts deletes that failed; those messages come back as
@@ -34,8 +37,8 @@ type Stats struct {
 }
 
 type counters struct {
-	received, ran, duplicates, running, failed, conflicts, unavailable atomic.Int64
-	deleted, deleteErrors, visibilityErrors                            atomic.Int64
+	received, ran, duplicates, running, failed, conflicts, unavailable, givenUp atomic.Int64
+	deleted, deleteErrors, visibilityErrors                                     atomic.Int64
 }
 
 // Stats returns the Poller's counts so far. It is safe to call while Run runs.
@@ -44,7 +47,7 @@ func (p *Poller) Stats() Stats {
 	return Stats{
 		Received: c.received.Load(), Ran: c.ran.Load(), Duplicates: c.duplicates.Load(),
 		Running: c.running.Load(), Failed: c.failed.Load(), Conflicts: c.conflicts.Load(),
-		Unavailable: c.unavailable.Load(), Deleted: c.deleted.Load(),
+		Unavailable: c.unavailable.Load(), GivenUp: c.givenUp.Load(), Deleted: c.deleted.Load(),
 		DeleteErrors: c.deleteErrors.Load(), VisibilityErrors: c.visibilityErrors.Load(),
 	}
 }
