@@ -45,8 +45,8 @@ type coalescer[I, O any] struct {
 	timeout time.Duration                                    // bounds a round trip
 
 	mu    sync.Mutex
-	busy  bool               // a round trip is in flight
-	queue []*pending[I, O]   // calls waiting for the next round trip
+	busy  bool             // a round trip is in flight
+	queue []*pending[I, O] // calls waiting for the next round trip
 }
 
 // A pending call's state, guarded by coalescer.mu.
