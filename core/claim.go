@@ -64,11 +64,20 @@ func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 		return claims
 	}
 	sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
+	defer cancel()
 	replies, errs := claimBatch(sctx, g.batch, reqs)
-	cancel()
+	// The releases of claims granted after ctx ended share what is left of
+	// the batch's StoreTimeout, so the call stays within one store call's
+	// bound; a claim not released in time lapses with its lease.
+	rctx, rcancel := context.WithDeadline(context.WithoutCancel(ctx), now.Add(g.cfg.StoreTimeout))
+	defer rcancel()
 	for j, i := range idx {
 		c := claims[i]
 		c.reply, c.err = replies[j], errs[j]
+		if ctx.Err() != nil && c.err == nil && c.reply.State == StateClaimed {
+			g.releaseWithin(rctx, c.key, c.token)
+			c.reply = ClaimReply{}
+		}
 		g.stopped(ctx, c)
 	}
 	return claims
@@ -233,6 +242,22 @@ func (c *Claim) work(ctx context.Context, fn RunFunc) (res Result, err error, do
 		return Result{Outcome: Unavailable}, err, true
 	}
 
+	if g.stopped(ctx, c) { // released
+		g.observe(ctx, c.job.Key, Canceled, c.err, 0)
+		return Result{Outcome: Canceled}, c.err, true
+	}
+	if late := time.Since(c.started); late >= g.cfg.Lease/2 {
+		// The claim may lapse before the heartbeat can renew it, and another
+		// copy may then run alongside: fail closed, as for an outage.
+		g.release(ctx, c.key, c.token)
+		if g.stopped(ctx, c) {
+			g.observe(ctx, c.job.Key, Canceled, c.err, 0)
+			return Result{Outcome: Canceled}, c.err, true
+		}
+		err = fmt.Errorf("%w: the claim was answered %s after it was sent, past half its lease (%s)", ErrStoreUnavailable, late.Round(time.Millisecond), g.cfg.Lease)
+		g.observe(ctx, c.job.Key, Unavailable, err, 0)
+		return Result{Outcome: Unavailable}, err, true
+	}
 	value, ferr := c.call(ctx, fn)
 	if ferr != nil {
 		g.release(ctx, c.key, c.token)
@@ -276,7 +301,16 @@ func (c *Claim) call(ctx context.Context, fn RunFunc) (value []byte, err error) 
 
 func (g *Guard) runUnguarded(ctx context.Context, c *Claim, fn RunFunc) (Result, error, bool) {
 	start := time.Now()
+	finished := false
+	defer func() {
+		if !finished {
+			r := recover()
+			g.observe(ctx, c.job.Key, Failed, fmt.Errorf("jobonce: job panicked: %v", r), time.Since(start))
+			panic(r)
+		}
+	}()
 	value, err := fn(ctx)
+	finished = true
 	c.ran = time.Since(start)
 	if err != nil {
 		g.observe(ctx, c.job.Key, Failed, err, c.ran)
@@ -393,7 +427,12 @@ func (g *Guard) retryComplete(ctx context.Context, req CompleteRequest) (Outcome
 func (g *Guard) release(ctx context.Context, key string, token Token) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
 	defer cancel()
-	if err := g.storeRelease(sctx, key, token); err != nil && !errors.Is(err, ErrLeaseLost) {
+	g.releaseWithin(sctx, key, token)
+}
+
+// releaseWithin is release under a context the caller bounded.
+func (g *Guard) releaseWithin(ctx context.Context, key string, token Token) {
+	if err := g.storeRelease(ctx, key, token); err != nil && !errors.Is(err, ErrLeaseLost) {
 		g.cfg.Logger.WarnContext(ctx, "jobonce: release failed; the claim expires with its lease",
 			"key", key, "error", err)
 	}

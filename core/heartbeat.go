@@ -34,7 +34,7 @@ func (g *Guard) startHeartbeat(ctx context.Context, c *Claim, cancel context.Can
 		deadline: c.started.Add(g.cfg.Lease),
 	}
 	h.mu.Lock()
-	h.timer = time.AfterFunc(g.cfg.Lease/3, h.beat)
+	h.timer = time.AfterFunc(time.Until(c.started.Add(g.cfg.Lease/3)), h.beat)
 	h.mu.Unlock()
 	return h
 }
@@ -68,7 +68,13 @@ func (h *heartbeat) beat() {
 		until = limit
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(h.ctx), until)
+	// A store call that ignores its context must not keep the job running
+	// past the lease: the job's context ends when the lease does.
+	expiry := time.AfterFunc(time.Until(h.deadline), func() {
+		h.cancel(fmt.Errorf("%w: the lease ran out while its renewal was pending", ErrLeaseLost))
+	})
 	err := h.g.storeExtend(ctx, h.key, h.token, lease)
+	expiry.Stop()
 	cancel()
 	var next time.Duration
 	switch {

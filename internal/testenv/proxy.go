@@ -16,6 +16,7 @@ type Proxy struct {
 	wg    sync.WaitGroup
 	mu    sync.Mutex
 	conns []net.Conn
+	cut   bool // Cut ran: connections accepted since are closed at once
 	once  sync.Once
 }
 
@@ -57,6 +58,11 @@ func (p *Proxy) serve(target string) func() {
 				continue
 			}
 			p.mu.Lock()
+			if p.cut {
+				p.mu.Unlock()
+				_, _ = in.Close(), out.Close()
+				return
+			}
 			p.conns = append(p.conns, in, out)
 			p.mu.Unlock()
 			p.wg.Go(func() { _, _ = io.Copy(out, in); _ = out.Close() })
@@ -71,6 +77,7 @@ func (p *Proxy) Cut() {
 	p.once.Do(func() {
 		_ = p.ln.Close()
 		p.mu.Lock()
+		p.cut = true
 		for _, c := range p.conns {
 			_ = c.Close()
 		}
