@@ -396,6 +396,12 @@ func (t *truth) lapseLocked(a *runRec, at time.Time, what string) {
 	}
 	renewed := kl.covers[g.token]
 	lapse := renewed.Add(lease)
+	for _, ev := range kl.events {
+		if ev.token == g.token && ev.op == opExtend && ev.start.Before(lapse) && (ev.stop.IsZero() || ev.stop.After(lapse)) {
+			t.counts["claim lapsed while a renewal sent in time was still in flight"]++
+			return
+		}
+	}
 	if lapse.After(at) {
 		t.noteLocked("claim lost before its lease could have run out", "key %s: call %d's claim (lease %s, last renewed %s) was lost by %s, when %s; the claim's store calls: [%s]",
 			a.key, a.call.id, lease.Round(time.Millisecond), t.at(renewed), t.at(at), what, t.tokenEvents(kl, g.token))
@@ -551,8 +557,14 @@ func (r *chaosRun) checkTimes(d *delivery, name string) {
 		case p.ctxBound && ends:
 			// A call whose context ended may still wait for the round trip
 			// that carries its request: that is its one bounded store call.
+			// A claim the store granted after the context ended is then
+			// released: one more bounded store call.
 			left := max(0, end.Sub(p.from))
-			if limit := left + r.st + charged + chaosSlack; dur > limit {
+			release := time.Duration(0)
+			if d.out == core.Canceled {
+				release = r.st
+			}
+			if limit := left + r.st + release + charged + chaosSlack; dur > limit {
 				t.violate("4 took longer than its context plus one store call", "%s: %s took %s; its context ended %s after it began (limit %s with the store timeout, and %s of store calls that ignored their context)",
 					name, p.name, dur.Round(time.Millisecond), left.Round(time.Millisecond), limit.Round(time.Millisecond), charged.Round(time.Millisecond))
 			}
