@@ -88,7 +88,17 @@ type CompleteRequest struct {
 
 // Store keeps claims and done markers. Every method is one atomic operation.
 // Implementations must be safe for concurrent use; the storetest package holds
-// the conformance suite every Store must pass.
+// the conformance suite every Store must pass. In particular:
+//   - A method honours its context: when ctx ends, it returns an error that
+//     wraps ctx.Err(). The Guard bounds every call with Config.StoreTimeout
+//     and tells the caller's own cancellation from a store outage by its own
+//     context, not by the error.
+//   - Keys, fingerprints and results of any length and bytes work; a nil
+//     result comes back nil, an empty one empty.
+//   - Leases and retentions under 1ms are rejected with an error naming the
+//     field.
+//   - A claim sent again with the token that already holds the key (a retried
+//     round trip) answers StateClaimed without renewing the lease.
 type Store interface {
 	// Claim claims req.Key for req.Token if the key is absent or its claim
 	// expired, and otherwise reports the key's current state.
