@@ -2,6 +2,7 @@ package core
 
 import (
 	"crypto/sha256"
+	"encoding/ascii85"
 	"encoding/base64"
 	"fmt"
 	"strings"
@@ -54,15 +55,19 @@ func PlainKey(prefix, key string) (string, error) {
 }
 
 // HashedKey returns the compact stored key the Guard uses by default: prefix
-// followed by 22 unpadded base64url characters of the key's SHA-256 (128
-// bits). Every stored key has the same short length, which keeps a Redis
-// done marker near 150 bytes. It returns an error matching ErrInvalidKey
-// when key is empty.
+// followed by 128 bits of the key's SHA-256 in Ascii85 (20 printable
+// characters, none of them a brace, so never a Redis Cluster hash tag).
+// Stored keys stay short, which keeps a Redis done marker under 150 bytes.
+// It returns an error matching ErrInvalidKey when key is empty.
 func HashedKey(prefix, key string) (string, error) {
 	if key == "" {
 		return "", fmt.Errorf("%w: key is empty", ErrInvalidKey)
 	}
-	return prefix + hash(key, hashBytes), nil
+	sum := sha256.Sum256([]byte(key))
+	buf := make([]byte, len(prefix)+ascii85.MaxEncodedLen(hashBytes))
+	copy(buf, prefix)
+	n := ascii85.Encode(buf[len(prefix):], sum[:hashBytes])
+	return string(buf[:len(prefix)+n]), nil
 }
 
 // enqueueKey returns the stored key of Enqueue's marker for key: always

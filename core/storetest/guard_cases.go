@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -36,6 +37,8 @@ func RunGuard(t *testing.T, newStore NewStore) {
 		{"BadInput", badInput},
 		{"Enqueue", enqueue},
 		{"ClaimWorkFinish", claimWorkFinish},
+		{"LongFingerprints", longFingerprints},
+		{"PlainKeysKeepEnqueueApart", plainKeysKeepEnqueueApart},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -409,4 +412,43 @@ func claimWorkFinish(t *testing.T, s *suite) {
 	res, err = g.Run(ctx, core.Job{Key: "b3"}, func(context.Context) ([]byte, error) { return nil, nil })
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, res.Outcome, "the failed job was released")
+}
+
+// Fingerprints of any length are recorded: a redelivery is a Duplicate with
+// the stored result, another payload a Conflict.
+func longFingerprints(t *testing.T, s *suite) {
+	for _, cfg := range []core.Config{{}, {DisableBatching: true}} {
+		g := s.guard(s.store, cfg)
+		ctx := ctx(t)
+		for _, n := range []int{core.MaxFingerprintLen, core.MaxFingerprintLen + 1, 256, 70_000} {
+			key := fmt.Sprintf("fp-%d-%t", n, cfg.DisableBatching)
+			fp := strings.Repeat("f", n-1)
+			job := core.Job{Key: key, Fingerprint: fp + "\x00"}
+			res, err := g.Run(ctx, job, func(context.Context) ([]byte, error) { return []byte("r"), nil })
+			require.NoError(t, err)
+			require.Equal(t, core.Ran, res.Outcome, "fingerprint of %d bytes", n)
+			res, err = g.Run(ctx, job, func(context.Context) ([]byte, error) { return nil, errors.New("must not run") })
+			require.NoError(t, err)
+			require.Equal(t, core.Result{Outcome: core.Duplicate, Value: []byte("r")}, res, "fingerprint of %d bytes", n)
+			res, err = g.Run(ctx, core.Job{Key: key, Fingerprint: fp + "x"}, func(context.Context) ([]byte, error) { return nil, errors.New("must not run") })
+			require.ErrorIs(t, err, core.ErrConflict)
+			require.Equal(t, core.Conflict, res.Outcome)
+		}
+	}
+}
+
+// With PlainKeys, an Enqueue marker never holds a job key, whatever its name.
+func plainKeysKeepEnqueueApart(t *testing.T, s *suite) {
+	g := s.guard(s.store, core.Config{PlainKeys: true})
+	ctx := ctx(t)
+	for _, key := range []string{"report", "enq#report"} {
+		ok, err := g.Enqueue(ctx, key, time.Minute, func(context.Context) error { return nil })
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	for _, key := range []string{"enq:report", "enq#report", "report", "#report"} {
+		out, err := g.Do(ctx, key, func(context.Context) error { return nil })
+		require.NoError(t, err)
+		require.Equal(t, core.Ran, out, "job key %q is apart from Enqueue's markers", key)
+	}
 }
