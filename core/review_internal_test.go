@@ -1,0 +1,62 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Callers that leave by cancellation or timeout while the lead is handed
+// on: every call is answered exactly once, with its own value or an error,
+// and the coalescer ends idle.
+func TestReviewCoalescerChurn(t *testing.T) {
+	var inFlight atomic.Int32
+	c := &coalescer[int, int]{timeout: 3 * time.Millisecond,
+		one: func(ctx context.Context, v int) (int, error) {
+			inFlight.Add(1)
+			defer inFlight.Add(-1)
+			time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+			return v * 2, nil
+		},
+		send: func(ctx context.Context, in []int) ([]int, []error) {
+			inFlight.Add(1)
+			defer inFlight.Add(-1)
+			time.Sleep(time.Duration(rand.IntN(6000)) * time.Microsecond)
+			return double(ctx, in)
+		}}
+	var wg sync.WaitGroup
+	var ok, canceled, stuck atomic.Int64
+	for i := range 3000 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(4000))*time.Microsecond)
+			defer cancel()
+			v, err := c.do(ctx, i)
+			switch {
+			case err == nil:
+				require.Equal(t, 2*i, v)
+				ok.Add(1)
+			case errors.Is(err, context.DeadlineExceeded):
+				canceled.Add(1)
+			case errors.Is(err, errStoreStuck):
+				stuck.Add(1)
+			default:
+				t.Errorf("unexpected %v", err)
+			}
+		})
+		if i%50 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	wg.Wait()
+	t.Logf("ok %d canceled %d stuck %d", ok.Load(), canceled.Load(), stuck.Load())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.False(t, c.busy)
+	require.Empty(t, c.queue)
+}

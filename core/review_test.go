@@ -1,0 +1,144 @@
+package core_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/memstore"
+)
+
+// hangingExtend is a memstore whose Extend calls block, ignoring their
+// context, until released (a dead connection).
+type hangingExtend struct {
+	*memstore.Store
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (s *hangingExtend) Extend(ctx context.Context, key string, token core.Token, lease time.Duration) error {
+	s.once.Do(func() { close(s.entered) })
+	<-s.release
+	return s.Store.Extend(context.WithoutCancel(ctx), key, token, lease)
+}
+
+// A renewal that ignores its context must not keep the caller waiting: the
+// lease's end cancels the job, and the caller is answered within its own
+// context plus one bounded store call (invariant 3).
+func TestReviewHungRenewalKeepsRunFromReturning(t *testing.T) {
+	const lease = 150 * time.Millisecond
+	const storeTimeout = 50 * time.Millisecond
+	s := &hangingExtend{Store: memstore.New(), entered: make(chan struct{}), release: make(chan struct{})}
+	defer close(s.release)
+	g, err := core.New(s, &core.Config{Lease: lease, StoreTimeout: storeTimeout})
+	require.NoError(t, err)
+
+	type answer struct {
+		out core.Outcome
+		err error
+	}
+	answered := make(chan answer, 1)
+	start := time.Now()
+	go func() {
+		out, err := g.Do(context.Background(), "k", func(ctx context.Context) error {
+			<-ctx.Done() // the job honours its context: the lease's end cancels it
+			return context.Cause(ctx)
+		})
+		answered <- answer{out, err}
+	}()
+	<-s.entered
+	select {
+	case a := <-answered:
+		t.Logf("answered after %s: %s %v", time.Since(start), a.out, a.err)
+	case <-time.After(2 * time.Second):
+		t.Fatalf("Do not answered %s after it started (lease %s, StoreTimeout %s): the heartbeat's stop waits for the hung renewal",
+			time.Since(start).Round(time.Millisecond), lease, storeTimeout)
+	}
+}
+
+// A Claim that Run already used no longer holds its key: running it again
+// must not run the job (invariant 1), and must not report success.
+func TestReviewClaimRunTwiceRunsTheJobWithoutTheClaim(t *testing.T) {
+	g, err := core.New(memstore.New(), nil)
+	require.NoError(t, err)
+	ctx := context.Background()
+	c := g.Claim(ctx, core.Job{Key: "k"})[0]
+	var runs atomic.Int32
+	fn := func(context.Context) ([]byte, error) { runs.Add(1); return nil, nil }
+
+	res, err := c.Run(ctx, fn)
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, res.Outcome)
+
+	res, err = c.Run(ctx, fn)
+	t.Logf("second Run: outcome %s, err %v, runs %d", res.Outcome, err, runs.Load())
+	require.EqualValues(t, 1, runs.Load(), "the job ran again after its done marker was written, under no claim")
+}
+
+// Work then Run on one Claim runs the job twice.
+func TestReviewClaimWorkThenRunRunsTheJobTwice(t *testing.T) {
+	g, err := core.New(memstore.New(), nil)
+	require.NoError(t, err)
+	ctx := context.Background()
+	c := g.Claim(ctx, core.Job{Key: "k"})[0]
+	var runs atomic.Int32
+	fn := func(context.Context) ([]byte, error) { runs.Add(1); return nil, nil }
+	res, err := c.Work(ctx, fn)
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, res.Outcome)
+	res, err = c.Run(ctx, fn)
+	t.Logf("Run after Work: outcome %s, err %v, runs %d", res.Outcome, err, runs.Load())
+	outs := g.Finish(ctx, c)
+	t.Logf("Finish: %v", outs)
+	require.EqualValues(t, 1, runs.Load(), "one claim ran its job twice")
+}
+
+// A publish that panics leaves Enqueue's marker behind: the next Enqueue
+// reports the key as published within the window, although it never was.
+func TestReviewEnqueuePanickingPublishBlocksTheWindow(t *testing.T) {
+	g, err := core.New(memstore.New(), nil)
+	require.NoError(t, err)
+	ctx := context.Background()
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = g.Enqueue(ctx, "k", time.Hour, func(context.Context) error { panic("client bug") })
+	}()
+	var published atomic.Int32
+	ok, err := g.Enqueue(ctx, "k", time.Hour, func(context.Context) error { published.Add(1); return nil })
+	t.Logf("retry after the panic: published=%v err=%v", ok, err)
+	require.NoError(t, err)
+	require.True(t, ok, "the job was never published, yet Enqueue reports it as published within the window (false, nil)")
+}
+
+// failingComplete is a memstore whose Complete calls hang until their
+// context ends (a store that honours its context but does not answer).
+type failingComplete struct{ *memstore.Store }
+
+func (s failingComplete) Complete(ctx context.Context, _ core.CompleteRequest) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A caller whose context ends while its done marker is written waits for
+// several StoreTimeouts, not one (invariant 3).
+func TestReviewCancelledCallerWaitsForEveryCompleteRetry(t *testing.T) {
+	const storeTimeout = 100 * time.Millisecond
+	g, err := core.New(failingComplete{memstore.New()}, &core.Config{StoreTimeout: storeTimeout})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	var ended time.Time
+	out, err := g.Do(ctx, "k", func(context.Context) error {
+		cancel() // the caller gives up as the job ends
+		ended = time.Now()
+		return nil
+	})
+	waited := time.Since(ended)
+	t.Logf("outcome %s err %v; answered %s after the caller's context ended", out, err, waited.Round(time.Millisecond))
+	require.Less(t, waited, 2*storeTimeout, "answered within its own context plus one bounded store call")
+}
