@@ -23,6 +23,7 @@ type Claim struct {
 	// canceled: the caller's context ended before the claim was answered
 	// (or while it was held, which released it); err wraps ctx.Err().
 	canceled bool
+	used     bool       // Run or Work was called: a claim runs its job once
 	hb       *heartbeat // keeps a held claim alive until its marker is written
 
 	started time.Time // when the claim request was sent; the lease runs from here
@@ -196,6 +197,12 @@ func (c *Claim) Work(ctx context.Context, fn RunFunc) (Result, error) {
 // the claim and the done marker is still to be written.
 func (c *Claim) work(ctx context.Context, fn RunFunc) (res Result, err error, done bool) {
 	g := c.g
+	if c.used {
+		err = errors.New("jobonce: claim already used by Run or Work")
+		g.observe(ctx, c.job.Key, Rejected, err, 0)
+		return Result{Outcome: Rejected}, err, true
+	}
+	c.used = true
 	if fn == nil {
 		err = errors.New("jobonce: job function is nil")
 		g.observe(ctx, c.job.Key, Rejected, err, 0)
@@ -408,17 +415,22 @@ func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
 }
 
 // retryComplete writes a done marker on its own, retrying store failures
-// after completeBackoff, each call bounded by StoreTimeout.
+// after completeBackoff; all the attempts share one StoreTimeout.
 func (g *Guard) retryComplete(ctx context.Context, req CompleteRequest) (Outcome, error) {
-	base := context.WithoutCancel(ctx)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
+	defer cancel()
 	for attempt := 0; ; attempt++ {
-		sctx, cancel := context.WithTimeout(base, g.cfg.StoreTimeout)
 		err := g.storeComplete(sctx, req)
-		cancel()
 		if err == nil || errors.Is(err, ErrLeaseLost) || attempt == len(completeBackoff) {
 			return completeOutcome(err), err
 		}
-		time.Sleep(completeBackoff[attempt])
+		pause := time.NewTimer(completeBackoff[attempt])
+		select {
+		case <-pause.C:
+		case <-sctx.Done():
+			pause.Stop()
+			return completeOutcome(err), err
+		}
 	}
 }
 

@@ -57,8 +57,10 @@ type Config struct {
 	// Defaults to Lease/3, the heartbeat's period.
 	MaxRetryAfter time.Duration
 
-	// StoreTimeout bounds each Complete, Release and Extend call, which run even
-	// after the caller's context is cancelled. Defaults to 5s.
+	// StoreTimeout bounds every store call: each claim (also under a context
+	// without a deadline), Release and Extend, and a done marker's write with
+	// all its retries. Complete, Release and Extend run even after the
+	// caller's context is cancelled. Defaults to 5s.
 	StoreTimeout time.Duration
 
 	// Observer, when set, is called once for every outcome.

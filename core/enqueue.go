@@ -58,9 +58,15 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 	default:
 		return false, fmt.Errorf("%w: store replied with unknown state %d", ErrStoreUnavailable, reply.State)
 	}
+	published := false
+	defer func() {
+		if !published { // publish failed or panicked: the job was not published
+			g.release(ctx, skey, token)
+		}
+	}()
 	if err := publish(ctx); err != nil {
-		g.release(ctx, skey, token)
 		return false, err
 	}
+	published = true
 	return true, nil
 }

@@ -8,9 +8,11 @@ import (
 	"time"
 )
 
-// heartbeat extends a claim's lease every Lease/3 while the job runs. It uses
-// a timer rather than a goroutine, so a job shorter than Lease/3 costs no
-// store call; stop waits for a beat in flight, so nothing outlives the job.
+// heartbeat extends a claim's lease every Lease/3 while the job runs and
+// until its done marker is written. It uses a timer rather than a goroutine,
+// so a job shorter than Lease/3 costs no store call; stop waits for a beat in
+// flight, so nothing outlives the job, for at most StoreTimeout, so a store
+// call that ignores its context cannot hold the caller.
 type heartbeat struct {
 	g        *Guard
 	ctx      context.Context // the job's context, for its values only
@@ -19,10 +21,10 @@ type heartbeat struct {
 	cancel   context.CancelCauseFunc
 	deadline time.Time // local estimate of when the lease ends
 
-	mu      sync.Mutex
-	timer   *time.Timer
-	stopped bool
-	beats   sync.WaitGroup
+	mu       sync.Mutex
+	timer    *time.Timer
+	stopped  bool
+	inflight chan struct{} // closed when the beat in flight ends; nil when none
 }
 
 func (g *Guard) startHeartbeat(ctx context.Context, c *Claim, cancel context.CancelCauseFunc) *heartbeat {
@@ -47,8 +49,17 @@ func (h *heartbeat) stop() {
 	h.mu.Lock()
 	h.stopped = true
 	h.timer.Stop()
+	inflight := h.inflight
 	h.mu.Unlock()
-	h.beats.Wait()
+	if inflight == nil {
+		return
+	}
+	wait := time.NewTimer(h.g.cfg.StoreTimeout)
+	defer wait.Stop()
+	select {
+	case <-inflight:
+	case <-wait.C:
+	}
 }
 
 func (h *heartbeat) beat() {
@@ -57,9 +68,15 @@ func (h *heartbeat) beat() {
 		h.mu.Unlock()
 		return
 	}
-	h.beats.Add(1)
+	inflight := make(chan struct{})
+	h.inflight = inflight
 	h.mu.Unlock()
-	defer h.beats.Done()
+	defer func() {
+		h.mu.Lock()
+		h.inflight = nil
+		h.mu.Unlock()
+		close(inflight)
+	}()
 
 	lease := h.g.cfg.Lease
 	sent := time.Now()
