@@ -40,14 +40,30 @@
 // instance one enqueued with asynq.MaxRetry(0)) therefore waits in its worker
 // slot, polling, until the other copy is done (it is then acknowledged as a
 // duplicate) or its claim lapses (it then runs the job itself), for as long
-// as its task deadline allows. Set asynq.Config.BaseContext to a context you
-// cancel at shutdown so that waiting copies end with the server.
+// as its task deadline allows. At Server.Shutdown, a copy still waiting when
+// asynq.Config.ShutdownTimeout passes is put back in its queue, uncharged,
+// and its context cancelled, which ends the wait (see Cancellation).
 //
 // Asynq's recoverer re-delivers a task whose worker stopped extending Asynq's
 // lease, while that worker may still be running it: the Guard's own lease,
 // extended while the handler runs, keeps the new copy out. The recoverer
 // archives such a task without running it when its retries are used up, so
 // give guarded tasks at least one retry.
+//
+// # Cancellation
+//
+// A task whose context ends before its claim is answered (or while it waits
+// for a running copy) does not run, even when the Guard fails open; the
+// middleware returns an error matching ctx.Err(), outcome core.Canceled,
+// never core.ErrStoreUnavailable, and IsFailure reports false for it. Asynq
+// itself, though, reports a task whose context ended with the bare context
+// error, before the handler returns: a task past its Timeout or Deadline,
+// or cancelled through the Inspector or a cancelled asynq.Config.BaseContext,
+// is charged a retry (archived when none is left) as Asynq charges any task
+// that overran. Server.Shutdown does not cancel contexts: it waits
+// ShutdownTimeout, puts unfinished tasks back in their queues without
+// charging a retry, then cancels them. So a shutdown costs a task that had
+// not started nothing; a cancelled BaseContext would charge it a retry.
 //
 // # Results
 //

@@ -34,8 +34,9 @@ type Enqueuer interface {
 // It returns ErrAlreadyEnqueued (also matching asynq.ErrDuplicateTask) when
 // the key was enqueued within the window, an error matching
 // core.ErrStoreUnavailable when the store cannot be reached (nothing is
-// enqueued unless the Guard fails open), and the client's error unchanged
-// when enqueueing fails.
+// enqueued unless the Guard fails open), an error matching ctx.Err() when
+// ctx ends before the store answered (nothing is enqueued), and the client's
+// error unchanged when enqueueing fails.
 func EnqueueOnce(ctx context.Context, g *core.Guard, client Enqueuer, task *asynq.Task, key string, window time.Duration, opts ...asynq.Option) (*asynq.TaskInfo, error) {
 	if g == nil || client == nil || task == nil {
 		return nil, errors.New("jobonce: EnqueueOnce needs a Guard, a client and a task")

@@ -32,6 +32,10 @@ import (
 //     and asynq.SkipRetry, so Asynq archives the task at once.
 //   - The store is unreachable: an error matching core.ErrStoreUnavailable,
 //     which Asynq retries (fail closed); nothing is acknowledged.
+//   - The task's context ended before the claim was answered (or while a
+//     copy waited): the handler does not run, even when the Guard fails
+//     open, and the error matches ctx.Err(). It is not a store outage, and
+//     IsFailure reports false for it (see IsFailure for what Asynq does).
 //
 // Middleware panics when g is nil or cfg is invalid; NewMiddleware returns
 // the error instead.
@@ -102,6 +106,8 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Hand
 		res, err = m.wait(ctx, job, fn, res, err)
 	}
 	switch {
+	case res.Outcome == core.Canceled:
+		return &canceledError{err: err}
 	case err == nil:
 		if res.Outcome == core.Duplicate && len(res.Value) > 0 {
 			if w := t.ResultWriter(); w != nil {

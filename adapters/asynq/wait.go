@@ -3,6 +3,7 @@ package asynqonce
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -18,6 +19,8 @@ import (
 // archives a failing task whose retries are used up without asking
 // IsFailure, so returning early would archive a job that another copy is
 // still running. A copy with retries left returns the store error at once.
+// When ctx ends first, the outcome is core.Canceled and the error matches
+// ctx.Err().
 func (m *middleware) wait(ctx context.Context, job core.Job, fn core.RunFunc, res core.Result, err error) (core.Result, error) {
 	exhausted := retriesExhausted(ctx)
 	var until time.Time // zero: no end but ctx
@@ -61,7 +64,7 @@ func (m *middleware) wait(ctx context.Context, job core.Job, fn core.RunFunc, re
 		}
 		select {
 		case <-ctx.Done():
-			return res, err
+			return m.stopped(ctx, job)
 		case <-timer.C:
 		}
 		res, err = m.g.Run(ctx, job, fn)
@@ -70,6 +73,15 @@ func (m *middleware) wait(ctx context.Context, job core.Job, fn core.RunFunc, re
 		}
 		pause = min(pause*2, m.cfg.PollInterval)
 	}
+}
+
+// stopped ends a wait whose context ended: the copy did not run, and this is
+// neither the running copy's doing nor the store's, so the outcome is
+// core.Canceled with the context's error.
+func (m *middleware) stopped(ctx context.Context, job core.Job) (core.Result, error) {
+	err := fmt.Errorf("jobonce: asynqonce: stopped waiting for the job's running copy: %w", ctx.Err())
+	m.g.Observe(ctx, core.Event{Key: job.Key, Outcome: core.Canceled, Err: err})
+	return core.Result{Outcome: core.Canceled}, err
 }
 
 // retriesExhausted reports whether Asynq would archive the task if it failed

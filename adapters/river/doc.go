@@ -33,6 +33,15 @@
 //   - the store cannot be reached: the worker does not run (fail closed) and
 //     an ordinary error matching core.ErrStoreUnavailable goes back, so River
 //     retries the job under its retry policy, using an attempt each time;
+//   - the job's context ends before the claim is answered (River cancels it
+//     at the worker's JobTimeout and when the client stops with
+//     StopAndCancel): the worker does not run, even when the guard fails
+//     open, and an error matching ctx.Err() goes back (outcome
+//     core.Canceled), never core.ErrStoreUnavailable and never JobCancel.
+//     River makes a job its client's stop interrupted available again
+//     without using an attempt, and retries one past its JobTimeout as a
+//     failed attempt. WrapTx does the same when the context ends before the
+//     key is recorded;
 //   - the worker fails or panics: the claim is released at once and the error
 //     (or panic) reaches River unchanged.
 //

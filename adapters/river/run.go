@@ -43,6 +43,11 @@ func guarded(ctx context.Context) bool { return ctx.Value(guardedKey{}) != nil }
 //   - conflict or invalid key: river.JobCancel, since a retry cannot help;
 //   - store unreachable: an error matching core.ErrStoreUnavailable, which
 //     River retries as a failed attempt (fail closed);
+//   - the job's context ended before the claim was answered (core.Canceled):
+//     an error matching ctx.Err(), never cancelled or discarded by us; River
+//     makes a job its client's stop interrupted available again without
+//     using an attempt, and retries one past its JobTimeout as a failed
+//     attempt;
 //   - the job failed: its error, unchanged.
 func (r *runner) run(ctx context.Context, row *rivertype.JobRow, args any, work func(context.Context) error) error {
 	if guarded(ctx) || (r.cfg.Skip != nil && r.cfg.Skip(row)) {
@@ -65,6 +70,8 @@ func outcomeError(row *rivertype.JobRow, out core.Outcome, err error) error {
 		return river.JobSnooze(d)
 	case core.Conflict, core.Rejected:
 		return river.JobCancel(fmt.Errorf("riveronce: job %d (kind %q): %w", row.ID, row.Kind, err))
+	case core.Canceled:
+		return err // matches ctx.Err(): the job did not run, and may run later
 	}
 	return err
 }

@@ -67,8 +67,10 @@ type txWrapped[T river.JobArgs] struct {
 // Keys are as for Wrap. A copy that finds the key done completes without
 // running w; a copy that finds it held by a transaction still open snoozes
 // (river.JobSnooze, no attempt used); a conflict or an empty key cancels the
-// job (river.JobCancel). A database error while recording is retried by
-// River as a failed attempt. w's error rolls everything back and reaches
+// job (river.JobCancel). A database error while beginning or recording is
+// retried by River as a failed attempt (an error matching
+// core.ErrStoreUnavailable), unless the job's context had ended: the error
+// then matches ctx.Err() instead, as for Wrap. w's error rolls everything back and reaches
 // River unchanged. It keeps w's Timeout, NextRetry and Middleware.
 //
 // It panics if store, db or w is nil.
@@ -127,6 +129,9 @@ func workTx[T river.JobArgs](ctx context.Context, store TxStore, db TxBeginner, 
 	}
 	tx, err := db.Begin(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return stopped(ctx, "begin", err)
+		}
 		return fmt.Errorf("%w: begin: %w", core.ErrStoreUnavailable, err)
 	}
 	defer func() {
@@ -152,6 +157,9 @@ func workTx[T river.JobArgs](ctx context.Context, store TxStore, db TxBeginner, 
 	} else {
 		out, err = store.DoTxJob(ctx, tx, key, body)
 	}
+	if out == core.Unavailable && ctx.Err() != nil {
+		return stopped(ctx, "record the key", err)
+	}
 	if err != nil {
 		return outcomeError(job.JobRow, out, err)
 	}
@@ -162,4 +170,14 @@ func workTx[T river.JobArgs](ctx context.Context, store TxStore, db TxBeginner, 
 		return fmt.Errorf("riveronce: commit job %d: %w", job.ID, err)
 	}
 	return nil
+}
+
+// stopped is the error of a transactional job whose context ended before its
+// key was recorded: a database call that failed then failed because of it
+// (or its failure no longer matters), so this is the job's cancellation, as
+// core.Canceled is, not a store outage. It matches ctx.Err() and not
+// core.ErrStoreUnavailable; River makes a job interrupted by its client's
+// stop available again without using an attempt.
+func stopped(ctx context.Context, step string, err error) error {
+	return fmt.Errorf("riveronce: %s: stopped by the job's context: %w (%v)", step, ctx.Err(), err)
 }

@@ -186,9 +186,10 @@ func (b *batch) round(idx []int, results chan result) {
 	for j, i := range idx {
 		jobs[j] = b.jobs[i]
 	}
-	cctx, cancel := context.WithTimeout(r.hctx, r.storeTimeout)
-	claims := r.p.Guard.Claim(cctx, jobs...)
-	cancel()
+	// The Guard bounds the claim by its StoreTimeout: a store that does not
+	// answer in time is Unavailable, while the handlers' context ending (the
+	// shutdown deadline) is Canceled.
+	claims := r.p.Guard.Claim(r.hctx, jobs...)
 
 	running := 0
 	for j, i := range idx {

@@ -36,6 +36,11 @@ type HandlerFunc func(ctx context.Context, m types.Message) error
 //     is left for the dead-letter queue.
 //   - an error matching core.ErrStoreUnavailable: nothing ran; the message
 //     is hidden for Config.UnavailableDelay, growing with its receive count.
+//   - an error matching ctx.Err() (context.Canceled or
+//     context.DeadlineExceeded): ctx ended before the claim was answered;
+//     nothing ran, no claim is held, and the message is left as it is, to
+//     come back when the visibility its receive set lapses. It is not a
+//     store outage, and it runs no job even when the Guard fails open.
 //
 // Decorate does not renew the message's visibility while h runs: a job that
 // outlasts the queue's visibility timeout is received again, and that copy

@@ -27,7 +27,9 @@
 // later copy is deleted as a duplicate at once.
 // Cancelling Run's context stops receiving; running handlers get
 // ShutdownTimeout to finish, then their contexts are cancelled and their
-// messages handed back to the queue (visibility 0).
+// messages handed back to the queue (visibility 0). So are messages whose
+// claims the store has not answered by then: they did not run, and they are
+// counted as Stats.Canceled, not as failures or store outages.
 //
 // # What happens to a message
 //
@@ -42,8 +44,12 @@
 //   - The key is held or done with a different body (ErrConflict), or the
 //     key is invalid: the message is left alone, so the queue's redrive policy
 //     moves it to the dead-letter queue; the outcome is logged and counted.
-//   - The store cannot be reached: nothing runs and nothing is deleted (fail
-//     closed); the visibility backs off so an outage does not burn receives.
+//   - The store cannot be reached (no answer within the Guard's
+//     StoreTimeout): nothing runs and nothing is deleted (fail closed); the
+//     visibility backs off so an outage does not burn receives.
+//   - The context ended before the claim was answered (core.Canceled):
+//     nothing runs, nothing is deleted and no failure is charged; a stopping
+//     Poller hands the message back, Decorate leaves it as it is.
 //
 // # FIFO queues
 //

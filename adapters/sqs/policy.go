@@ -29,7 +29,8 @@ type decision struct {
 // between the receive and the visibility change.
 const visibilityMargin = time.Minute
 
-// decide maps a final outcome to what happens to the message. receives is
+// decide maps a final outcome to what happens to the message: nothing is
+// deleted unless its job ran or is done. receives is
 // the message's ApproximateReceiveCount, elapsed the time since it was
 // received; stopping reports a shutdown whose deadline has passed, so the
 // message is handed back to the queue at once.
@@ -45,6 +46,18 @@ func (o *options) decide(out core.Outcome, err error, receives int, elapsed time
 			return decision{act: hide}
 		}
 		return o.hide(o.UnavailableDelay, receives, elapsed)
+	case out == core.Canceled:
+		// The caller's context ended before the claim was answered: nothing
+		// ran and no claim is held, so this is neither a failure nor an
+		// outage. A stopping Poller hands the message back for another
+		// consumer at once. Otherwise (a receive loop's own context, which
+		// may be a per-message deadline) the message is left as it is: it
+		// comes back when the visibility its receive set lapses, at the
+		// queue's own pace, rather than being received again at once.
+		if stopping {
+			return decision{act: hide}
+		}
+		return decision{act: leave}
 	case out == core.Failed:
 		if stopping {
 			return decision{act: hide}

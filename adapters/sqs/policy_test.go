@@ -89,6 +89,8 @@ func TestDecide(t *testing.T) {
 		{"unavailable backs off", core.Unavailable, unavailable, 1, 0, false, decision{hide, 10 * time.Second}},
 		{"unavailable grows", core.Unavailable, unavailable, 3, 0, false, decision{hide, 40 * time.Second}},
 		{"unavailable when stopping handed back", core.Unavailable, unavailable, 3, 0, true, decision{act: hide}},
+		{"canceled left as is", core.Canceled, context.DeadlineExceeded, 3, 0, false, decision{act: leave}},
+		{"canceled when stopping handed back", core.Canceled, context.Canceled, 3, 0, true, decision{act: hide}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, o.decide(tc.out, tc.err, tc.receives, tc.elapsed, tc.stopping))

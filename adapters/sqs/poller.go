@@ -108,8 +108,6 @@ type run struct {
 	vis       time.Duration
 	shutdown  time.Duration
 	flush     time.Duration
-	// storeTimeout bounds a batch's claim round trip.
-	storeTimeout time.Duration
 	// maxReceives is the queue's maxReceiveCount, 0 when unknown.
 	maxReceives int
 	givenUp     *givenUp
@@ -138,7 +136,7 @@ func (p *Poller) start() (*run, error) {
 		return nil, err
 	}
 	gcfg := p.Guard.Config()
-	r := &run{p: p, o: o, url: aws.String(p.QueueURL), failOpen: gcfg.FailOpen, storeTimeout: gcfg.StoreTimeout, givenUp: &p.givenUp,
+	r := &run{p: p, o: o, url: aws.String(p.QueueURL), failOpen: gcfg.FailOpen, givenUp: &p.givenUp,
 		conc: p.Concurrency, batch: int32(p.BatchSize), vis: p.VisibilityTimeout,
 		shutdown: p.ShutdownTimeout, flush: p.FlushDelay}
 	wait := p.WaitTime

@@ -18,7 +18,8 @@ import (
 //
 // An empty key is replaced by the hash of the message body (core.Fingerprint).
 // The error matches core.ErrStoreUnavailable when the store cannot be reached
-// (nothing is sent unless the Guard fails open); a send error comes back
+// (nothing is sent unless the Guard fails open), and ctx.Err() when ctx ends
+// before the store answered (nothing is sent); a send error comes back
 // unchanged.
 func Send(ctx context.Context, g *core.Guard, client Sender, key string, window time.Duration, in *sqs.SendMessageInput) (sent bool, out *sqs.SendMessageOutput, err error) {
 	switch {

@@ -24,6 +24,10 @@ type Stats struct {
 	Conflicts int64
 	// Unavailable counts messages not run because the store was unreachable.
 	Unavailable int64
+	// Canceled counts messages not run because the Poller stopped before
+	// their claims were answered; they are handed back to the queue and are
+	// not failures.
+	Canceled int64
 	// GivenUp counts FIFO messages given up after their attempts in place
 	// (see the package doc), and their later receives, handed back unrun.
 	GivenUp int64
@@ -37,8 +41,8 @@ type Stats struct {
 }
 
 type counters struct {
-	received, ran, duplicates, running, failed, conflicts, unavailable, givenUp atomic.Int64
-	deleted, deleteErrors, visibilityErrors                                     atomic.Int64
+	received, ran, duplicates, running, failed, conflicts, unavailable, canceled atomic.Int64
+	givenUp, deleted, deleteErrors, visibilityErrors                             atomic.Int64
 }
 
 // Stats returns the Poller's counts so far. It is safe to call while Run runs.
@@ -47,7 +51,7 @@ func (p *Poller) Stats() Stats {
 	return Stats{
 		Received: c.received.Load(), Ran: c.ran.Load(), Duplicates: c.duplicates.Load(),
 		Running: c.running.Load(), Failed: c.failed.Load(), Conflicts: c.conflicts.Load(),
-		Unavailable: c.unavailable.Load(), GivenUp: c.givenUp.Load(), Deleted: c.deleted.Load(),
+		Unavailable: c.unavailable.Load(), Canceled: c.canceled.Load(), GivenUp: c.givenUp.Load(), Deleted: c.deleted.Load(),
 		DeleteErrors: c.deleteErrors.Load(), VisibilityErrors: c.visibilityErrors.Load(),
 	}
 }
@@ -65,7 +69,9 @@ func (c *counters) count(out core.Outcome) {
 		c.failed.Add(1)
 	case core.Unavailable:
 		c.unavailable.Add(1)
-	default:
+	case core.Canceled:
+		c.canceled.Add(1)
+	default: // Conflict, Rejected
 		c.conflicts.Add(1)
 	}
 }

@@ -1,0 +1,236 @@
+package asynqonce_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	asynqonce "github.com/jobonce/jobonce/adapters/asynq"
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// hangingStore is the test Redis store whose claims, while hang is set, get
+// no answer: they wait for their context to end, as calls to a store that
+// stopped responding do. Each hanging claim is signalled on hung.
+type hangingStore struct {
+	*redisstore.Store
+	hang atomic.Bool
+	hung chan struct{}
+}
+
+func newHangingStore(t testing.TB, rdb *redis.Client) *hangingStore {
+	t.Helper()
+	store, err := redisstore.New(rdb, nil)
+	require.NoError(t, err)
+	s := &hangingStore{Store: store, hung: make(chan struct{}, 100)}
+	s.hang.Store(true)
+	return s
+}
+
+func (s *hangingStore) wait(ctx context.Context) error {
+	select {
+	case s.hung <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (s *hangingStore) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, error) {
+	if s.hang.Load() {
+		return core.ClaimReply{}, s.wait(ctx)
+	}
+	return s.Store.Claim(ctx, req)
+}
+
+func (s *hangingStore) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) ([]core.ClaimReply, []error) {
+	if s.hang.Load() {
+		err := s.wait(ctx)
+		errs := make([]error, len(reqs))
+		for i := range errs {
+			errs[i] = err
+		}
+		return make([]core.ClaimReply, len(reqs)), errs
+	}
+	return s.Store.ClaimBatch(ctx, reqs)
+}
+
+// hangingGuard returns a Guard on a hanging store on the test Redis, under a
+// prefix of the test's own, reporting outcomes to outs.
+func hangingGuard(t testing.TB, cfg core.Config, outs *outcomes) (*core.Guard, *hangingStore) {
+	t.Helper()
+	prefix := testenv.Prefix(t)
+	store := newHangingStore(t, testenv.Redis(t, prefix))
+	cfg.KeyPrefix, cfg.Observer, cfg.Logger = prefix, outs.observe, quiet
+	g, err := core.New(store, &cfg)
+	require.NoError(t, err)
+	return g, store
+}
+
+// A task whose context ends before its claim is answered gets the context's
+// error: the handler does not run, even with FailOpen, it is not reported as
+// a store outage, and IsFailure does not charge it a retry. A store that
+// does not answer within StoreTimeout under a live context is an outage.
+func TestCanceledClaim(t *testing.T) {
+	t.Parallel()
+	testenv.Short(t)
+	var ran atomic.Int64
+	handler := asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+		ran.Add(1)
+		return nil
+	})
+
+	t.Run("deadline", func(t *testing.T) {
+		t.Parallel()
+		var outs outcomes
+		g, _ := hangingGuard(t, core.Config{StoreTimeout: time.Minute, FailOpen: true}, &outs)
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		err := asynqonce.Middleware(g, nil)(handler).ProcessTask(ctx, asynq.NewTask("email", []byte("deadline")))
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.NotErrorIs(t, err, core.ErrStoreUnavailable)
+		require.False(t, asynqonce.IsFailure(err), "nothing ran: no retry is charged")
+		require.EqualValues(t, 1, outs.get(core.Canceled))
+		require.Zero(t, outs.get(core.Unavailable)+outs.get(core.Unguarded))
+	})
+	t.Run("cancel", func(t *testing.T) {
+		t.Parallel()
+		var outs outcomes
+		g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute, FailOpen: true}, &outs)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			<-store.hung
+			cancel()
+		}()
+		err := asynqonce.Middleware(g, nil)(handler).ProcessTask(ctx, asynq.NewTask("email", []byte("cancel")))
+		require.ErrorIs(t, err, context.Canceled)
+		require.NotErrorIs(t, err, core.ErrStoreUnavailable)
+		require.False(t, asynqonce.IsFailure(err))
+		require.EqualValues(t, 1, outs.get(core.Canceled))
+		require.Zero(t, outs.get(core.Unavailable)+outs.get(core.Unguarded))
+	})
+	t.Run("store timeout", func(t *testing.T) {
+		t.Parallel()
+		var outs outcomes
+		g, _ := hangingGuard(t, core.Config{StoreTimeout: 300 * time.Millisecond}, &outs)
+		err := asynqonce.Middleware(g, nil)(handler).ProcessTask(background(t), asynq.NewTask("email", []byte("timeout")))
+		require.ErrorIs(t, err, core.ErrStoreUnavailable)
+		require.True(t, asynqonce.IsFailure(err))
+		require.EqualValues(t, 1, outs.get(core.Unavailable))
+		require.Zero(t, outs.get(core.Canceled))
+	})
+	t.Cleanup(func() { require.Zero(t, ran.Load(), "the handler ran without a claim") })
+}
+
+// A copy waiting for its job's running copy (Config.WaitRunning) whose
+// context ends stops waiting with the context's error, outcome Canceled;
+// IsFailure reports false.
+func TestWaitEndsWithContext(t *testing.T) {
+	t.Parallel()
+	var outs outcomes
+	g, _ := newGuard(t, &core.Config{Observer: outs.observe, Logger: quiet})
+	started, release := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int64
+	h := asynqonce.Middleware(g, &asynqonce.Config{WaitRunning: time.Minute, PollInterval: 50 * time.Millisecond})(
+		asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+			if runs.Add(1) == 1 {
+				close(started)
+				<-release
+			}
+			return nil
+		}))
+	task := asynq.NewTask("report", []byte("q3"))
+	first := make(chan error, 1)
+	go func() { first <- h.ProcessTask(background(t), task) }()
+	<-started
+
+	ctx, cancel := context.WithCancel(background(t))
+	defer time.AfterFunc(500*time.Millisecond, cancel).Stop()
+	err := h.ProcessTask(ctx, task)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, core.ErrRunning)
+	require.False(t, asynqonce.IsFailure(err))
+	require.EqualValues(t, 1, outs.get(core.Canceled))
+	require.Positive(t, outs.get(core.Running), "it polled the running copy")
+
+	close(release)
+	require.NoError(t, <-first)
+	require.EqualValues(t, 1, runs.Load())
+}
+
+// Under an Asynq server: a task whose Timeout passes while its claim hangs
+// does not run and is not an outage; Asynq retries it, and once the store
+// answers it runs once.
+func TestServerTaskTimeoutDuringHungClaim(t *testing.T) {
+	t.Parallel()
+	e := newAsynqEnv(t)
+	var outs outcomes
+	g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute}, &outs)
+	fx := newEffects()
+	h := asynqonce.Middleware(g, nil)(asynq.HandlerFunc(func(_ context.Context, task *asynq.Task) error {
+		fx.add(string(task.Payload()))
+		return nil
+	}))
+	e.enqueue(t, asynq.NewTask("job", []byte("timeout")), asynq.Timeout(time.Second), asynq.MaxRetry(5))
+	e.start(t, e.serverConfig(2), h)
+
+	require.Eventually(t, func() bool { return outs.get(core.Canceled) >= 1 }, 20*time.Second, 20*time.Millisecond)
+	require.Zero(t, outs.get(core.Unavailable), "the task's deadline is not a store outage")
+	require.Zero(t, fx.total(), "the job ran without a claim")
+
+	store.hang.Store(false)
+	qi := e.waitEmpty(t, 30*time.Second)
+	require.Equal(t, 1, fx.count("timeout"))
+	require.Zero(t, qi.Archived)
+	require.Zero(t, outs.get(core.Unavailable))
+}
+
+// Server.Shutdown while a claim hangs: after ShutdownTimeout Asynq puts the
+// task back in its queue without charging a retry and cancels its context;
+// the claim ends as Canceled, never as an outage, and the handler does not
+// run. The next server runs the job once.
+func TestServerShutdownDuringHungClaim(t *testing.T) {
+	t.Parallel()
+	e := newAsynqEnv(t)
+	var outs outcomes
+	g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute}, &outs)
+	fx := newEffects()
+	h := asynqonce.Middleware(g, nil)(asynq.HandlerFunc(func(_ context.Context, task *asynq.Task) error {
+		fx.add(string(task.Payload()))
+		return nil
+	}))
+	info := e.enqueue(t, asynq.NewTask("job", []byte("shutdown")), asynq.MaxRetry(0))
+	cfg := e.serverConfig(2)
+	cfg.ShutdownTimeout = 500 * time.Millisecond
+	srv := asynq.NewServer(e.opt, cfg)
+	require.NoError(t, srv.Start(h))
+	select {
+	case <-store.hung:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the claim did not reach the store")
+	}
+	start := time.Now()
+	srv.Shutdown()
+	require.Less(t, time.Since(start), 10*time.Second)
+
+	require.Eventually(t, func() bool { return outs.get(core.Canceled) == 1 }, 10*time.Second, 20*time.Millisecond)
+	require.Zero(t, outs.get(core.Unavailable))
+	require.Zero(t, fx.total())
+	ti, err := e.inspector.GetTaskInfo(e.queue, info.ID)
+	require.NoError(t, err)
+	require.Equal(t, asynq.TaskStatePending, ti.State, "put back in its queue")
+	require.Zero(t, ti.Retried, "no retry charged")
+
+	store.hang.Store(false)
+	e.start(t, e.serverConfig(2), h)
+	qi := e.waitEmpty(t, 30*time.Second)
+	require.Equal(t, 1, fx.count("shutdown"))
+	require.Zero(t, qi.Archived)
+}

@@ -1,0 +1,284 @@
+package riveronce
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// hangingStore is the test Redis store whose claims, while hang is set, get
+// no answer: they wait for their context to end, as calls to a store that
+// stopped responding do. Each hanging claim is signalled on hung.
+type hangingStore struct {
+	*redisstore.Store
+	hang atomic.Bool
+	hung chan struct{}
+}
+
+func newHangingStore(t testing.TB, rdb *redis.Client) *hangingStore {
+	t.Helper()
+	store, err := redisstore.New(rdb, nil)
+	require.NoError(t, err)
+	s := &hangingStore{Store: store, hung: make(chan struct{}, 100)}
+	s.hang.Store(true)
+	return s
+}
+
+func (s *hangingStore) wait(ctx context.Context) error {
+	select {
+	case s.hung <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (s *hangingStore) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, error) {
+	if s.hang.Load() {
+		return core.ClaimReply{}, s.wait(ctx)
+	}
+	return s.Store.Claim(ctx, req)
+}
+
+func (s *hangingStore) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) ([]core.ClaimReply, []error) {
+	if s.hang.Load() {
+		err := s.wait(ctx)
+		errs := make([]error, len(reqs))
+		for i := range errs {
+			errs[i] = err
+		}
+		return make([]core.ClaimReply, len(reqs)), errs
+	}
+	return s.Store.ClaimBatch(ctx, reqs)
+}
+
+// outcomes counts the outcomes a Guard observes.
+type outcomes struct{ n [16]atomic.Int64 }
+
+func (o *outcomes) observe(_ context.Context, e core.Event) { o.n[e.Outcome].Add(1) }
+func (o *outcomes) get(out core.Outcome) int64              { return o.n[out].Load() }
+
+// hangingGuard returns a Guard on a hanging store on the test Redis, under a
+// prefix of the test's own, reporting outcomes to outs.
+func hangingGuard(t testing.TB, cfg core.Config, outs *outcomes) (*core.Guard, *hangingStore) {
+	t.Helper()
+	prefix := testenv.Prefix(t)
+	store := newHangingStore(t, testenv.Redis(t, prefix))
+	cfg.KeyPrefix, cfg.Observer, cfg.Logger = prefix, outs.observe, discardLogger()
+	g, err := core.New(store, &cfg)
+	require.NoError(t, err)
+	return g, store
+}
+
+// requireRetried requires err to be an ordinary error for River: neither a
+// snooze nor a cancellation.
+func requireRetried(t *testing.T, err error) {
+	t.Helper()
+	var snooze *river.JobSnoozeError
+	var cancel *river.JobCancelError
+	require.False(t, errors.As(err, &snooze), "snoozed")
+	require.False(t, errors.As(err, &cancel), "cancelled: River would never run the job")
+}
+
+// A job whose context ends before its claim is answered gets the context's
+// error: the worker does not run, even with FailOpen, the job is not
+// cancelled, and it is not a store outage. A store that does not answer
+// within StoreTimeout under a live context is an outage.
+func TestCanceledClaim(t *testing.T) {
+	testenv.Short(t)
+	t.Parallel()
+	var runs atomic.Int32
+
+	t.Run("deadline", func(t *testing.T) {
+		t.Parallel()
+		var outs outcomes
+		g, _ := hangingGuard(t, core.Config{StoreTimeout: time.Minute, FailOpen: true}, &outs)
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		err := Middleware(g, nil).Work(ctx, row(1, "k", `{"n":1}`), count(&runs))
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.NotErrorIs(t, err, core.ErrStoreUnavailable)
+		requireRetried(t, err)
+		require.EqualValues(t, 1, outs.get(core.Canceled))
+		require.Zero(t, outs.get(core.Unavailable)+outs.get(core.Unguarded))
+	})
+	t.Run("client stop", func(t *testing.T) {
+		t.Parallel()
+		var outs outcomes
+		g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute, FailOpen: true}, &outs)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			<-store.hung
+			cancel()
+		}()
+		w := Wrap[noopArgs](g, river.WorkFunc(func(context.Context, *river.Job[noopArgs]) error {
+			runs.Add(1)
+			return nil
+		}), nil)
+		err := w.Work(ctx, &river.Job[noopArgs]{JobRow: row(2, "riveronce_noop", `{"n":2}`), Args: noopArgs{N: 2}})
+		require.ErrorIs(t, err, context.Canceled, "River makes the job available again without using an attempt")
+		require.NotErrorIs(t, err, core.ErrStoreUnavailable)
+		requireRetried(t, err)
+		require.EqualValues(t, 1, outs.get(core.Canceled))
+		require.Zero(t, outs.get(core.Unavailable)+outs.get(core.Unguarded))
+	})
+	t.Run("store timeout", func(t *testing.T) {
+		t.Parallel()
+		var outs outcomes
+		g, _ := hangingGuard(t, core.Config{StoreTimeout: 300 * time.Millisecond}, &outs)
+		err := Middleware(g, nil).Work(context.Background(), row(3, "k", `{"n":3}`), count(&runs))
+		require.ErrorIs(t, err, core.ErrStoreUnavailable)
+		requireRetried(t, err)
+		require.EqualValues(t, 1, outs.get(core.Unavailable))
+		require.Zero(t, outs.get(core.Canceled))
+	})
+	t.Cleanup(func() { require.Zero(t, runs.Load(), "the worker ran without a claim") })
+}
+
+// Under a River client: a job whose JobTimeout passes while its claim hangs
+// is retried (a failed attempt, as for any job past its timeout), not
+// cancelled or discarded, and does not run; once the store answers it runs
+// once.
+func TestJobTimeoutDuringHungClaim(t *testing.T) {
+	testenv.Short(t)
+	t.Parallel()
+	pool, schema := riverSchema(t)
+	var outs outcomes
+	g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute}, &outs)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, Wrap[effectArgs](g, &effectWorker{pool: pool}, nil))
+	cfg := clientConfig(schema, workers, 2)
+	cfg.JobTimeout = 300 * time.Millisecond
+	cfg.Logger = discardLogger()
+	startClient(t, pool, cfg)
+	_, err := insertClient(t, pool, schema).Insert(context.Background(), effectArgs{N: 1}, &river.InsertOpts{MaxAttempts: 25})
+	require.NoError(t, err)
+
+	require.Eventually(t, func() bool { return outs.get(core.Canceled) >= 1 }, 20*time.Second, 20*time.Millisecond)
+	require.Zero(t, outs.get(core.Unavailable), "the job's timeout is not a store outage")
+	require.Zero(t, readEffectStats(t, pool).Rows, "the job ran without a claim")
+
+	store.hang.Store(false)
+	jobs := waitFinished(t, pool, 1, 30*time.Second)
+	require.Equal(t, 1, jobs.Completed)
+	require.Zero(t, jobs.Cancelled+jobs.Discarded)
+	require.Equal(t, effectStats{Rows: 1, Keys: 1}, readEffectStats(t, pool))
+	var errText string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT errors[1]->>'error' FROM river_job`).Scan(&errText))
+	require.Contains(t, errText, context.DeadlineExceeded.Error())
+	require.NotContains(t, errText, core.ErrStoreUnavailable.Error())
+}
+
+// Under a River client: StopAndCancel while a claim hangs interrupts the
+// job; River makes it available again without using an attempt or recording
+// an error, and the next client runs it once.
+func TestClientStopDuringHungClaim(t *testing.T) {
+	testenv.Short(t)
+	t.Parallel()
+	pool, schema := riverSchema(t)
+	var outs outcomes
+	g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute}, &outs)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, Wrap[effectArgs](g, &effectWorker{pool: pool}, nil))
+	cfg := clientConfig(schema, workers, 2)
+	cfg.Logger = discardLogger()
+	client, err := river.NewClient(riverDriver(pool), cfg)
+	require.NoError(t, err)
+	require.NoError(t, client.Start(context.Background()))
+	_, err = insertClient(t, pool, schema).Insert(context.Background(), effectArgs{N: 1}, nil)
+	require.NoError(t, err)
+	select {
+	case <-store.hung:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the claim did not reach the store")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, client.StopAndCancel(ctx))
+
+	require.EqualValues(t, 1, outs.get(core.Canceled))
+	require.Zero(t, outs.get(core.Unavailable))
+	var state string
+	var attempt, errs int
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT state, attempt, coalesce(array_length(errors, 1), 0) FROM river_job`).Scan(&state, &attempt, &errs))
+	require.Equal(t, "available", state)
+	require.Zero(t, attempt, "no attempt used")
+	require.Zero(t, errs, "no error recorded")
+
+	store.hang.Store(false)
+	startClient(t, pool, clientConfig(schema, workers, 2))
+	jobs := waitFinished(t, pool, 1, 30*time.Second)
+	require.Equal(t, 1, jobs.Completed)
+	require.Equal(t, effectStats{Rows: 1, Keys: 1}, readEffectStats(t, pool))
+}
+
+// WrapTx begins its own transaction and records the key in it: when the
+// job's context ends while either waits (for a pool connection, for a lock
+// held by another transaction), the error matches ctx.Err(), not
+// core.ErrStoreUnavailable, and the job is not cancelled. A begin that fails
+// under a live context is an outage.
+func TestWorkTxCanceled(t *testing.T) {
+	testenv.Short(t)
+	t.Parallel()
+	pool, _ := riverSchema(t)
+	store, err := pgstore.New(context.Background(), pool, &pgstore.Config{Migrate: true, LockTimeout: time.Minute})
+	require.NoError(t, err)
+	var runs atomic.Int32
+	work := func(context.Context, pgx.Tx) error { runs.Add(1); return nil }
+	job := &river.Job[noopArgs]{JobRow: row(1, "riveronce_noop", `{"n":1}`), Args: noopArgs{N: 1}}
+
+	t.Run("begin waits for a connection", func(t *testing.T) {
+		cfg := pool.Config()
+		cfg.MaxConns = 1
+		one, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		require.NoError(t, err)
+		t.Cleanup(one.Close)
+		held, err := one.Acquire(context.Background())
+		require.NoError(t, err)
+		defer held.Release()
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		err = WorkTx(ctx, store, one, job, work)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.NotErrorIs(t, err, core.ErrStoreUnavailable)
+		requireRetried(t, err)
+	})
+	t.Run("record waits for a lock", func(t *testing.T) {
+		// Another transaction holds the key's record, uncommitted.
+		other, err := pool.Begin(context.Background())
+		require.NoError(t, err)
+		defer func() { _ = other.Rollback(context.Background()) }()
+		var cfg Config
+		out, err := store.DoTxJob(context.Background(), other, cfg.job(job.JobRow, job.Args), func(context.Context, pgx.Tx) error { return nil })
+		require.NoError(t, err)
+		require.Equal(t, core.Ran, out)
+
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(300*time.Millisecond, cancel)
+		err = WorkTx(ctx, store, pool, job, work)
+		require.ErrorIs(t, err, context.Canceled)
+		require.NotErrorIs(t, err, core.ErrStoreUnavailable)
+		requireRetried(t, err)
+	})
+	t.Run("begin fails", func(t *testing.T) {
+		down := txBeginnerFunc(func(context.Context) (pgx.Tx, error) { return nil, errDown })
+		err := WorkTx(context.Background(), store, down, job, work)
+		require.ErrorIs(t, err, core.ErrStoreUnavailable)
+		require.ErrorIs(t, err, errDown)
+	})
+	require.Zero(t, runs.Load(), "the job ran")
+}
