@@ -157,7 +157,7 @@ func workTx[T river.JobArgs](ctx context.Context, store TxStore, db TxBeginner, 
 	} else {
 		out, err = store.DoTxJob(ctx, tx, key, body)
 	}
-	if out == core.Unavailable && ctx.Err() != nil {
+	if (out == core.Unavailable || out == core.Canceled) && ctx.Err() != nil {
 		return stopped(ctx, "record the key", err)
 	}
 	if err != nil {

@@ -30,7 +30,8 @@ const rollbackTimeout = 5 * time.Second
 //     core.Running and a *core.RunningError (core.ErrRunning); fn does not run.
 //   - an empty key: core.Rejected and an error matching core.ErrInvalidKey.
 //   - a database error while recording: core.Unavailable and an error
-//     matching core.ErrStoreUnavailable.
+//     matching core.ErrStoreUnavailable; core.Canceled and an error matching
+//     ctx.Err() when ctx ended first.
 //
 // The record is written inside a savepoint with lock_timeout set to
 // Config.LockTimeout, and the caller's lock_timeout is restored afterwards;
@@ -81,7 +82,7 @@ func (s *Store) DoInTx(ctx context.Context, key string, fn func(ctx context.Cont
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return core.Unavailable, fmt.Errorf("%w: %w", core.ErrStoreUnavailable, err)
+		return unavailable(ctx, err)
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
@@ -138,7 +139,7 @@ func (s *Store) record(ctx context.Context, tx pgx.Tx, key string, job core.Job)
 			if lockTimedOut(err) && rerr == nil {
 				return core.Running, &core.RunningError{RetryAfter: s.cfg.RetryAfter}
 			}
-			return core.Unavailable, fmt.Errorf("%w: %w", core.ErrStoreUnavailable, errors.Join(s.fail(ctx, err), rerr))
+			return unavailable(ctx, errors.Join(s.fail(ctx, err), rerr))
 		}
 		if recorded {
 			return 0, nil
@@ -202,4 +203,13 @@ func readRecord(br pgx.BatchResults) (recorded bool, st txState, err error) {
 		}
 	}
 	return recorded, st, nil
+}
+
+// unavailable reports a database error: Canceled, matching ctx.Err(), when
+// the caller's context ended, else Unavailable (core.ErrStoreUnavailable).
+func unavailable(ctx context.Context, err error) (core.Outcome, error) {
+	if cerr := ctx.Err(); cerr != nil {
+		return core.Canceled, fmt.Errorf("jobonce: pgstore: stopped by the caller's context: %w (%w)", cerr, err)
+	}
+	return core.Unavailable, fmt.Errorf("%w: %w", core.ErrStoreUnavailable, err)
 }
