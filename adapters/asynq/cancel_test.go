@@ -16,50 +16,15 @@ import (
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
-// hangingStore is the test Redis store whose claims, while hang is set, get
-// no answer: they wait for their context to end, as calls to a store that
-// stopped responding do. Each hanging claim is signalled on hung.
-type hangingStore struct {
-	*redisstore.Store
-	hang atomic.Bool
-	hung chan struct{}
-}
+// hangingStore is the test Redis store whose claims, while Hang is set, get
+// no answer (see testenv.HangingStore).
+type hangingStore = testenv.HangingStore
 
 func newHangingStore(t testing.TB, rdb *redis.Client) *hangingStore {
 	t.Helper()
 	store, err := redisstore.New(rdb, nil)
 	require.NoError(t, err)
-	s := &hangingStore{Store: store, hung: make(chan struct{}, 100)}
-	s.hang.Store(true)
-	return s
-}
-
-func (s *hangingStore) wait(ctx context.Context) error {
-	select {
-	case s.hung <- struct{}{}:
-	default:
-	}
-	<-ctx.Done()
-	return ctx.Err()
-}
-
-func (s *hangingStore) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, error) {
-	if s.hang.Load() {
-		return core.ClaimReply{}, s.wait(ctx)
-	}
-	return s.Store.Claim(ctx, req)
-}
-
-func (s *hangingStore) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) ([]core.ClaimReply, []error) {
-	if s.hang.Load() {
-		err := s.wait(ctx)
-		errs := make([]error, len(reqs))
-		for i := range errs {
-			errs[i] = err
-		}
-		return make([]core.ClaimReply, len(reqs)), errs
-	}
-	return s.Store.ClaimBatch(ctx, reqs)
+	return testenv.NewHangingStore(store)
 }
 
 // hangingGuard returns a Guard on a hanging store on the test Redis, under a
@@ -106,7 +71,7 @@ func TestCanceledClaim(t *testing.T) {
 		g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute, FailOpen: true}, &outs)
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
-			<-store.hung
+			<-store.Hung
 			cancel()
 		}()
 		err := asynqonce.Middleware(g, nil)(handler).ProcessTask(ctx, asynq.NewTask("email", []byte("cancel")))
@@ -185,7 +150,7 @@ func TestServerTaskTimeoutDuringHungClaim(t *testing.T) {
 	require.Zero(t, outs.get(core.Unavailable), "the task's deadline is not a store outage")
 	require.Zero(t, fx.total(), "the job ran without a claim")
 
-	store.hang.Store(false)
+	store.Hang.Store(false)
 	qi := e.waitEmpty(t, 30*time.Second)
 	require.Equal(t, 1, fx.count("timeout"))
 	require.Zero(t, qi.Archived)
@@ -212,7 +177,7 @@ func TestServerShutdownDuringHungClaim(t *testing.T) {
 	srv := asynq.NewServer(e.opt, cfg)
 	require.NoError(t, srv.Start(h))
 	select {
-	case <-store.hung:
+	case <-store.Hung:
 	case <-time.After(20 * time.Second):
 		t.Fatal("the claim did not reach the store")
 	}
@@ -228,7 +193,7 @@ func TestServerShutdownDuringHungClaim(t *testing.T) {
 	require.Equal(t, asynq.TaskStatePending, ti.State, "put back in its queue")
 	require.Zero(t, ti.Retried, "no retry charged")
 
-	store.hang.Store(false)
+	store.Hang.Store(false)
 	e.start(t, e.serverConfig(2), h)
 	qi := e.waitEmpty(t, 30*time.Second)
 	require.Equal(t, 1, fx.count("shutdown"))

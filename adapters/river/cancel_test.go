@@ -19,50 +19,15 @@ import (
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
-// hangingStore is the test Redis store whose claims, while hang is set, get
-// no answer: they wait for their context to end, as calls to a store that
-// stopped responding do. Each hanging claim is signalled on hung.
-type hangingStore struct {
-	*redisstore.Store
-	hang atomic.Bool
-	hung chan struct{}
-}
+// hangingStore is the test Redis store whose claims, while Hang is set, get
+// no answer (see testenv.HangingStore).
+type hangingStore = testenv.HangingStore
 
 func newHangingStore(t testing.TB, rdb *redis.Client) *hangingStore {
 	t.Helper()
 	store, err := redisstore.New(rdb, nil)
 	require.NoError(t, err)
-	s := &hangingStore{Store: store, hung: make(chan struct{}, 100)}
-	s.hang.Store(true)
-	return s
-}
-
-func (s *hangingStore) wait(ctx context.Context) error {
-	select {
-	case s.hung <- struct{}{}:
-	default:
-	}
-	<-ctx.Done()
-	return ctx.Err()
-}
-
-func (s *hangingStore) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, error) {
-	if s.hang.Load() {
-		return core.ClaimReply{}, s.wait(ctx)
-	}
-	return s.Store.Claim(ctx, req)
-}
-
-func (s *hangingStore) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) ([]core.ClaimReply, []error) {
-	if s.hang.Load() {
-		err := s.wait(ctx)
-		errs := make([]error, len(reqs))
-		for i := range errs {
-			errs[i] = err
-		}
-		return make([]core.ClaimReply, len(reqs)), errs
-	}
-	return s.Store.ClaimBatch(ctx, reqs)
+	return testenv.NewHangingStore(store)
 }
 
 // outcomes counts the outcomes a Guard observes.
@@ -121,7 +86,7 @@ func TestCanceledClaim(t *testing.T) {
 		g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute, FailOpen: true}, &outs)
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
-			<-store.hung
+			<-store.Hung
 			cancel()
 		}()
 		w := Wrap[noopArgs](g, river.WorkFunc(func(context.Context, *river.Job[noopArgs]) error {
@@ -171,7 +136,7 @@ func TestJobTimeoutDuringHungClaim(t *testing.T) {
 	require.Zero(t, outs.get(core.Unavailable), "the job's timeout is not a store outage")
 	require.Zero(t, readEffectStats(t, pool).Rows, "the job ran without a claim")
 
-	store.hang.Store(false)
+	store.Hang.Store(false)
 	jobs := waitFinished(t, pool, 1, 30*time.Second)
 	require.Equal(t, 1, jobs.Completed)
 	require.Zero(t, jobs.Cancelled+jobs.Discarded)
@@ -201,7 +166,7 @@ func TestClientStopDuringHungClaim(t *testing.T) {
 	_, err = insertClient(t, pool, schema).Insert(context.Background(), effectArgs{N: 1}, nil)
 	require.NoError(t, err)
 	select {
-	case <-store.hung:
+	case <-store.Hung:
 	case <-time.After(20 * time.Second):
 		t.Fatal("the claim did not reach the store")
 	}
@@ -219,7 +184,7 @@ func TestClientStopDuringHungClaim(t *testing.T) {
 	require.Zero(t, attempt, "no attempt used")
 	require.Zero(t, errs, "no error recorded")
 
-	store.hang.Store(false)
+	store.Hang.Store(false)
 	startClient(t, pool, clientConfig(schema, workers, 2))
 	jobs := waitFinished(t, pool, 1, 30*time.Second)
 	require.Equal(t, 1, jobs.Completed)

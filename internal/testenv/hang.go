@@ -1,0 +1,54 @@
+package testenv
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/jobonce/jobonce/core"
+)
+
+// HangingStore wraps a store whose claims, while Hang is set, get no answer:
+// they wait for their context to end, as calls to a store that stopped
+// responding do. Each hanging claim is signalled on Hung.
+type HangingStore struct {
+	core.BatchStore
+	Hang atomic.Bool
+	Hung chan struct{}
+}
+
+// NewHangingStore wraps s, hanging from the start.
+func NewHangingStore(s core.BatchStore) *HangingStore {
+	h := &HangingStore{BatchStore: s, Hung: make(chan struct{}, 100)}
+	h.Hang.Store(true)
+	return h
+}
+
+func (s *HangingStore) wait(ctx context.Context) error {
+	select {
+	case s.Hung <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// Claim implements core.Store.
+func (s *HangingStore) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, error) {
+	if s.Hang.Load() {
+		return core.ClaimReply{}, s.wait(ctx)
+	}
+	return s.BatchStore.Claim(ctx, req)
+}
+
+// ClaimBatch implements core.BatchStore.
+func (s *HangingStore) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) ([]core.ClaimReply, []error) {
+	if s.Hang.Load() {
+		err := s.wait(ctx)
+		errs := make([]error, len(reqs))
+		for i := range errs {
+			errs[i] = err
+		}
+		return make([]core.ClaimReply, len(reqs)), errs
+	}
+	return s.BatchStore.ClaimBatch(ctx, reqs)
+}
