@@ -52,7 +52,7 @@ type coalescer[I, O any] struct {
 // A pending call's state, guarded by coalescer.mu.
 const (
 	queued    = iota // in the queue
-	leading          // handed a batch to send
+	leading          // at the head of the queue, to send the next batch
 	inRound          // in a round trip led by another call
 	answered         // out and err are set
 	abandoned        // its caller left; nobody reads the answer
@@ -64,8 +64,7 @@ type pending[I, O any] struct {
 	out   O
 	err   error
 	state int
-	batch []*pending[I, O] // the batch to send, when leading
-	wake  chan struct{}    // signalled once: leading or answered
+	wake  chan struct{} // signalled once: leading or answered
 }
 
 // do sends in, alone or with others, and returns its answer.
@@ -89,7 +88,7 @@ func (c *coalescer[I, O]) do(ctx context.Context, in I) (O, error) {
 		select {
 		case <-p.wake:
 			if p.state == leading { // set before the signal, read after it
-				c.lead(p.batch)
+				c.lead(c.take())
 			}
 			return p.out, p.err
 		case <-done:
@@ -137,16 +136,31 @@ func (c *coalescer[I, O]) abandon(p *pending[I, O]) bool {
 	return true
 }
 
-// alone makes a round trip for one call outside the group.
-func (c *coalescer[I, O]) alone(ctx context.Context, in I) (O, error) {
-	p := &pending[I, O]{ctx: ctx, in: in}
-	outs, errs := c.roundTrip([]*pending[I, O]{p})
-	return outs[0], errs[0]
+// alone makes a round trip for one call, under its context bounded by
+// timeout. It never panics.
+func (c *coalescer[I, O]) alone(ctx context.Context, in I) (out O, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			var zero O
+			out, err = zero, fmt.Errorf("%w: %v", errStorePanicked, r)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	return c.one(ctx, in)
 }
 
 // lead sends batch, whose first call is the caller's, answers every call in
 // it, and hands the lead to the head of the queue or ends the busy spell.
 func (c *coalescer[I, O]) lead(batch []*pending[I, O]) {
+	if len(batch) == 1 {
+		out, err := c.alone(batch[0].ctx, batch[0].in)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		batch[0].out, batch[0].err, batch[0].state = out, err, answered
+		c.handOff()
+		return
+	}
 	outs, errs := c.roundTrip(batch)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -158,36 +172,47 @@ func (c *coalescer[I, O]) lead(batch []*pending[I, O]) {
 		p.out, p.err, p.state = outs[i+1], errs[i+1], answered
 		p.wake <- struct{}{}
 	}
+	c.handOff()
+}
+
+// handOff makes the head of the queue lead the next round trip, or ends the
+// busy spell. c.mu is held.
+func (c *coalescer[I, O]) handOff() {
 	if len(c.queue) == 0 {
 		c.busy = false
 		return
 	}
-	n := min(len(c.queue), maxBatch)
-	next := slices.Clone(c.queue[:n])
-	clear(c.queue[:n])
-	c.queue = c.queue[n:]
-	for _, p := range next {
-		p.state = inRound
-	}
-	next[0].state, next[0].batch = leading, next
-	next[0].wake <- struct{}{}
+	// The head of the queue leads next; it takes its batch when it runs, so
+	// the calls that arrive meanwhile (often the ones just answered, making
+	// their next call) join it.
+	c.queue[0].state = leading
+	c.queue[0].wake <- struct{}{}
 }
 
-// roundTrip sends a batch and returns one answer per call. It never panics
-// and always returns len(batch) answers; a call without an explicit answer
-// has an error.
+// take removes the next batch from the queue: the leading call, at its
+// head, and up to maxBatch-1 calls behind it.
+func (c *coalescer[I, O]) take() []*pending[I, O] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := min(len(c.queue), maxBatch)
+	batch := slices.Clone(c.queue[:n])
+	clear(c.queue[:n])
+	c.queue = c.queue[n:]
+	for _, p := range batch[1:] {
+		p.state = inRound
+	}
+	return batch
+}
+
+// roundTrip sends a batch of several calls and returns one answer per call.
+// It never panics and always returns len(batch) answers; a call without an
+// explicit answer has an error.
 func (c *coalescer[I, O]) roundTrip(batch []*pending[I, O]) (outs []O, errs []error) {
 	defer func() {
 		if r := recover(); r != nil {
 			outs, errs = failAll[O](len(batch), fmt.Errorf("%w: %v", errStorePanicked, r))
 		}
 	}()
-	if len(batch) == 1 {
-		ctx, cancel := context.WithTimeout(batch[0].ctx, c.timeout)
-		defer cancel()
-		out, err := c.one(ctx, batch[0].in)
-		return []O{out}, []error{err}
-	}
 	// The leader's values, not its cancellation, which must not fail the
 	// others' calls.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), c.timeout)
