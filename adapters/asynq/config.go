@@ -27,7 +27,8 @@ type Config struct {
 	// running or done with a different fingerprint is a conflict (two
 	// different jobs share a key), which is archived at once through
 	// asynq.SkipRetry. Returning "" disables the check for that task.
-	// Defaults to core.Fingerprint of the payload.
+	// Defaults to core.Fingerprint of the payload when Key is set; with the
+	// default Key, which holds that fingerprint already, none is stored.
 	Fingerprint func(t *asynq.Task) string
 
 	// UnguardedTypes lists task types that run without a guard, as if Key

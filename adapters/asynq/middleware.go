@@ -74,7 +74,7 @@ func NewMiddleware(g *core.Guard, cfg *Config) (asynq.MiddlewareFunc, error) {
 type middleware struct {
 	g         *core.Guard
 	cfg       Config
-	plainKey  bool // Key and Fingerprint are the defaults: hash the payload once
+	plainKey  bool // Key and Fingerprint are the defaults: the key carries the payload's hash
 	unguarded map[string]struct{}
 }
 
@@ -132,8 +132,9 @@ func (m *middleware) job(t *asynq.Task) (core.Job, bool) {
 		}
 	}
 	if m.plainKey {
-		fp := core.Fingerprint(t.Payload())
-		return core.Job{Key: t.Type() + ":" + fp, Fingerprint: fp}, true
+		// The key holds the payload's 128-bit hash already: a stored
+		// fingerprint would add nothing but bytes to every done marker.
+		return core.Job{Key: t.Type() + ":" + core.Fingerprint(t.Payload())}, true
 	}
 	key := m.cfg.Key(t)
 	if key == "" {

@@ -15,17 +15,23 @@ import (
 )
 
 // BenchmarkDoneMarkerMemory writes one million done markers (each as a claim
-// then a complete, with a fingerprint, as the adapters do) and reports Redis
-// memory per marker from the INFO memory delta. Run it alone, once:
+// then a complete) and reports Redis memory per marker from the INFO memory
+// delta: without a fingerprint, as the adapters' default keys (which hold the
+// payload's hash) store them, and with a 128-bit one, as a custom key with
+// a fingerprint does. Run it alone, once:
 //
 //	go test -run '^$' -bench DoneMarkerMemory -benchtime 1x ./core/redisstore
 func BenchmarkDoneMarkerMemory(b *testing.B) {
+	b.Run("default-key", func(b *testing.B) { doneMarkerMemory(b, "") })
+	b.Run("fingerprint", func(b *testing.B) { doneMarkerMemory(b, core.Fingerprint([]byte(`{"user":42}`))) })
+}
+
+func doneMarkerMemory(b *testing.B, fp string) {
 	const markers = 1_000_000
 	client := testenv.Redis(b, "")
 	run := testenv.RandomID(4)
 	store := newStore(b, client)
 	ctx := context.Background()
-	fp := core.Fingerprint([]byte(`{"user":42}`))
 	for b.Loop() {
 		var keys []string
 		before := usedMemory(b, client)
