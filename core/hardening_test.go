@@ -192,13 +192,13 @@ func TestHungClaimIsBoundedByStoreTimeout(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, core.Ran, out)
 		}
-		require.Less(t, time.Since(start), 500*time.Millisecond)
+		require.Less(t, time.Since(start), time.Second)
 
 		start = time.Now()
 		out, err = g.Do(context.Background(), "third", func(context.Context) error { return nil })
 		require.NoError(t, err, "the store is healthy for this key")
 		require.Equal(t, core.Ran, out)
-		require.Less(t, time.Since(start), time.Second, "within two StoreTimeouts")
+		require.Less(t, time.Since(start), 2*time.Second, "within two StoreTimeouts (200ms) and slack for a loaded machine")
 		release()
 		<-done
 	}
@@ -207,7 +207,7 @@ func TestHungClaimIsBoundedByStoreTimeout(t *testing.T) {
 // A done marker that waits behind a slow round trip keeps its claim alive:
 // no other copy runs the job meanwhile, and the first copy ends Ran.
 func TestClaimStaysAliveUntilItsMarkerIsWritten(t *testing.T) {
-	const lease = 300 * time.Millisecond
+	const lease = 900 * time.Millisecond
 	s := newGated()
 	g := gatedGuard(t, s, core.Config{Lease: lease, StoreTimeout: 10 * time.Second})
 	release := s.close(g, s.marks, "slow", true)
@@ -232,7 +232,7 @@ func TestClaimStaysAliveUntilItsMarkerIsWritten(t *testing.T) {
 	}()
 	<-returned
 	// b's marker waits behind slow's. Time passes well beyond b's lease.
-	for deadline := time.Now().Add(3 * lease); time.Now().Before(deadline); time.Sleep(lease / 6) {
+	for deadline := time.Now().Add(2 * lease); time.Now().Before(deadline); time.Sleep(lease / 6) {
 		out, err := g.Do(context.Background(), "b", func(context.Context) error { runs.Add(1); return nil })
 		require.Equal(t, core.Running, out, "b's claim is alive while its marker waits")
 		require.ErrorIs(t, err, core.ErrRunning)
