@@ -87,7 +87,7 @@ func (c *oneBatchClient) ChangeMessageVisibilityBatch(_ context.Context, in *sqs
 // (Unavailable, logged at Warn, hidden for UnavailableDelay, run unguarded
 // with FailOpen), not a cancellation by the caller: Run's context was never
 // cancelled (invariants 4 and 6).
-func TestReviewPollerReportsAHungStoreAsCanceled(t *testing.T) {
+func TestPollerHungStoreIsAnOutage(t *testing.T) {
 	for _, failOpen := range []bool{false, true} {
 		var mu sync.Mutex
 		var seen []core.Outcome

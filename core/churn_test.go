@@ -15,7 +15,7 @@ import (
 // Callers that leave by cancellation or timeout while the lead is handed
 // on: every call is answered exactly once, with its own value or an error,
 // and the coalescer ends idle.
-func TestReviewCoalescerChurn(t *testing.T) {
+func TestCoalescerChurn(t *testing.T) {
 	var inFlight atomic.Int32
 	c := &coalescer[int, int]{timeout: 3 * time.Millisecond,
 		one: func(ctx context.Context, v int) (int, error) {
