@@ -518,6 +518,9 @@ func (r *chaosRun) check(d *delivery) {
 		switch {
 		case !first:
 		case out == core.Running || out == core.Duplicate: // the store's definite answer is kept
+		case (errors.Is(d.err, core.ErrStoreUnavailable) || observedAs(core.Unavailable)) && !end.Before(d.answered.Add(-chaosGrace)):
+			// The context and the store's own bound ended together: either
+			// reading is right.
 		case errors.Is(d.err, core.ErrStoreUnavailable) || observedAs(core.Unavailable):
 			t.violate("5 the caller's own cancellation reported as a store outage", "%s: its context ended at %s, before the answer at %s, yet it got %s, error %v",
 				name, t.at(end), t.at(d.answered), out, d.err)
