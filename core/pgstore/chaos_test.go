@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,8 +22,8 @@ func TestChaos(t *testing.T) {
 	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL())
 	require.NoError(t, err)
 	target := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
-	p := testenv.StartProxy(t, "127.0.0.1:0", target)
-	addr := p.Addr()
+	flaky := testenv.StartFlaky(t, target)
+	addr := flaky.Addr()
 	host, port, err := net.SplitHostPort(addr)
 	require.NoError(t, err)
 	n, err := strconv.ParseUint(port, 10, 16)
@@ -38,29 +37,12 @@ func TestChaos(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(viaProxy.Close)
 
-	var mu sync.Mutex
-	cut := false
 	storetest.RunChaos(t, storetest.ChaosOptions{
 		Store:    migratedStore(t, viaProxy, nil),
 		Verify:   migratedStore(t, direct, nil),
 		Duration: 750 * time.Millisecond,
-		Cut: func() {
-			mu.Lock()
-			defer mu.Unlock()
-			// Proxy.Cut can miss a connection accepted while it runs and
-			// then wait for it forever; that connection ends when the
-			// client closes, below.
-			go p.Cut()
-			cut = true
-		},
-		Restore: func() {
-			mu.Lock()
-			defer mu.Unlock()
-			if cut {
-				p = testenv.StartProxy(t, addr, target)
-				cut = false
-			}
-		},
+		Cut:      flaky.Cut,
+		Restore:  flaky.Restore,
 	})
 	viaProxy.Close()
 }

@@ -1,7 +1,6 @@
 package redisstore_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -17,35 +16,18 @@ func TestChaos(t *testing.T) {
 	prefix := testenv.Prefix(t)
 	direct := testenv.Redis(t, prefix)
 	target := direct.Options().Addr
-	p := testenv.StartProxy(t, "127.0.0.1:0", target)
-	addr := p.Addr()
+	flaky := testenv.StartFlaky(t, target)
+	addr := flaky.Addr()
 	viaProxy := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, PoolSize: 64})
 	t.Cleanup(func() { _ = viaProxy.Close() })
 
-	var mu sync.Mutex
-	cut := false
 	storetest.RunChaos(t, storetest.ChaosOptions{
 		Store:     newStore(t, viaProxy),
 		Verify:    newStore(t, direct),
 		KeyPrefix: prefix,
 		Duration:  750 * time.Millisecond,
-		Cut: func() {
-			mu.Lock()
-			defer mu.Unlock()
-			// Proxy.Cut can miss a connection accepted while it runs and
-			// then wait for it forever; that connection ends when the
-			// client closes, below.
-			go p.Cut()
-			cut = true
-		},
-		Restore: func() {
-			mu.Lock()
-			defer mu.Unlock()
-			if cut {
-				p = testenv.StartProxy(t, addr, target)
-				cut = false
-			}
-		},
+		Cut:       flaky.Cut,
+		Restore:   flaky.Restore,
 	})
 	_ = viaProxy.Close()
 }

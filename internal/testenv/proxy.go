@@ -85,3 +85,40 @@ func (p *Proxy) Cut() {
 		p.wg.Wait()
 	})
 }
+
+// Flaky is a proxy on one address that a test cuts and brings back as often
+// as it likes.
+type Flaky struct {
+	t            testing.TB
+	addr, target string
+	mu           sync.Mutex
+	p            *Proxy // nil while cut
+}
+
+// StartFlaky starts a proxy to target on a free loopback port.
+func StartFlaky(t testing.TB, target string) *Flaky {
+	p := StartProxy(t, "127.0.0.1:0", target)
+	return &Flaky{t: t, addr: p.Addr(), target: target, p: p}
+}
+
+// Addr returns the address the proxy listens on, cut or not.
+func (f *Flaky) Addr() string { return f.addr }
+
+// Cut closes the listener and every forwarded connection.
+func (f *Flaky) Cut() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.p != nil {
+		f.p.Cut()
+		f.p = nil
+	}
+}
+
+// Restore listens again on the same address.
+func (f *Flaky) Restore() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.p == nil {
+		f.p = StartProxy(f.t, f.addr, f.target)
+	}
+}
