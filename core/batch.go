@@ -204,26 +204,31 @@ func (c *coalescer[I, O]) take() []*pending[I, O] {
 	return batch
 }
 
-// roundTrip sends a batch of several calls and returns one answer per call.
-// It never panics and always returns len(batch) answers; a call without an
-// explicit answer has an error.
-func (c *coalescer[I, O]) roundTrip(batch []*pending[I, O]) (outs []O, errs []error) {
-	defer func() {
-		if r := recover(); r != nil {
-			outs, errs = failAll[O](len(batch), fmt.Errorf("%w: %v", errStorePanicked, r))
-		}
-	}()
-	// The leader's values, not its cancellation, which must not fail the
-	// others' calls.
+// roundTrip sends a batch of several calls, bounded by timeout under the
+// leader's values but not its cancellation, which must not fail the others'
+// calls. It returns one answer per call (see sendBatch).
+func (c *coalescer[I, O]) roundTrip(batch []*pending[I, O]) ([]O, []error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), c.timeout)
 	defer cancel()
 	in := make([]I, len(batch))
 	for i, p := range batch {
 		in[i] = p.in
 	}
-	outs, errs = c.send(ctx, in)
-	if len(outs) != len(batch) || len(errs) != len(batch) {
-		return failAll[O](len(batch), fmt.Errorf("%w: %d requests, %d replies, %d errors", errBatchReplies, len(batch), len(outs), len(errs)))
+	return sendBatch(ctx, c.send, in)
+}
+
+// sendBatch calls send and returns one answer per request. It never panics:
+// a send that panics, or answers with the wrong number of replies, fails
+// every request, so no request can mistake a missing answer for success.
+func sendBatch[I, O any](ctx context.Context, send func(context.Context, []I) ([]O, []error), in []I) (outs []O, errs []error) {
+	defer func() {
+		if r := recover(); r != nil {
+			outs, errs = failAll[O](len(in), fmt.Errorf("%w: %v", errStorePanicked, r))
+		}
+	}()
+	outs, errs = send(ctx, in)
+	if len(outs) != len(in) || len(errs) != len(in) {
+		return failAll[O](len(in), fmt.Errorf("%w: %d requests, %d replies, %d errors", errBatchReplies, len(in), len(outs), len(errs)))
 	}
 	return outs, errs
 }
@@ -243,8 +248,13 @@ func newBatching(bs BatchStore, timeout time.Duration) (*coalescer[ClaimRequest,
 		one: func(ctx context.Context, req CompleteRequest) (struct{}, error) {
 			return struct{}{}, bs.Complete(ctx, req)
 		},
-		send: func(ctx context.Context, reqs []CompleteRequest) ([]struct{}, []error) {
-			return make([]struct{}, len(reqs)), bs.CompleteBatch(ctx, reqs)
-		}}
+		send: completeBatch(bs)}
 	return claims, completes
+}
+
+// completeBatch gives bs.CompleteBatch the shape of a batch send.
+func completeBatch(bs BatchStore) func(context.Context, []CompleteRequest) ([]struct{}, []error) {
+	return func(ctx context.Context, reqs []CompleteRequest) ([]struct{}, []error) {
+		return make([]struct{}, len(reqs)), bs.CompleteBatch(ctx, reqs)
+	}
 }

@@ -66,7 +66,7 @@ func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 	}
 	sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
 	defer cancel()
-	replies, errs := claimBatch(sctx, g.batch, reqs)
+	replies, errs := sendBatch(sctx, g.batch.ClaimBatch, reqs)
 	// The releases of claims granted after ctx ended share what is left of
 	// the batch's StoreTimeout, so the call stays within one store call's
 	// bound; a claim not released in time lapses with its lease.
@@ -82,36 +82,6 @@ func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 		g.stopped(ctx, c)
 	}
 	return claims
-}
-
-// claimBatch calls ClaimBatch and returns one answer per request: a batch
-// that panics or answers with the wrong number of replies fails every request.
-func claimBatch(ctx context.Context, bs BatchStore, reqs []ClaimRequest) (replies []ClaimReply, errs []error) {
-	defer func() {
-		if r := recover(); r != nil {
-			replies, errs = failAll[ClaimReply](len(reqs), fmt.Errorf("%w: %v", errStorePanicked, r))
-		}
-	}()
-	replies, errs = bs.ClaimBatch(ctx, reqs)
-	if len(replies) != len(reqs) || len(errs) != len(reqs) {
-		return failAll[ClaimReply](len(reqs), fmt.Errorf("%w: %d requests, %d replies, %d errors", errBatchReplies, len(reqs), len(replies), len(errs)))
-	}
-	return replies, errs
-}
-
-// completeBatch calls CompleteBatch and returns one error per request, as
-// claimBatch does.
-func completeBatch(ctx context.Context, bs BatchStore, reqs []CompleteRequest) (errs []error) {
-	defer func() {
-		if r := recover(); r != nil {
-			_, errs = failAll[struct{}](len(reqs), fmt.Errorf("%w: %v", errStorePanicked, r))
-		}
-	}()
-	errs = bs.CompleteBatch(ctx, reqs)
-	if len(errs) != len(reqs) {
-		_, errs = failAll[struct{}](len(reqs), fmt.Errorf("%w: %d requests, %d errors", errBatchReplies, len(reqs), len(errs)))
-	}
-	return errs
 }
 
 func (g *Guard) claimOne(ctx context.Context, c *Claim, job Job) {
@@ -358,7 +328,7 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 		reqs[j] = claims[i].completeRequest()
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
-	errs := completeBatch(sctx, g.batch, reqs)
+	_, errs := sendBatch(sctx, completeBatch(g.batch), reqs)
 	cancel()
 	for j, i := range pending {
 		c := claims[i]
