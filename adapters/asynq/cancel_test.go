@@ -7,33 +7,20 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	asynqonce "github.com/jobonce/jobonce/adapters/asynq"
 	"github.com/jobonce/jobonce/core"
-	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
-// hangingStore is the test Redis store whose claims, while Hang is set, get
-// no answer (see testenv.HangingStore).
-type hangingStore = testenv.HangingStore
-
-func newHangingStore(t testing.TB, rdb *redis.Client) *hangingStore {
-	t.Helper()
-	store, err := redisstore.New(rdb, nil)
-	require.NoError(t, err)
-	return testenv.NewHangingStore(store)
-}
-
 // hangingGuard returns a Guard on a hanging store on the test Redis, under a
 // prefix of the test's own, reporting outcomes to outs.
-func hangingGuard(t testing.TB, cfg core.Config, outs *outcomes) (*core.Guard, *hangingStore) {
+func hangingGuard(t testing.TB, cfg core.Config, outs *testenv.Outcomes) (*core.Guard, *testenv.HangingStore) {
 	t.Helper()
 	prefix := testenv.Prefix(t)
-	store := newHangingStore(t, testenv.Redis(t, prefix))
-	cfg.KeyPrefix, cfg.Observer, cfg.Logger = prefix, outs.observe, quiet
+	store := testenv.HangingRedis(t, testenv.Redis(t, prefix))
+	cfg.KeyPrefix, cfg.Observer, cfg.Logger = prefix, outs.Observe, quiet
 	g, err := core.New(store, &cfg)
 	require.NoError(t, err)
 	return g, store
@@ -54,7 +41,7 @@ func TestCanceledClaim(t *testing.T) {
 
 	t.Run("deadline", func(t *testing.T) {
 		t.Parallel()
-		var outs outcomes
+		var outs testenv.Outcomes
 		g, _ := hangingGuard(t, core.Config{StoreTimeout: time.Minute, FailOpen: true}, &outs)
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
@@ -62,12 +49,12 @@ func TestCanceledClaim(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.NotErrorIs(t, err, core.ErrStoreUnavailable)
 		require.False(t, asynqonce.IsFailure(err), "nothing ran: no retry is charged")
-		require.EqualValues(t, 1, outs.get(core.Canceled))
-		require.Zero(t, outs.get(core.Unavailable)+outs.get(core.Unguarded))
+		require.EqualValues(t, 1, outs.Get(core.Canceled))
+		require.Zero(t, outs.Get(core.Unavailable)+outs.Get(core.Unguarded))
 	})
 	t.Run("cancel", func(t *testing.T) {
 		t.Parallel()
-		var outs outcomes
+		var outs testenv.Outcomes
 		g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute, FailOpen: true}, &outs)
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
@@ -78,18 +65,18 @@ func TestCanceledClaim(t *testing.T) {
 		require.ErrorIs(t, err, context.Canceled)
 		require.NotErrorIs(t, err, core.ErrStoreUnavailable)
 		require.False(t, asynqonce.IsFailure(err))
-		require.EqualValues(t, 1, outs.get(core.Canceled))
-		require.Zero(t, outs.get(core.Unavailable)+outs.get(core.Unguarded))
+		require.EqualValues(t, 1, outs.Get(core.Canceled))
+		require.Zero(t, outs.Get(core.Unavailable)+outs.Get(core.Unguarded))
 	})
 	t.Run("store timeout", func(t *testing.T) {
 		t.Parallel()
-		var outs outcomes
+		var outs testenv.Outcomes
 		g, _ := hangingGuard(t, core.Config{StoreTimeout: 300 * time.Millisecond}, &outs)
 		err := asynqonce.Middleware(g, nil)(handler).ProcessTask(background(t), asynq.NewTask("email", []byte("timeout")))
 		require.ErrorIs(t, err, core.ErrStoreUnavailable)
 		require.True(t, asynqonce.IsFailure(err))
-		require.EqualValues(t, 1, outs.get(core.Unavailable))
-		require.Zero(t, outs.get(core.Canceled))
+		require.EqualValues(t, 1, outs.Get(core.Unavailable))
+		require.Zero(t, outs.Get(core.Canceled))
 	})
 	t.Cleanup(func() { require.Zero(t, ran.Load(), "the handler ran without a claim") })
 }
@@ -99,8 +86,8 @@ func TestCanceledClaim(t *testing.T) {
 // IsFailure reports false.
 func TestWaitEndsWithContext(t *testing.T) {
 	t.Parallel()
-	var outs outcomes
-	g, _ := newGuard(t, &core.Config{Observer: outs.observe, Logger: quiet})
+	var outs testenv.Outcomes
+	g, _ := newGuard(t, &core.Config{Observer: outs.Observe, Logger: quiet})
 	started, release := make(chan struct{}), make(chan struct{})
 	var runs atomic.Int64
 	h := asynqonce.Middleware(g, &asynqonce.Config{WaitRunning: time.Minute, PollInterval: 50 * time.Millisecond})(
@@ -122,8 +109,8 @@ func TestWaitEndsWithContext(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.NotErrorIs(t, err, core.ErrRunning)
 	require.False(t, asynqonce.IsFailure(err))
-	require.EqualValues(t, 1, outs.get(core.Canceled))
-	require.Positive(t, outs.get(core.Running), "it polled the running copy")
+	require.EqualValues(t, 1, outs.Get(core.Canceled))
+	require.Positive(t, outs.Get(core.Running), "it polled the running copy")
 
 	close(release)
 	require.NoError(t, <-first)
@@ -136,7 +123,7 @@ func TestWaitEndsWithContext(t *testing.T) {
 func TestServerTaskTimeoutDuringHungClaim(t *testing.T) {
 	t.Parallel()
 	e := newAsynqEnv(t)
-	var outs outcomes
+	var outs testenv.Outcomes
 	g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute}, &outs)
 	fx := newEffects()
 	h := asynqonce.Middleware(g, nil)(asynq.HandlerFunc(func(_ context.Context, task *asynq.Task) error {
@@ -146,15 +133,15 @@ func TestServerTaskTimeoutDuringHungClaim(t *testing.T) {
 	e.enqueue(t, asynq.NewTask("job", []byte("timeout")), asynq.Timeout(time.Second), asynq.MaxRetry(5))
 	e.start(t, e.serverConfig(2), h)
 
-	require.Eventually(t, func() bool { return outs.get(core.Canceled) >= 1 }, 20*time.Second, 20*time.Millisecond)
-	require.Zero(t, outs.get(core.Unavailable), "the task's deadline is not a store outage")
+	require.Eventually(t, func() bool { return outs.Get(core.Canceled) >= 1 }, 20*time.Second, 20*time.Millisecond)
+	require.Zero(t, outs.Get(core.Unavailable), "the task's deadline is not a store outage")
 	require.Zero(t, fx.total(), "the job ran without a claim")
 
 	store.Hang.Store(false)
 	qi := e.waitEmpty(t, 30*time.Second)
 	require.Equal(t, 1, fx.count("timeout"))
 	require.Zero(t, qi.Archived)
-	require.Zero(t, outs.get(core.Unavailable))
+	require.Zero(t, outs.Get(core.Unavailable))
 }
 
 // Server.Shutdown while a claim hangs: after ShutdownTimeout Asynq puts the
@@ -164,7 +151,7 @@ func TestServerTaskTimeoutDuringHungClaim(t *testing.T) {
 func TestServerShutdownDuringHungClaim(t *testing.T) {
 	t.Parallel()
 	e := newAsynqEnv(t)
-	var outs outcomes
+	var outs testenv.Outcomes
 	g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute}, &outs)
 	fx := newEffects()
 	h := asynqonce.Middleware(g, nil)(asynq.HandlerFunc(func(_ context.Context, task *asynq.Task) error {
@@ -185,8 +172,8 @@ func TestServerShutdownDuringHungClaim(t *testing.T) {
 	srv.Shutdown()
 	require.Less(t, time.Since(start), 10*time.Second)
 
-	require.Eventually(t, func() bool { return outs.get(core.Canceled) == 1 }, 10*time.Second, 20*time.Millisecond)
-	require.Zero(t, outs.get(core.Unavailable))
+	require.Eventually(t, func() bool { return outs.Get(core.Canceled) == 1 }, 10*time.Second, 20*time.Millisecond)
+	require.Zero(t, outs.Get(core.Unavailable))
 	require.Zero(t, fx.total())
 	ti, err := e.inspector.GetTaskInfo(e.queue, info.ID)
 	require.NoError(t, err)

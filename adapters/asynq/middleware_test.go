@@ -13,6 +13,7 @@ import (
 	asynqonce "github.com/jobonce/jobonce/adapters/asynq"
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 // These tests call the wrapped handler directly, as a server without a
@@ -154,16 +155,16 @@ func TestConflictSkipsRetry(t *testing.T) {
 
 func TestEmptyKeyRunsUnguarded(t *testing.T) {
 	t.Parallel()
-	var outs outcomes
+	var outs testenv.Outcomes
 	var runs atomic.Int64
 	cfg := &asynqonce.Config{Key: func(t *asynq.Task) string { return t.Headers()["id"] }}
-	h := asynqonce.Middleware(memGuard(t, &core.Config{Observer: outs.observe}), cfg)(
+	h := asynqonce.Middleware(memGuard(t, &core.Config{Observer: outs.Observe}), cfg)(
 		asynq.HandlerFunc(func(context.Context, *asynq.Task) error { runs.Add(1); return nil }))
 	for range 2 {
 		require.NoError(t, h.ProcessTask(context.Background(), asynq.NewTask("ping", nil)))
 	}
 	require.EqualValues(t, 2, runs.Load())
-	require.EqualValues(t, 2, outs.get(core.Unguarded))
+	require.EqualValues(t, 2, outs.Get(core.Unguarded))
 }
 
 func TestSetResultIsStored(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 
 	asynqonce "github.com/jobonce/jobonce/adapters/asynq"
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 // effects counts the effects of jobs by name.
@@ -46,20 +47,14 @@ func (e *effects) total() int {
 	return total
 }
 
-// outcomes counts the Guard's outcomes.
-type outcomes struct{ n [16]atomic.Int64 }
-
-func (o *outcomes) observe(_ context.Context, e core.Event) { o.n[e.Outcome].Add(1) }
-func (o *outcomes) get(out core.Outcome) int64              { return o.n[out].Load() }
-
 // Every job enqueued twice back to back (two task IDs, one payload) has its
 // effect exactly once; the copies that found their job running were retried
 // without being counted as failures, and nothing was archived.
 func TestEveryCopyOnce(t *testing.T) {
 	t.Parallel()
 	e := newAsynqEnv(t)
-	var outs outcomes
-	g, _ := newGuard(t, &core.Config{Lease: 2 * time.Second, Observer: outs.observe})
+	var outs testenv.Outcomes
+	g, _ := newGuard(t, &core.Config{Lease: 2 * time.Second, Observer: outs.Observe})
 	fx := newEffects()
 
 	const jobs = 500
@@ -77,8 +72,8 @@ func TestEveryCopyOnce(t *testing.T) {
 	})
 	e.start(t, e.serverConfig(16), mux)
 
-	require.Eventually(t, func() bool { return fx.total() >= jobs && outs.get(core.Duplicate)+outs.get(core.Ran) == 2*jobs },
-		90*time.Second, 50*time.Millisecond, "effects %d, ran %d, duplicates %d", fx.total(), outs.get(core.Ran), outs.get(core.Duplicate))
+	require.Eventually(t, func() bool { return fx.total() >= jobs && outs.Get(core.Duplicate)+outs.Get(core.Ran) == 2*jobs },
+		90*time.Second, 50*time.Millisecond, "effects %d, ran %d, duplicates %d", fx.total(), outs.Get(core.Ran), outs.Get(core.Duplicate))
 	qi := e.waitEmpty(t, 30*time.Second)
 	for i := range jobs {
 		require.Equal(t, 1, fx.count("job-"+strconv.Itoa(i)), "job %d", i)
@@ -87,9 +82,9 @@ func TestEveryCopyOnce(t *testing.T) {
 	require.Zero(t, qi.Archived, "archived")
 	require.Zero(t, qi.Failed, "failed today")
 	require.Zero(t, qi.FailedTotal, "failed total")
-	require.EqualValues(t, jobs, outs.get(core.Ran))
-	require.EqualValues(t, jobs, outs.get(core.Duplicate))
-	t.Logf("running copies retried: %d", outs.get(core.Running))
+	require.EqualValues(t, jobs, outs.Get(core.Ran))
+	require.EqualValues(t, jobs, outs.Get(core.Duplicate))
+	t.Logf("running copies retried: %d", outs.Get(core.Running))
 }
 
 // A copy with no retries left (MaxRetry(0)) that finds its job running waits
@@ -98,8 +93,8 @@ func TestEveryCopyOnce(t *testing.T) {
 func TestNoRetriesLeftWaitsForRunningCopy(t *testing.T) {
 	t.Parallel()
 	e := newAsynqEnv(t)
-	var outs outcomes
-	g, _ := newGuard(t, &core.Config{Observer: outs.observe})
+	var outs testenv.Outcomes
+	g, _ := newGuard(t, &core.Config{Observer: outs.Observe})
 	fx := newEffects()
 	started := make(chan struct{})
 	release := make(chan struct{})
@@ -115,7 +110,7 @@ func TestNoRetriesLeftWaitsForRunningCopy(t *testing.T) {
 	e.enqueue(t, asynq.NewTask("slow", []byte("x")), asynq.Retention(time.Hour))
 	<-started
 	second := e.enqueue(t, asynq.NewTask("slow", []byte("x")), asynq.MaxRetry(0), asynq.Retention(time.Hour))
-	require.Eventually(t, func() bool { return outs.get(core.Running) >= 2 }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return outs.Get(core.Running) >= 2 }, 10*time.Second, 10*time.Millisecond,
 		"the second copy should find the job running and poll")
 	require.Equal(t, 2, e.info(t).Active, "the second copy waits in its worker slot")
 	close(release)
@@ -124,7 +119,7 @@ func TestNoRetriesLeftWaitsForRunningCopy(t *testing.T) {
 	require.Equal(t, 1, fx.count("slow"))
 	require.Zero(t, qi.Archived)
 	require.Zero(t, qi.Retry)
-	require.EqualValues(t, 1, outs.get(core.Duplicate))
+	require.EqualValues(t, 1, outs.Get(core.Duplicate))
 	info, err := e.inspector.GetTaskInfo(e.queue, second.ID)
 	require.NoError(t, err)
 	require.Equal(t, asynq.TaskStateCompleted, info.State)
@@ -188,8 +183,8 @@ func TestHandlerErrorIsRetried(t *testing.T) {
 func TestConflictIsArchived(t *testing.T) {
 	t.Parallel()
 	e := newAsynqEnv(t)
-	var outs outcomes
-	g, _ := newGuard(t, &core.Config{Observer: outs.observe})
+	var outs testenv.Outcomes
+	g, _ := newGuard(t, &core.Config{Observer: outs.Observe})
 	fx := newEffects()
 	cfg := &asynqonce.Config{Key: func(t *asynq.Task) string { return "order:" + t.Headers()["order"] }}
 	h := asynqonce.Middleware(g, cfg)(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
@@ -209,15 +204,15 @@ func TestConflictIsArchived(t *testing.T) {
 	require.Contains(t, archived[0].LastErr, "key reused with a different payload")
 	require.Equal(t, 0, archived[0].Retried, "archived without retries")
 	require.Zero(t, fx.count("amount=99"))
-	require.EqualValues(t, 1, outs.get(core.Conflict))
+	require.EqualValues(t, 1, outs.Get(core.Conflict))
 }
 
 // Task types in UnguardedTypes run every copy, reported as Unguarded.
 func TestUnguardedTypes(t *testing.T) {
 	t.Parallel()
 	e := newAsynqEnv(t)
-	var outs outcomes
-	g, _ := newGuard(t, &core.Config{Observer: outs.observe})
+	var outs testenv.Outcomes
+	g, _ := newGuard(t, &core.Config{Observer: outs.Observe})
 	fx := newEffects()
 	mux := asynq.NewServeMux()
 	mux.Use(asynqonce.Middleware(g, &asynqonce.Config{UnguardedTypes: []string{"ping"}}))
@@ -231,8 +226,8 @@ func TestUnguardedTypes(t *testing.T) {
 	e.start(t, e.serverConfig(2), mux)
 	e.waitEmpty(t, 10*time.Second)
 	require.Equal(t, 3, fx.count("ping"))
-	require.EqualValues(t, 3, outs.get(core.Unguarded))
-	require.Zero(t, outs.get(core.Ran))
+	require.EqualValues(t, 3, outs.Get(core.Unguarded))
+	require.Zero(t, outs.Get(core.Ran))
 }
 
 // EnqueueOnce enqueues a key once per window.

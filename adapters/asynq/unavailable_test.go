@@ -35,8 +35,8 @@ func TestStoreUnavailableFailsClosed(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	store, err := redisstore.New(rdb, &redisstore.Config{SkipEvictionCheck: true})
 	require.NoError(t, err)
-	var outs outcomes
-	g, err := core.New(store, &core.Config{KeyPrefix: prefix, Observer: outs.observe, Logger: quiet})
+	var outs testenv.Outcomes
+	g, err := core.New(store, &core.Config{KeyPrefix: prefix, Observer: outs.Observe, Logger: quiet})
 	require.NoError(t, err)
 
 	fx := newEffects()
@@ -52,14 +52,14 @@ func TestStoreUnavailableFailsClosed(t *testing.T) {
 	e.enqueue(t, asynq.NewTask("job", []byte(strconv.Itoa(jobs-1))), asynq.MaxRetry(0))
 	e.start(t, e.serverConfig(4), h)
 
-	require.Eventually(t, func() bool { return outs.get(core.Unavailable) >= 2*jobs }, 30*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return outs.Get(core.Unavailable) >= 2*jobs }, 30*time.Second, 20*time.Millisecond,
 		"every job should have failed closed at least twice")
 	require.Zero(t, fx.total(), "no job ran")
 	qi := e.info(t)
 	require.Equal(t, jobs, qi.Pending+qi.Active+qi.Retry, "no task was acknowledged")
 	require.Zero(t, qi.Archived)
 
-	t.Logf("failed closed: %d", outs.get(core.Unavailable))
+	t.Logf("failed closed: %d", outs.Get(core.Unavailable))
 	testenv.StartProxy(t, addr, direct.Options().Addr) // the store is back
 	t.Log("store back")
 	qi = e.waitEmpty(t, 60*time.Second)

@@ -9,40 +9,21 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/pgstore"
-	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
-// hangingStore is the test Redis store whose claims, while Hang is set, get
-// no answer (see testenv.HangingStore).
-type hangingStore = testenv.HangingStore
-
-func newHangingStore(t testing.TB, rdb *redis.Client) *hangingStore {
-	t.Helper()
-	store, err := redisstore.New(rdb, nil)
-	require.NoError(t, err)
-	return testenv.NewHangingStore(store)
-}
-
-// outcomes counts the outcomes a Guard observes.
-type outcomes struct{ n [16]atomic.Int64 }
-
-func (o *outcomes) observe(_ context.Context, e core.Event) { o.n[e.Outcome].Add(1) }
-func (o *outcomes) get(out core.Outcome) int64              { return o.n[out].Load() }
-
 // hangingGuard returns a Guard on a hanging store on the test Redis, under a
 // prefix of the test's own, reporting outcomes to outs.
-func hangingGuard(t testing.TB, cfg core.Config, outs *outcomes) (*core.Guard, *hangingStore) {
+func hangingGuard(t testing.TB, cfg core.Config, outs *testenv.Outcomes) (*core.Guard, *testenv.HangingStore) {
 	t.Helper()
 	prefix := testenv.Prefix(t)
-	store := newHangingStore(t, testenv.Redis(t, prefix))
-	cfg.KeyPrefix, cfg.Observer, cfg.Logger = prefix, outs.observe, discardLogger()
+	store := testenv.HangingRedis(t, testenv.Redis(t, prefix))
+	cfg.KeyPrefix, cfg.Observer, cfg.Logger = prefix, outs.Observe, discardLogger()
 	g, err := core.New(store, &cfg)
 	require.NoError(t, err)
 	return g, store
@@ -69,7 +50,7 @@ func TestCanceledClaim(t *testing.T) {
 
 	t.Run("deadline", func(t *testing.T) {
 		t.Parallel()
-		var outs outcomes
+		var outs testenv.Outcomes
 		g, _ := hangingGuard(t, core.Config{StoreTimeout: time.Minute, FailOpen: true}, &outs)
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
@@ -77,12 +58,12 @@ func TestCanceledClaim(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.NotErrorIs(t, err, core.ErrStoreUnavailable)
 		requireRetried(t, err)
-		require.EqualValues(t, 1, outs.get(core.Canceled))
-		require.Zero(t, outs.get(core.Unavailable)+outs.get(core.Unguarded))
+		require.EqualValues(t, 1, outs.Get(core.Canceled))
+		require.Zero(t, outs.Get(core.Unavailable)+outs.Get(core.Unguarded))
 	})
 	t.Run("client stop", func(t *testing.T) {
 		t.Parallel()
-		var outs outcomes
+		var outs testenv.Outcomes
 		g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute, FailOpen: true}, &outs)
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
@@ -97,18 +78,18 @@ func TestCanceledClaim(t *testing.T) {
 		require.ErrorIs(t, err, context.Canceled, "River makes the job available again without using an attempt")
 		require.NotErrorIs(t, err, core.ErrStoreUnavailable)
 		requireRetried(t, err)
-		require.EqualValues(t, 1, outs.get(core.Canceled))
-		require.Zero(t, outs.get(core.Unavailable)+outs.get(core.Unguarded))
+		require.EqualValues(t, 1, outs.Get(core.Canceled))
+		require.Zero(t, outs.Get(core.Unavailable)+outs.Get(core.Unguarded))
 	})
 	t.Run("store timeout", func(t *testing.T) {
 		t.Parallel()
-		var outs outcomes
+		var outs testenv.Outcomes
 		g, _ := hangingGuard(t, core.Config{StoreTimeout: 300 * time.Millisecond}, &outs)
 		err := Middleware(g, nil).Work(context.Background(), row(3, "k", `{"n":3}`), count(&runs))
 		require.ErrorIs(t, err, core.ErrStoreUnavailable)
 		requireRetried(t, err)
-		require.EqualValues(t, 1, outs.get(core.Unavailable))
-		require.Zero(t, outs.get(core.Canceled))
+		require.EqualValues(t, 1, outs.Get(core.Unavailable))
+		require.Zero(t, outs.Get(core.Canceled))
 	})
 	t.Cleanup(func() { require.Zero(t, runs.Load(), "the worker ran without a claim") })
 }
@@ -121,7 +102,7 @@ func TestJobTimeoutDuringHungClaim(t *testing.T) {
 	testenv.Short(t)
 	t.Parallel()
 	pool, schema := riverSchema(t)
-	var outs outcomes
+	var outs testenv.Outcomes
 	g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute}, &outs)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, Wrap[effectArgs](g, &effectWorker{pool: pool}, nil))
@@ -132,8 +113,8 @@ func TestJobTimeoutDuringHungClaim(t *testing.T) {
 	_, err := insertClient(t, pool, schema).Insert(context.Background(), effectArgs{N: 1}, &river.InsertOpts{MaxAttempts: 25})
 	require.NoError(t, err)
 
-	require.Eventually(t, func() bool { return outs.get(core.Canceled) >= 1 }, 20*time.Second, 20*time.Millisecond)
-	require.Zero(t, outs.get(core.Unavailable), "the job's timeout is not a store outage")
+	require.Eventually(t, func() bool { return outs.Get(core.Canceled) >= 1 }, 20*time.Second, 20*time.Millisecond)
+	require.Zero(t, outs.Get(core.Unavailable), "the job's timeout is not a store outage")
 	require.Zero(t, readEffectStats(t, pool).Rows, "the job ran without a claim")
 
 	store.Hang.Store(false)
@@ -154,7 +135,7 @@ func TestClientStopDuringHungClaim(t *testing.T) {
 	testenv.Short(t)
 	t.Parallel()
 	pool, schema := riverSchema(t)
-	var outs outcomes
+	var outs testenv.Outcomes
 	g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute}, &outs)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, Wrap[effectArgs](g, &effectWorker{pool: pool}, nil))
@@ -174,8 +155,8 @@ func TestClientStopDuringHungClaim(t *testing.T) {
 	defer cancel()
 	require.NoError(t, client.StopAndCancel(ctx))
 
-	require.EqualValues(t, 1, outs.get(core.Canceled))
-	require.Zero(t, outs.get(core.Unavailable))
+	require.EqualValues(t, 1, outs.Get(core.Canceled))
+	require.Zero(t, outs.Get(core.Unavailable))
 	var state string
 	var attempt, errs int
 	require.NoError(t, pool.QueryRow(context.Background(),

@@ -11,28 +11,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	sqsonce "github.com/jobonce/jobonce/adapters/sqs"
 	"github.com/jobonce/jobonce/core"
-	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
-// hangingStore is the test Redis store whose claims, while Hang is set, get
-// no answer (see testenv.HangingStore).
-type hangingStore = testenv.HangingStore
-
-func newHangingStore(t testing.TB, rdb *redis.Client) *hangingStore {
-	t.Helper()
-	store, err := redisstore.New(rdb, nil)
-	require.NoError(t, err)
-	return testenv.NewHangingStore(store)
-}
-
 // hangingGuard returns a Guard on a hangingStore under the test's prefix.
-func hangingGuard(t testing.TB, s *hangingStore, prefix string, cfg core.Config) *core.Guard {
+func hangingGuard(t testing.TB, s *testenv.HangingStore, prefix string, cfg core.Config) *core.Guard {
 	t.Helper()
 	cfg.KeyPrefix = prefix
 	g, err := core.New(s, &cfg)
@@ -43,33 +30,20 @@ func hangingGuard(t testing.TB, s *hangingStore, prefix string, cfg core.Config)
 // visibilities passes every call through to the real client and records the
 // visibility changes and deletes it makes, by message body.
 type visibilities struct {
-	sqsonce.Client
+	*handles
 	mu      sync.Mutex
-	bodies  map[string]string  // receipt handle → body
 	changes map[string][]int32 // body → visibility timeouts set, in order
 	deletes int
 }
 
 func newVisibilities(c sqsonce.Client) *visibilities {
-	return &visibilities{Client: c, bodies: map[string]string{}, changes: map[string][]int32{}}
-}
-
-func (v *visibilities) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
-	out, err := v.Client.ReceiveMessage(ctx, in, opts...)
-	if err == nil {
-		v.mu.Lock()
-		for _, m := range out.Messages {
-			v.bodies[aws.ToString(m.ReceiptHandle)] = aws.ToString(m.Body)
-		}
-		v.mu.Unlock()
-	}
-	return out, err
+	return &visibilities{handles: newHandles(c), changes: map[string][]int32{}}
 }
 
 func (v *visibilities) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
 	v.mu.Lock()
 	for _, e := range in.Entries {
-		body := v.bodies[aws.ToString(e.ReceiptHandle)]
+		body := v.body(e.ReceiptHandle)
 		v.changes[body] = append(v.changes[body], e.VisibilityTimeout)
 	}
 	v.mu.Unlock()
@@ -78,7 +52,7 @@ func (v *visibilities) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs
 
 func (v *visibilities) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
 	v.mu.Lock()
-	body := v.bodies[aws.ToString(in.ReceiptHandle)]
+	body := v.body(in.ReceiptHandle)
 	v.changes[body] = append(v.changes[body], in.VisibilityTimeout)
 	v.mu.Unlock()
 	return v.Client.ChangeMessageVisibility(ctx, in, opts...)
@@ -124,7 +98,7 @@ func testPollerHungStoreIsUnavailable(t *testing.T, s server) {
 	prefix := testenv.Prefix(t)
 	rdb := testenv.Redis(t, prefix)
 	q := createQueue(t, c, queueSpec{visibility: 2})
-	store := newHangingStore(t, rdb)
+	store := testenv.HangingRedis(t, rdb)
 	g := hangingGuard(t, store, prefix, core.Config{StoreTimeout: 300 * time.Millisecond})
 	vis := newVisibilities(c)
 	var ran atomic.Int32
@@ -169,7 +143,7 @@ func testPollerStopDuringHungClaim(t *testing.T, s server) {
 	rdb := testenv.Redis(t, prefix)
 	q := createQueue(t, c, queueSpec{visibility: 30, maxReceive: 5})
 	eff := newEffects(rdb, prefix)
-	store := newHangingStore(t, rdb)
+	store := testenv.HangingRedis(t, rdb)
 	g := hangingGuard(t, store, prefix, core.Config{StoreTimeout: time.Minute})
 	vis := newVisibilities(c)
 	handler := func(ctx context.Context, m types.Message) error { return eff.record(ctx, aws.ToString(m.Body)) }
@@ -218,7 +192,7 @@ func TestDecorateHungClaim(t *testing.T) {
 		prefix := testenv.Prefix(t)
 		rdb := testenv.Redis(t, prefix)
 		q := createQueue(t, c, queueSpec{visibility: 30})
-		store := newHangingStore(t, rdb)
+		store := testenv.HangingRedis(t, rdb)
 		vis := newVisibilities(c)
 		var ran atomic.Int32
 		handler := func(context.Context, types.Message) error {
@@ -273,7 +247,7 @@ func TestSendHungStore(t *testing.T) {
 	prefix := testenv.Prefix(t)
 	rdb := testenv.Redis(t, prefix)
 	q := createQueue(t, c, queueSpec{})
-	store := newHangingStore(t, rdb)
+	store := testenv.HangingRedis(t, rdb)
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String("invoice 7")}
 
 	g := hangingGuard(t, store, prefix, core.Config{StoreTimeout: time.Minute, FailOpen: true})

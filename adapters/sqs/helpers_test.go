@@ -390,3 +390,33 @@ func requireDrained(t testing.TB, c *sqs.Client, url string, within time.Duratio
 		return err == nil && v == 0 && f == 0
 	}, within, 100*time.Millisecond, "queue did not drain")
 }
+
+// handles passes every call through and remembers the body of each message
+// received through it, by receipt handle, for test clients that act on batch
+// calls by body.
+type handles struct {
+	sqsonce.Client
+	mu     sync.Mutex
+	bodies map[string]string // receipt handle → body
+}
+
+func newHandles(c sqsonce.Client) *handles { return &handles{Client: c, bodies: map[string]string{}} }
+
+func (h *handles) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	out, err := h.Client.ReceiveMessage(ctx, in, opts...)
+	if err == nil {
+		h.mu.Lock()
+		for _, m := range out.Messages {
+			h.bodies[aws.ToString(m.ReceiptHandle)] = aws.ToString(m.Body)
+		}
+		h.mu.Unlock()
+	}
+	return out, err
+}
+
+// body returns the body of the message received with handle.
+func (h *handles) body(handle *string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.bodies[aws.ToString(handle)]
+}

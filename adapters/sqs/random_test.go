@@ -57,33 +57,18 @@ func testSeed(t *testing.T) uint64 {
 // (SQS answering slowly), and checks, as each delete is sent, that the job
 // of every message it deletes has had its effect.
 type jittery struct {
-	sqsonce.Client
+	*handles
 	rnd      *seeded
 	maxDelay time.Duration
 	eff      effects
 
 	mu         sync.Mutex
-	bodies     map[string]string // receipt handle → body
 	violations []string
-}
-
-func (j *jittery) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
-	out, err := j.Client.ReceiveMessage(ctx, in, opts...)
-	if err == nil {
-		j.mu.Lock()
-		for _, m := range out.Messages {
-			j.bodies[aws.ToString(m.ReceiptHandle)] = aws.ToString(m.Body)
-		}
-		j.mu.Unlock()
-	}
-	return out, err
 }
 
 func (j *jittery) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
 	for _, e := range in.Entries {
-		j.mu.Lock()
-		body := j.bodies[aws.ToString(e.ReceiptHandle)]
-		j.mu.Unlock()
+		body := j.body(e.ReceiptHandle)
 		n, err := j.eff.rdb.HGet(ctx, j.eff.key, body).Int()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, err
@@ -166,7 +151,7 @@ func testPollerRandomized(t *testing.T, s server, jobs int) {
 		}
 		return eff.record(ctx, aws.ToString(m.Body))
 	}
-	j := &jittery{Client: c, rnd: rnd, maxDelay: 700 * time.Millisecond, eff: eff, bodies: map[string]string{}}
+	j := &jittery{handles: newHandles(c), rnd: rnd, maxDelay: 700 * time.Millisecond, eff: eff}
 	var pollers [2]*sqsonce.Poller
 	for i := range pollers {
 		g := newGuard(t, rdb, prefix, &core.Config{Lease: time.Second, Observer: observer})

@@ -22,30 +22,17 @@ import (
 // or ChangeMessageVisibilityBatch that names a message whose body starts
 // with "slow" for delay before sending it: SQS answering slowly.
 type slowSQS struct {
-	sqsonce.Client
+	*handles
 	delay   time.Duration
 	started chan struct{} // closed when the slow call begins
 
 	mu     sync.Mutex
-	bodies map[string]string // receipt handle → body
 	slowed bool
 	ended  time.Time // when the slow call returned
 }
 
 func newSlowSQS(c sqsonce.Client, delay time.Duration) *slowSQS {
-	return &slowSQS{Client: c, delay: delay, started: make(chan struct{}), bodies: map[string]string{}}
-}
-
-func (s *slowSQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
-	out, err := s.Client.ReceiveMessage(ctx, in, opts...)
-	if err == nil {
-		s.mu.Lock()
-		for _, m := range out.Messages {
-			s.bodies[aws.ToString(m.ReceiptHandle)] = aws.ToString(m.Body)
-		}
-		s.mu.Unlock()
-	}
-	return out, err
+	return &slowSQS{handles: newHandles(c), delay: delay, started: make(chan struct{})}
 }
 
 // hold delays the call if it is the first to name a slow message, and
@@ -54,7 +41,7 @@ func (s *slowSQS) hold(handles []string) func() {
 	s.mu.Lock()
 	slow := false
 	for _, h := range handles {
-		slow = slow || strings.HasPrefix(s.bodies[h], "slow")
+		slow = slow || strings.HasPrefix(s.body(&h), "slow")
 	}
 	if !slow || s.slowed {
 		s.mu.Unlock()

@@ -3,8 +3,12 @@ package testenv
 import (
 	"context"
 	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/redisstore"
 )
 
 // HangingStore wraps a store whose claims, while Hang is set, get no answer:
@@ -15,6 +19,26 @@ type HangingStore struct {
 	Hang atomic.Bool
 	Hung chan struct{}
 }
+
+// HangingRedis returns a HangingStore over a redisstore on rdb, hanging
+// from the start.
+func HangingRedis(t testing.TB, rdb *redis.Client) *HangingStore {
+	t.Helper()
+	store, err := redisstore.New(rdb, nil)
+	if err != nil {
+		t.Fatalf("redisstore: %v", err)
+	}
+	return NewHangingStore(store)
+}
+
+// Outcomes counts the outcomes a Guard observes; Observe is a core.Observer.
+type Outcomes struct{ n [16]atomic.Int64 }
+
+// Observe counts e's outcome.
+func (o *Outcomes) Observe(_ context.Context, e core.Event) { o.n[e.Outcome].Add(1) }
+
+// Get returns how many times out was observed.
+func (o *Outcomes) Get(out core.Outcome) int64 { return o.n[out].Load() }
 
 // NewHangingStore wraps s, hanging from the start.
 func NewHangingStore(s core.BatchStore) *HangingStore {
