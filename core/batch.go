@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/jobonce/jobonce/core/driver"
 )
 
 // maxBatch bounds how many calls share one store round trip.
@@ -242,10 +244,10 @@ func failAll[O any](n int, err error) ([]O, []error) {
 }
 
 // newBatching returns the coalescers of a Guard on a BatchStore.
-func newBatching(bs BatchStore, timeout time.Duration) (*coalescer[ClaimRequest, ClaimReply], *coalescer[CompleteRequest, struct{}]) {
-	claims := &coalescer[ClaimRequest, ClaimReply]{timeout: timeout, one: bs.Claim, send: bs.ClaimBatch}
-	completes := &coalescer[CompleteRequest, struct{}]{timeout: timeout,
-		one: func(ctx context.Context, req CompleteRequest) (struct{}, error) {
+func newBatching(bs driver.BatchStore, timeout time.Duration) (*coalescer[driver.ClaimRequest, driver.ClaimReply], *coalescer[driver.CompleteRequest, struct{}]) {
+	claims := &coalescer[driver.ClaimRequest, driver.ClaimReply]{timeout: timeout, one: bs.Claim, send: bs.ClaimBatch}
+	completes := &coalescer[driver.CompleteRequest, struct{}]{timeout: timeout,
+		one: func(ctx context.Context, req driver.CompleteRequest) (struct{}, error) {
 			return struct{}{}, bs.Complete(ctx, req)
 		},
 		send: completeBatch(bs)}
@@ -253,8 +255,8 @@ func newBatching(bs BatchStore, timeout time.Duration) (*coalescer[ClaimRequest,
 }
 
 // completeBatch gives bs.CompleteBatch the shape of a batch send.
-func completeBatch(bs BatchStore) func(context.Context, []CompleteRequest) ([]struct{}, []error) {
-	return func(ctx context.Context, reqs []CompleteRequest) ([]struct{}, []error) {
+func completeBatch(bs driver.BatchStore) func(context.Context, []driver.CompleteRequest) ([]struct{}, []error) {
+	return func(ctx context.Context, reqs []driver.CompleteRequest) ([]struct{}, []error) {
 		return make([]struct{}, len(reqs)), bs.CompleteBatch(ctx, reqs)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jobonce/jobonce/core/driver"
 )
 
 // Claim is one claim attempt made by Guard.Claim: it holds the key, or says
@@ -16,8 +18,8 @@ type Claim struct {
 	job   Job
 	key   string // stored key
 	fp    string // the fingerprint as stored (see storedFingerprint)
-	token Token
-	reply ClaimReply
+	token driver.Token
+	reply driver.ClaimReply
 	err   error // claim error: invalid key, store failure or cancellation
 
 	// canceled: the caller's context ended before the claim was answered
@@ -44,7 +46,7 @@ func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 		}
 		return claims
 	}
-	reqs := make([]ClaimRequest, 0, len(jobs))
+	reqs := make([]driver.ClaimRequest, 0, len(jobs))
 	idx := make([]int, 0, len(jobs))
 	now := time.Now()
 	for i, job := range jobs {
@@ -57,7 +59,7 @@ func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 		if g.stopped(ctx, c) {
 			continue
 		}
-		c.token = NewToken()
+		c.token = driver.NewToken()
 		reqs = append(reqs, c.claimRequest())
 		idx = append(idx, i)
 	}
@@ -75,9 +77,9 @@ func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 	for j, i := range idx {
 		c := claims[i]
 		c.reply, c.err = replies[j], errs[j]
-		if ctx.Err() != nil && c.err == nil && c.reply.State == StateClaimed {
+		if ctx.Err() != nil && c.err == nil && c.reply.State == driver.StateClaimed {
 			g.releaseWithin(rctx, c.key, c.token)
-			c.reply = ClaimReply{}
+			c.reply = driver.ClaimReply{}
 		}
 		g.stopped(ctx, c)
 	}
@@ -90,7 +92,7 @@ func (g *Guard) claimOne(ctx context.Context, c *Claim, job Job) {
 	if c.err != nil || g.stopped(ctx, c) {
 		return
 	}
-	c.token = NewToken()
+	c.token = driver.NewToken()
 	c.started = time.Now()
 	if g.claims == nil {
 		sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
@@ -111,28 +113,28 @@ func (g *Guard) stopped(ctx context.Context, c *Claim) bool {
 	if ctx.Err() == nil {
 		return false
 	}
-	if c.err == nil && c.reply.State != StateClaimed && c.reply.State != 0 {
+	if c.err == nil && c.reply.State != driver.StateClaimed && c.reply.State != 0 {
 		return false
 	}
-	if c.err == nil && c.reply.State == StateClaimed {
+	if c.err == nil && c.reply.State == driver.StateClaimed {
 		g.release(ctx, c.key, c.token)
 	}
-	c.reply, c.canceled = ClaimReply{}, true
+	c.reply, c.canceled = driver.ClaimReply{}, true
 	c.err = fmt.Errorf("jobonce: claim stopped by the caller's context: %w", ctx.Err())
 	return true
 }
 
-func (c *Claim) claimRequest() ClaimRequest {
-	return ClaimRequest{Key: c.key, Token: c.token, Fingerprint: c.fp, Lease: c.g.cfg.Lease}
+func (c *Claim) claimRequest() driver.ClaimRequest {
+	return driver.ClaimRequest{Key: c.key, Token: c.token, Fingerprint: c.fp, Lease: c.g.cfg.Lease}
 }
 
 // Held reports whether this claim holds the key, so Run or Work would run
 // the job's function.
-func (c *Claim) Held() bool { return c.err == nil && c.reply.State == StateClaimed }
+func (c *Claim) Held() bool { return c.err == nil && c.reply.State == driver.StateClaimed }
 
 // State reports the key's state as the claim found it, and the claim error
 // (invalid key or store failure), if any.
-func (c *Claim) State() (State, error) { return c.reply.State, c.err }
+func (c *Claim) State() (driver.State, error) { return c.reply.State, c.err }
 
 // Run finishes what Guard.Run started: it runs fn if the claim holds the key,
 // then records the done marker or releases the claim, and reports the outcome
@@ -198,15 +200,15 @@ func (c *Claim) work(ctx context.Context, fn RunFunc) (res Result, err error, do
 		return Result{Outcome: Unavailable}, err, true
 	}
 	switch c.reply.State {
-	case StateClaimed:
-	case StateDone, StateRunning:
+	case driver.StateClaimed:
+	case driver.StateDone, driver.StateRunning:
 		if c.fp != "" && c.reply.Fingerprint != "" && c.fp != c.reply.Fingerprint {
 			err = fmt.Errorf("%w: key %q is %s with fingerprint %q, this delivery has %q",
 				ErrConflict, c.job.Key, c.reply.State, c.reply.Fingerprint, c.fp)
 			g.observe(ctx, c.job.Key, Conflict, err, 0)
 			return Result{Outcome: Conflict}, err, true
 		}
-		if c.reply.State == StateDone {
+		if c.reply.State == driver.StateDone {
 			g.observe(ctx, c.job.Key, Duplicate, nil, 0)
 			return Result{Outcome: Duplicate, Value: c.reply.Result}, nil, true
 		}
@@ -323,7 +325,7 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 		}
 		return outs
 	}
-	reqs := make([]CompleteRequest, len(pending))
+	reqs := make([]driver.CompleteRequest, len(pending))
 	for j, i := range pending {
 		reqs[j] = claims[i].completeRequest()
 	}
@@ -344,8 +346,8 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 	return outs
 }
 
-func (c *Claim) completeRequest() CompleteRequest {
-	return CompleteRequest{Key: c.key, Token: c.token, Fingerprint: c.fp, Result: c.value, Retention: c.g.cfg.Retention}
+func (c *Claim) completeRequest() driver.CompleteRequest {
+	return driver.CompleteRequest{Key: c.key, Token: c.token, Fingerprint: c.fp, Result: c.value, Retention: c.g.cfg.Retention}
 }
 
 func completeOutcome(err error) Outcome {
@@ -386,7 +388,7 @@ func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
 
 // retryComplete writes a done marker on its own, retrying store failures
 // after completeBackoff; all the attempts share one StoreTimeout.
-func (g *Guard) retryComplete(ctx context.Context, req CompleteRequest) (Outcome, error) {
+func (g *Guard) retryComplete(ctx context.Context, req driver.CompleteRequest) (Outcome, error) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
@@ -406,14 +408,14 @@ func (g *Guard) retryComplete(ctx context.Context, req CompleteRequest) (Outcome
 
 // release deletes our claim so a retry can run at once. Failure is harmless:
 // the claim expires with its lease.
-func (g *Guard) release(ctx context.Context, key string, token Token) {
+func (g *Guard) release(ctx context.Context, key string, token driver.Token) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
 	defer cancel()
 	g.releaseWithin(sctx, key, token)
 }
 
 // releaseWithin is release under a context the caller bounded.
-func (g *Guard) releaseWithin(ctx context.Context, key string, token Token) {
+func (g *Guard) releaseWithin(ctx context.Context, key string, token driver.Token) {
 	if err := g.storeRelease(ctx, key, token); err != nil && !errors.Is(err, ErrLeaseLost) {
 		g.cfg.Logger.WarnContext(ctx, "jobonce: release failed; the claim expires with its lease",
 			"key", key, "error", err)

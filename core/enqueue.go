@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jobonce/jobonce/core/driver"
 )
 
 // Enqueue publishes a job at most once per key within window: it sets a
@@ -31,12 +33,12 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("jobonce: Enqueue stopped by the caller's context: %w", err)
 	}
-	token := NewToken()
+	token := driver.NewToken()
 	sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
-	reply, err := g.storeClaim(sctx, ClaimRequest{Key: skey, Token: token, Lease: window})
+	reply, err := g.storeClaim(sctx, driver.ClaimRequest{Key: skey, Token: token, Lease: window})
 	cancel()
 	if ctx.Err() != nil {
-		if err == nil && reply.State == StateClaimed {
+		if err == nil && reply.State == driver.StateClaimed {
 			g.release(ctx, skey, token)
 		}
 		return false, fmt.Errorf("jobonce: Enqueue stopped by the caller's context: %w", ctx.Err())
@@ -52,8 +54,8 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 		return true, nil
 	}
 	switch reply.State {
-	case StateClaimed:
-	case StateRunning, StateDone:
+	case driver.StateClaimed:
+	case driver.StateRunning, driver.StateDone:
 		return false, nil
 	default:
 		return false, fmt.Errorf("%w: store replied with unknown state %d", ErrStoreUnavailable, reply.State)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jobonce/jobonce/core/driver"
 )
 
 var (
@@ -19,7 +21,7 @@ var (
 	// expired or another owner took the key. It is the cause of a job context
 	// cancelled by the heartbeat, and stores return it from Extend, Complete and
 	// Release when the token does not match.
-	ErrLeaseLost = errors.New("jobonce: lease lost")
+	ErrLeaseLost = driver.ErrLeaseLost
 
 	// ErrStoreUnavailable reports that the store could not be reached. The job did
 	// not run (fail closed) and should be retried later.

@@ -4,19 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/jobonce/jobonce/core/driver"
 )
 
 // Guard runs each job at most once at a time and, once it succeeded, never
 // again within the retention window. It is safe for concurrent use.
 type Guard struct {
-	store   Store
-	batch   BatchStore
+	store   driver.Store
+	batch   driver.BatchStore
 	cfg     Config
 	metrics *metrics
 
 	// Group commit of concurrent calls on a BatchStore; nil when off.
-	claims    *coalescer[ClaimRequest, ClaimReply]
-	completes *coalescer[CompleteRequest, struct{}]
+	claims    *coalescer[driver.ClaimRequest, driver.ClaimReply]
+	completes *coalescer[driver.CompleteRequest, struct{}]
 }
 
 // Job names one delivery of a job for Guard.Run and Guard.Claim.
@@ -45,7 +47,7 @@ type Result struct {
 
 // New returns a Guard that keeps its claims in store. cfg may be nil for the
 // defaults; an invalid field gives an error naming it.
-func New(store Store, cfg *Config) (*Guard, error) {
+func New(store driver.Store, cfg *Config) (*Guard, error) {
 	if store == nil {
 		return nil, errors.New("jobonce: store is nil")
 	}
@@ -58,7 +60,7 @@ func New(store Store, cfg *Config) (*Guard, error) {
 		return nil, fmt.Errorf("jobonce: metrics: %w", err)
 	}
 	g := &Guard{store: store, cfg: c, metrics: m}
-	g.batch, _ = store.(BatchStore)
+	g.batch, _ = store.(driver.BatchStore)
 	if g.batch != nil && !c.DisableBatching {
 		g.claims, g.completes = newBatching(g.batch, c.StoreTimeout)
 	}

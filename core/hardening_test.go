@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
 )
 
@@ -51,29 +52,29 @@ func (s *gated) gate(ctx context.Context, m map[string]chan struct{}, key string
 	}
 }
 
-func (s *gated) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, error) {
+func (s *gated) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
 	if err := s.gate(ctx, s.claims, req.Key); err != nil {
-		return core.ClaimReply{}, err
+		return driver.ClaimReply{}, err
 	}
 	return s.Store.Claim(context.WithoutCancel(ctx), req)
 }
 
-func (s *gated) Complete(ctx context.Context, req core.CompleteRequest) error {
+func (s *gated) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	if err := s.gate(ctx, s.marks, req.Key); err != nil {
 		return err
 	}
 	return s.Store.Complete(context.WithoutCancel(ctx), req)
 }
 
-func (s *gated) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) ([]core.ClaimReply, []error) {
-	replies, errs := make([]core.ClaimReply, len(reqs)), make([]error, len(reqs))
+func (s *gated) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) ([]driver.ClaimReply, []error) {
+	replies, errs := make([]driver.ClaimReply, len(reqs)), make([]error, len(reqs))
 	for i, r := range reqs {
 		replies[i], errs[i] = s.Claim(ctx, r)
 	}
 	return replies, errs
 }
 
-func (s *gated) CompleteBatch(ctx context.Context, reqs []core.CompleteRequest) []error {
+func (s *gated) CompleteBatch(ctx context.Context, reqs []driver.CompleteRequest) []error {
 	errs := make([]error, len(reqs))
 	for i, r := range reqs {
 		errs[i] = s.Complete(ctx, r)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/jobonce/jobonce/core/driver"
 )
 
 // heartbeat extends a claim's lease every Lease/3 while the job runs and
@@ -17,7 +19,7 @@ type heartbeat struct {
 	g        *Guard
 	ctx      context.Context // the job's context, for its values only
 	key      string
-	token    Token
+	token    driver.Token
 	cancel   context.CancelCauseFunc
 	deadline time.Time // local estimate of when the lease ends
 

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
 )
 
@@ -22,7 +23,7 @@ type hangingExtend struct {
 	once    sync.Once
 }
 
-func (s *hangingExtend) Extend(ctx context.Context, key string, token core.Token, lease time.Duration) error {
+func (s *hangingExtend) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) error {
 	s.once.Do(func() { close(s.entered) })
 	<-s.release
 	return s.Store.Extend(context.WithoutCancel(ctx), key, token, lease)
@@ -120,7 +121,7 @@ func TestEnqueuePanickingPublishReleasesItsMarker(t *testing.T) {
 // context ends (a store that honours its context but does not answer).
 type failingComplete struct{ *memstore.Store }
 
-func (s failingComplete) Complete(ctx context.Context, _ core.CompleteRequest) error {
+func (s failingComplete) Complete(ctx context.Context, _ driver.CompleteRequest) error {
 	<-ctx.Done()
 	return ctx.Err()
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jobonce/jobonce/core/driver"
 )
 
 // The Guard calls its store through these methods: a store method that
@@ -16,22 +18,22 @@ func storePanic(err *error) {
 	}
 }
 
-func (g *Guard) storeClaim(ctx context.Context, req ClaimRequest) (reply ClaimReply, err error) {
+func (g *Guard) storeClaim(ctx context.Context, req driver.ClaimRequest) (reply driver.ClaimReply, err error) {
 	defer storePanic(&err)
 	return g.store.Claim(ctx, req)
 }
 
-func (g *Guard) storeExtend(ctx context.Context, key string, token Token, lease time.Duration) (err error) {
+func (g *Guard) storeExtend(ctx context.Context, key string, token driver.Token, lease time.Duration) (err error) {
 	defer storePanic(&err)
 	return g.store.Extend(ctx, key, token, lease)
 }
 
-func (g *Guard) storeComplete(ctx context.Context, req CompleteRequest) (err error) {
+func (g *Guard) storeComplete(ctx context.Context, req driver.CompleteRequest) (err error) {
 	defer storePanic(&err)
 	return g.store.Complete(ctx, req)
 }
 
-func (g *Guard) storeRelease(ctx context.Context, key string, token Token) (err error) {
+func (g *Guard) storeRelease(ctx context.Context, key string, token driver.Token) (err error) {
 	defer storePanic(&err)
 	return g.store.Release(ctx, key, token)
 }

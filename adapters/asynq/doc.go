@@ -79,7 +79,7 @@
 //
 // # Batching
 //
-// When the Guard's store is a core.BatchStore (redisstore is), the Guard
+// When the Guard's store is a driver.BatchStore (redisstore is), the Guard
 // sends the claims and done markers of tasks that run at the same time in
 // groups, one store round trip per group (core.Config.DisableBatching turns
 // it off). No task waits for a group to fill. Asynq hands tasks out one at a

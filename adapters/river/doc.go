@@ -69,7 +69,7 @@
 //
 // # Batching
 //
-// When the guard's store is a core.BatchStore (redisstore, pgstore), the
+// When the guard's store is a driver.BatchStore (redisstore, pgstore), the
 // guard gathers the claims of concurrent jobs into one store round trip, and
 // their done markers into another (core.Config.DisableBatching turns it
 // off). No job waits for a batch to fill: a round trip starts as soon as the

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
 )
 
@@ -213,12 +214,12 @@ type downStore struct{}
 
 var errDown = errors.New("connection refused")
 
-func (downStore) Claim(context.Context, core.ClaimRequest) (core.ClaimReply, error) {
-	return core.ClaimReply{}, errDown
+func (downStore) Claim(context.Context, driver.ClaimRequest) (driver.ClaimReply, error) {
+	return driver.ClaimReply{}, errDown
 }
-func (downStore) Extend(context.Context, string, core.Token, time.Duration) error { return errDown }
-func (downStore) Complete(context.Context, core.CompleteRequest) error            { return errDown }
-func (downStore) Release(context.Context, string, core.Token) error               { return errDown }
+func (downStore) Extend(context.Context, string, driver.Token, time.Duration) error { return errDown }
+func (downStore) Complete(context.Context, driver.CompleteRequest) error            { return errDown }
+func (downStore) Release(context.Context, string, driver.Token) error               { return errDown }
 
 // tunedWorker overrides every Worker method but Work.
 type tunedWorker struct {

@@ -15,6 +15,7 @@ import (
 
 	sqsonce "github.com/jobonce/jobonce/adapters/sqs"
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
 	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
@@ -22,36 +23,36 @@ import (
 
 // countingStore counts a BatchStore's round trips: one per call.
 type countingStore struct {
-	core.BatchStore
+	driver.BatchStore
 	calls atomic.Int64
 }
 
-func (s *countingStore) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, error) {
+func (s *countingStore) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
 	s.calls.Add(1)
 	return s.BatchStore.Claim(ctx, req)
 }
 
-func (s *countingStore) Extend(ctx context.Context, key string, token core.Token, lease time.Duration) error {
+func (s *countingStore) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) error {
 	s.calls.Add(1)
 	return s.BatchStore.Extend(ctx, key, token, lease)
 }
 
-func (s *countingStore) Complete(ctx context.Context, req core.CompleteRequest) error {
+func (s *countingStore) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	s.calls.Add(1)
 	return s.BatchStore.Complete(ctx, req)
 }
 
-func (s *countingStore) Release(ctx context.Context, key string, token core.Token) error {
+func (s *countingStore) Release(ctx context.Context, key string, token driver.Token) error {
 	s.calls.Add(1)
 	return s.BatchStore.Release(ctx, key, token)
 }
 
-func (s *countingStore) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) ([]core.ClaimReply, []error) {
+func (s *countingStore) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) ([]driver.ClaimReply, []error) {
 	s.calls.Add(1)
 	return s.BatchStore.ClaimBatch(ctx, reqs)
 }
 
-func (s *countingStore) CompleteBatch(ctx context.Context, reqs []core.CompleteRequest) []error {
+func (s *countingStore) CompleteBatch(ctx context.Context, reqs []driver.CompleteRequest) []error {
 	s.calls.Add(1)
 	return s.BatchStore.CompleteBatch(ctx, reqs)
 }

@@ -20,7 +20,7 @@
 // claimed handlers through Claim.Work, records their done markers in one
 // round trip (Guard.Finish) and deletes the batch with DeleteMessageBatch:
 // 0.2 store round trips per message in full batches of ten on a
-// core.BatchStore such as redisstore. A batch's deletes and visibility
+// driver.BatchStore such as redisstore. A batch's deletes and visibility
 // changes are sent in order on a goroutine of their own, so a finished job's
 // done marker is written within FlushDelay, never behind a slow SQS call for
 // another message. Copies of one job in one batch are claimed in turn, so the

@@ -14,6 +14,7 @@ import (
 
 	sqsonce "github.com/jobonce/jobonce/adapters/sqs"
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
 )
 
@@ -21,21 +22,21 @@ import (
 // when their context ends (a store that honours its context but is down).
 type hungBatchStore struct{ *memstore.Store }
 
-func (hungBatchStore) Claim(ctx context.Context, _ core.ClaimRequest) (core.ClaimReply, error) {
+func (hungBatchStore) Claim(ctx context.Context, _ driver.ClaimRequest) (driver.ClaimReply, error) {
 	<-ctx.Done()
-	return core.ClaimReply{}, ctx.Err()
+	return driver.ClaimReply{}, ctx.Err()
 }
 
-func (s hungBatchStore) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) ([]core.ClaimReply, []error) {
+func (s hungBatchStore) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) ([]driver.ClaimReply, []error) {
 	<-ctx.Done()
 	errs := make([]error, len(reqs))
 	for i := range errs {
 		errs[i] = ctx.Err()
 	}
-	return make([]core.ClaimReply, len(reqs)), errs
+	return make([]driver.ClaimReply, len(reqs)), errs
 }
 
-func (s hungBatchStore) CompleteBatch(ctx context.Context, reqs []core.CompleteRequest) []error {
+func (s hungBatchStore) CompleteBatch(ctx context.Context, reqs []driver.CompleteRequest) []error {
 	errs := make([]error, len(reqs))
 	for i, r := range reqs {
 		errs[i] = s.Complete(ctx, r)

@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/redisstore"
 )
 
@@ -82,7 +83,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if cmd == "inspect" {
 			return nil
 		}
-		if rec.State != core.StateRunning {
+		if rec.State != driver.StateRunning {
 			return errors.New("release: the key holds no running claim; nothing released")
 		}
 		if err := store.Release(ctx, key, rec.Token); err != nil {
@@ -98,9 +99,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 func printRecord(out io.Writer, key string, rec redisstore.Record) {
 	fmt.Fprintf(out, "stored key: %q\n", key)
 	switch rec.State {
-	case core.StateRunning:
+	case driver.StateRunning:
 		fmt.Fprintf(out, "state: running (lease ends in %s, token %s, fingerprint %q)\n", rec.TTL, rec.Token, rec.Fingerprint)
-	case core.StateDone:
+	case driver.StateDone:
 		fmt.Fprintf(out, "state: done (kept for %s more, fingerprint %q, result %d bytes)\n", rec.TTL, rec.Fingerprint, len(rec.Result))
 	default:
 		fmt.Fprintln(out, "state: absent (never run, released, or expired)")

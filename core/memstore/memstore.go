@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 )
 
-// Store is an in-process core.Store. The zero value is not ready; use New.
+// Store is an in-process driver.Store. The zero value is not ready; use New.
 type Store struct {
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -20,13 +21,13 @@ type Store struct {
 
 type entry struct {
 	done        bool
-	token       core.Token
+	token       driver.Token
 	fingerprint string
 	result      []byte
 	expires     time.Time
 }
 
-var _ core.Store = (*Store)(nil)
+var _ driver.Store = (*Store)(nil)
 
 // New returns an empty Store.
 func New() *Store {
@@ -52,14 +53,14 @@ func checkDuration(field string, d time.Duration) error {
 	return nil
 }
 
-// Claim implements core.Store. A key already held by req.Token (the same
+// Claim implements driver.Store. A key already held by req.Token (the same
 // request sent again) is reported claimed. A lease under 1ms gives an error.
-func (s *Store) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, error) {
+func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
 	if err := ctx.Err(); err != nil {
-		return core.ClaimReply{}, err
+		return driver.ClaimReply{}, err
 	}
 	if err := checkDuration("ClaimRequest.Lease", req.Lease); err != nil {
-		return core.ClaimReply{}, err
+		return driver.ClaimReply{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -67,19 +68,19 @@ func (s *Store) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimRep
 	s.sweep(now)
 	if e := s.live(req.Key, now); e != nil {
 		if !e.done && e.token == req.Token {
-			return core.ClaimReply{State: core.StateClaimed}, nil
+			return driver.ClaimReply{State: driver.StateClaimed}, nil
 		}
 		if e.done {
-			return core.ClaimReply{State: core.StateDone, Fingerprint: e.fingerprint, Result: bytes.Clone(e.result)}, nil
+			return driver.ClaimReply{State: driver.StateDone, Fingerprint: e.fingerprint, Result: bytes.Clone(e.result)}, nil
 		}
-		return core.ClaimReply{State: core.StateRunning, Fingerprint: e.fingerprint, Remaining: e.expires.Sub(now)}, nil
+		return driver.ClaimReply{State: driver.StateRunning, Fingerprint: e.fingerprint, Remaining: e.expires.Sub(now)}, nil
 	}
 	s.entries[req.Key] = &entry{token: req.Token, fingerprint: req.Fingerprint, expires: now.Add(req.Lease)}
-	return core.ClaimReply{State: core.StateClaimed}, nil
+	return driver.ClaimReply{State: driver.StateClaimed}, nil
 }
 
 // held returns the live claim on key held by token, or nil.
-func (s *Store) held(key string, token core.Token) *entry {
+func (s *Store) held(key string, token driver.Token) *entry {
 	e := s.live(key, s.now())
 	if e == nil || e.done || e.token != token {
 		return nil
@@ -87,8 +88,8 @@ func (s *Store) held(key string, token core.Token) *entry {
 	return e
 }
 
-// Extend implements core.Store. A lease under 1ms gives an error.
-func (s *Store) Extend(ctx context.Context, key string, token core.Token, lease time.Duration) error {
+// Extend implements driver.Store. A lease under 1ms gives an error.
+func (s *Store) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -105,10 +106,10 @@ func (s *Store) Extend(ctx context.Context, key string, token core.Token, lease 
 	return nil
 }
 
-// Complete implements core.Store. The done marker keeps req.Result as given:
+// Complete implements driver.Store. The done marker keeps req.Result as given:
 // a nil Result comes back nil, an empty one empty. A retention under 1ms
 // gives an error.
-func (s *Store) Complete(ctx context.Context, req core.CompleteRequest) error {
+func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -125,8 +126,8 @@ func (s *Store) Complete(ctx context.Context, req core.CompleteRequest) error {
 	return nil
 }
 
-// Release implements core.Store.
-func (s *Store) Release(ctx context.Context, key string, token core.Token) error {
+// Release implements driver.Store.
+func (s *Store) Release(ctx context.Context, key string, token driver.Token) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -4,13 +4,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
 	"github.com/jobonce/jobonce/core/storetest"
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(*testing.T) core.Store { return memstore.New() })
+	storetest.Run(t, func(*testing.T) driver.Store { return memstore.New() })
 }
 
 func TestChaos(t *testing.T) {

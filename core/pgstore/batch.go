@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 )
 
 // keyOrder returns the indexes of keys sorted by key (stable), so that
@@ -21,11 +22,11 @@ func keyOrder(n int, key func(int) string) []int {
 	return order
 }
 
-// ClaimBatch implements core.BatchStore: every request is claimed as Claim
+// ClaimBatch implements driver.BatchStore: every request is claimed as Claim
 // would, in one round trip. The statements share one implicit transaction;
 // if any of them fails, every request is claimed again on its own.
-func (s *Store) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) ([]core.ClaimReply, []error) {
-	replies := make([]core.ClaimReply, len(reqs))
+func (s *Store) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) ([]driver.ClaimReply, []error) {
+	replies := make([]driver.ClaimReply, len(reqs))
 	errs := make([]error, len(reqs))
 	settled := make([]bool, len(reqs))
 	order := keyOrder(len(reqs), func(i int) string { return reqs[i].Key })
@@ -71,10 +72,10 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) ([]cor
 	return replies, errs
 }
 
-// CompleteBatch implements core.BatchStore: every request is completed as
+// CompleteBatch implements driver.BatchStore: every request is completed as
 // Complete would, in one round trip. If any statement fails, every request
 // is completed again on its own.
-func (s *Store) CompleteBatch(ctx context.Context, reqs []core.CompleteRequest) []error {
+func (s *Store) CompleteBatch(ctx context.Context, reqs []driver.CompleteRequest) []error {
 	errs := make([]error, len(reqs))
 	done := make([]bool, len(reqs))
 	order := keyOrder(len(reqs), func(i int) string { return reqs[i].Key })

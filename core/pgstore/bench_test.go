@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -40,7 +41,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 
 	stores := []struct {
 		name  string
-		store core.Store
+		store driver.Store
 	}{{"store=postgres", pg}, {"store=postgres-async", pgAsync}, {"store=redis", rs}}
 	for _, conc := range []int{1, 16} {
 		for _, st := range stores {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/storetest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -21,7 +22,7 @@ func TestConformance(t *testing.T) {
 	pool, schema := testenv.Postgres(t)
 	migratedStore(t, pool, nil)
 	s := migratedStore(t, bigPool(t, schema, 16), nil)
-	storetest.Run(t, func(*testing.T) core.Store { return s })
+	storetest.Run(t, func(*testing.T) driver.Store { return s })
 }
 
 // TestConformanceWithoutPreparedStatements runs the suite, and DoTx, on pools
@@ -63,7 +64,7 @@ func TestConformanceWithoutPreparedStatements(t *testing.T) {
 				require.NoError(t, tx.Commit(ctx))
 				require.Equal(t, 2, count(t, unprepared, "SELECT count(*) FROM effects"))
 			})
-			storetest.Run(t, func(*testing.T) core.Store { return s })
+			storetest.Run(t, func(*testing.T) driver.Store { return s })
 		})
 	}
 }

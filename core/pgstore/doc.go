@@ -6,7 +6,7 @@
 //
 // # Leased claims
 //
-// A Store implements core.Store and core.BatchStore: pass it to core.New and
+// A Store implements driver.Store and driver.BatchStore: pass it to core.New and
 // use the Guard as with any store. One row per key holds either a running
 // claim (token, lease deadline, fingerprint) or a done marker (fingerprint,
 // result, retention deadline). A claim is one statement that inserts the row,

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/pgstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -49,8 +49,8 @@ func bigPool(t testing.TB, schema string, maxConns int32, params ...string) *pgx
 	return pool
 }
 
-func claimReq(key string, lease time.Duration) core.ClaimRequest {
-	return core.ClaimRequest{Key: key, Token: core.NewToken(), Lease: lease}
+func claimReq(key string, lease time.Duration) driver.ClaimRequest {
+	return driver.ClaimRequest{Key: key, Token: driver.NewToken(), Lease: lease}
 }
 
 func ctxT(t testing.TB) context.Context {

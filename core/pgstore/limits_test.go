@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/pgstore"
 )
 
@@ -35,7 +36,7 @@ func TestLockTimeoutRange(t *testing.T) {
 		require.NoError(t, err, "%s", lt)
 		r, err := s.Claim(ctx, claimReq("lt-"+lt.String(), time.Minute))
 		require.NoError(t, err, "a claim with LockTimeout %s", lt)
-		require.Equal(t, core.StateClaimed, r.State)
+		require.Equal(t, driver.StateClaimed, r.State)
 		out, err := s.DoInTx(ctx, "tx-"+lt.String(), func(context.Context, pgx.Tx) error { return nil })
 		require.NoError(t, err, "a transactional record with LockTimeout %s", lt)
 		require.Equal(t, core.Ran, out)
@@ -66,9 +67,9 @@ func TestKeyTooLongForIndex(t *testing.T) {
 	_, _ = rand.Read(long) // random bytes do not compress below the limit
 	_, err := s.Claim(ctx, claimReq(string(long), time.Minute))
 	require.ErrorContains(t, err, "key is too long for the primary key index")
-	replies, errs := s.ClaimBatch(ctx, []core.ClaimRequest{claimReq("short", time.Minute), claimReq(string(long), time.Minute)})
+	replies, errs := s.ClaimBatch(ctx, []driver.ClaimRequest{claimReq("short", time.Minute), claimReq(string(long), time.Minute)})
 	require.NoError(t, errs[0])
-	require.Equal(t, core.StateClaimed, replies[0].State)
+	require.Equal(t, driver.StateClaimed, replies[0].State)
 	require.ErrorContains(t, errs[1], "key is too long for the primary key index")
 }
 
@@ -102,11 +103,11 @@ func TestCancelledWhileWaiting(t *testing.T) {
 	ctx := ctxT(t)
 	s, pool := newStore(t, &pgstore.Config{LockTimeout: time.Minute})
 	keys := []string{"a", "b", "c"}
-	claims := make([]core.ClaimRequest, len(keys))
-	completes := make([]core.CompleteRequest, len(keys))
+	claims := make([]driver.ClaimRequest, len(keys))
+	completes := make([]driver.CompleteRequest, len(keys))
 	for i, k := range keys {
 		claims[i] = claimReq(k, time.Minute)
-		completes[i] = core.CompleteRequest{Key: k, Token: claims[i].Token, Result: []byte("r"), Retention: time.Minute}
+		completes[i] = driver.CompleteRequest{Key: k, Token: claims[i].Token, Result: []byte("r"), Retention: time.Minute}
 	}
 	_, errs := s.ClaimBatch(ctx, claims)
 	require.NoError(t, errors.Join(errs...))
@@ -183,7 +184,7 @@ func TestClaimCancelledWhileWaiting(t *testing.T) {
 
 	cctx, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	replies, errs := s.ClaimBatch(cctx, []core.ClaimRequest{claimReq("free", time.Minute), claimReq(held, time.Minute)})
+	replies, errs := s.ClaimBatch(cctx, []driver.ClaimRequest{claimReq("free", time.Minute), claimReq(held, time.Minute)})
 	for i, err := range errs {
 		require.ErrorIs(t, err, context.DeadlineExceeded, "request %d", i)
 		require.Zero(t, replies[i].State)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/pgstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -28,13 +29,13 @@ func TestPruneDeletesOnlyExpiredRows(t *testing.T) {
 		       clock_timestamp() - interval '1 second'
 		  FROM generate_series(1, 50) AS i`)
 	require.NoError(t, err)
-	live := make([]core.ClaimRequest, 10)
+	live := make([]driver.ClaimRequest, 10)
 	for i := range live {
 		live[i] = claimReq(fmt.Sprintf("live-%d", i), time.Minute)
 		_, err := s.Claim(ctx, live[i])
 		require.NoError(t, err)
 		if i >= 5 {
-			require.NoError(t, s.Complete(ctx, core.CompleteRequest{Key: live[i].Key, Token: live[i].Token, Retention: time.Hour}))
+			require.NoError(t, s.Complete(ctx, driver.CompleteRequest{Key: live[i].Key, Token: live[i].Token, Retention: time.Hour}))
 		}
 	}
 	// An uncommitted transactional record stays, even once its retention
@@ -103,14 +104,14 @@ func TestPruneNeverDeletesLiveClaims(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if r.State != core.StateClaimed {
+				if r.State != driver.StateClaimed {
 					continue
 				}
 				claims.Add(1)
 				if err := s.Extend(ctx, key, req.Token, 10*time.Second); err != nil {
 					lost.Add(1)
 				}
-				err = s.Complete(ctx, core.CompleteRequest{Key: key, Token: req.Token, Retention: time.Millisecond})
+				err = s.Complete(ctx, driver.CompleteRequest{Key: key, Token: req.Token, Retention: time.Millisecond})
 				if errors.Is(err, core.ErrLeaseLost) {
 					lost.Add(1)
 				} else if err != nil {
@@ -157,7 +158,7 @@ func TestRunPrunerStopsWithContext(t *testing.T) {
 		req := claimReq(fmt.Sprintf("k%d", i), time.Minute)
 		_, err := s.Claim(ctx, req)
 		require.NoError(t, err)
-		require.NoError(t, s.Complete(ctx, core.CompleteRequest{Key: req.Key, Token: req.Token, Retention: time.Millisecond}))
+		require.NoError(t, s.Complete(ctx, driver.CompleteRequest{Key: req.Key, Token: req.Token, Retention: time.Millisecond}))
 	}
 	live := claimReq("live", time.Minute)
 	_, err := s.Claim(ctx, live)

@@ -13,10 +13,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 )
 
 // Store keeps jobonce claims and done markers in a PostgreSQL table. It
-// implements core.Store and core.BatchStore, and records keys inside callers'
+// implements driver.Store and driver.BatchStore, and records keys inside callers'
 // transactions with DoTx. It is safe for concurrent use.
 type Store struct {
 	pool        *pgxpool.Pool
@@ -26,7 +27,7 @@ type Store struct {
 	lockTimeout string // cfg.LockTimeout as a lock_timeout value
 }
 
-var _ core.BatchStore = (*Store)(nil)
+var _ driver.BatchStore = (*Store)(nil)
 
 // claimAttempts bounds how often a claim is re-run when the key's row changed
 // under the statement's snapshot (a race with a concurrent commit).
@@ -108,7 +109,7 @@ func (s *Store) migrate(ctx context.Context) error {
 // Table returns the keys table's name as quoted in SQL.
 func (s *Store) Table() string { return s.table }
 
-func uuid(t core.Token) pgtype.UUID { return pgtype.UUID{Bytes: t, Valid: true} }
+func uuid(t driver.Token) pgtype.UUID { return pgtype.UUID{Bytes: t, Valid: true} }
 
 // checkDuration rejects a lease or retention under 1ms with an error naming
 // field. Every jobonce store keeps at least whole milliseconds (Redis can
@@ -127,51 +128,51 @@ func fromMicros(us int64) time.Duration {
 	return time.Duration(min(max(us, 0), most)) * time.Microsecond
 }
 
-// Claim implements core.Store: one statement claims the key or reads its
+// Claim implements driver.Store: one statement claims the key or reads its
 // state. The lease runs on the database clock. A key held by a transaction
 // that has not committed within Config.LockTimeout is reported as running;
 // a key already held by req.Token (the same request sent again) is reported
 // claimed. A lease under 1ms gives an error naming it.
-func (s *Store) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, error) {
+func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
 	if err := checkDuration("ClaimRequest.Lease", req.Lease); err != nil {
-		return core.ClaimReply{}, err
+		return driver.ClaimReply{}, err
 	}
 	for attempt := 1; ; attempt++ {
 		reply, settled, err := s.claimOnce(ctx, req)
 		if err != nil {
 			if lockTimedOut(err) {
-				return core.ClaimReply{State: core.StateRunning, Remaining: s.cfg.RetryAfter}, nil
+				return driver.ClaimReply{State: driver.StateRunning, Remaining: s.cfg.RetryAfter}, nil
 			}
-			return core.ClaimReply{}, s.fail(ctx, err)
+			return driver.ClaimReply{}, s.fail(ctx, err)
 		}
 		if settled {
 			return reply, nil
 		}
 		if attempt == claimAttempts {
 			// The key keeps changing hands: report it busy rather than loop.
-			return core.ClaimReply{State: core.StateRunning}, nil
+			return driver.ClaimReply{State: driver.StateRunning}, nil
 		}
 	}
 }
 
-func (s *Store) claimArgs(req *core.ClaimRequest) []any {
+func (s *Store) claimArgs(req *driver.ClaimRequest) []any {
 	return []any{[]byte(req.Key), uuid(req.Token), []byte(req.Fingerprint), req.Lease.Microseconds(), s.lockTimeout}
 }
 
 // claimOnce runs the claim statement once. settled is false when it returned
 // no row and must run again.
-func (s *Store) claimOnce(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, bool, error) {
+func (s *Store) claimOnce(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, bool, error) {
 	rows, err := s.pool.Query(ctx, s.sql.claim, s.claimArgs(&req)...)
 	if err != nil {
-		return core.ClaimReply{}, false, err
+		return driver.ClaimReply{}, false, err
 	}
 	return scanClaim(rows)
 }
 
-func scanClaim(rows pgx.Rows) (core.ClaimReply, bool, error) {
+func scanClaim(rows pgx.Rows) (driver.ClaimReply, bool, error) {
 	defer rows.Close()
 	var (
-		reply         core.ClaimReply
+		reply         driver.ClaimReply
 		settled       bool
 		claimed, done bool
 		fingerprint   []byte
@@ -185,11 +186,11 @@ func scanClaim(rows pgx.Rows) (core.ClaimReply, bool, error) {
 		settled = true
 		switch {
 		case claimed:
-			reply.State = core.StateClaimed
+			reply.State = driver.StateClaimed
 		case done:
-			reply = core.ClaimReply{State: core.StateDone, Fingerprint: string(fingerprint), Result: result}
+			reply = driver.ClaimReply{State: driver.StateDone, Fingerprint: string(fingerprint), Result: result}
 		default:
-			reply = core.ClaimReply{State: core.StateRunning, Fingerprint: string(fingerprint),
+			reply = driver.ClaimReply{State: driver.StateRunning, Fingerprint: string(fingerprint),
 				Remaining: fromMicros(remaining)}
 		}
 	}
@@ -197,9 +198,9 @@ func scanClaim(rows pgx.Rows) (core.ClaimReply, bool, error) {
 	return reply, settled, rows.Err()
 }
 
-// Extend implements core.Store. It returns core.ErrLeaseLost when token no
+// Extend implements driver.Store. It returns core.ErrLeaseLost when token no
 // longer holds a live claim on key. A lease under 1ms gives an error.
-func (s *Store) Extend(ctx context.Context, key string, token core.Token, lease time.Duration) error {
+func (s *Store) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) error {
 	if err := checkDuration("Extend lease", lease); err != nil {
 		return err
 	}
@@ -213,16 +214,16 @@ func (s *Store) Extend(ctx context.Context, key string, token core.Token, lease 
 	return nil
 }
 
-func (s *Store) completeArgs(req *core.CompleteRequest) []any {
+func (s *Store) completeArgs(req *driver.CompleteRequest) []any {
 	return []any{[]byte(req.Key), uuid(req.Token), []byte(req.Fingerprint), req.Result, req.Retention.Microseconds()}
 }
 
-// Complete implements core.Store: the claim becomes a done row kept for
+// Complete implements driver.Store: the claim becomes a done row kept for
 // req.Retention (database clock) with its fingerprint and result (a nil
 // Result comes back nil, an empty one empty). It returns core.ErrLeaseLost
 // when req.Token no longer holds a live claim. A retention under 1ms gives an
 // error.
-func (s *Store) Complete(ctx context.Context, req core.CompleteRequest) error {
+func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	if err := checkDuration("CompleteRequest.Retention", req.Retention); err != nil {
 		return err
 	}
@@ -236,10 +237,10 @@ func (s *Store) Complete(ctx context.Context, req core.CompleteRequest) error {
 	return nil
 }
 
-// Release implements core.Store: it deletes the claim held by token. It
+// Release implements driver.Store: it deletes the claim held by token. It
 // returns core.ErrLeaseLost when token no longer holds a live claim, and
 // never touches another token's claim or a done row.
-func (s *Store) Release(ctx context.Context, key string, token core.Token) error {
+func (s *Store) Release(ctx context.Context, key string, token driver.Token) error {
 	tag, err := s.pool.Exec(ctx, s.sql.release, []byte(key), uuid(token))
 	if err != nil {
 		return s.fail(ctx, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/pgstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -105,7 +106,7 @@ func TestMigrateConcurrentlyWithSchemaAndTable(t *testing.T) {
 	require.Equal(t, fmt.Sprintf(`"%s"."Claims Table"`, schema), s.Table())
 	r, err := s.Claim(ctx, claimReq("k", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateClaimed, r.State)
+	require.Equal(t, driver.StateClaimed, r.State)
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM "Claims Table"`))
 }
 
@@ -114,36 +115,36 @@ func TestClaimLifecycle(t *testing.T) {
 	ctx := ctxT(t)
 	s, _ := newStore(t, nil)
 
-	first := core.ClaimRequest{Key: "job", Token: core.NewToken(), Fingerprint: "fp-1", Lease: time.Minute}
+	first := driver.ClaimRequest{Key: "job", Token: driver.NewToken(), Fingerprint: "fp-1", Lease: time.Minute}
 	r, err := s.Claim(ctx, first)
 	require.NoError(t, err)
-	require.Equal(t, core.ClaimReply{State: core.StateClaimed}, r)
+	require.Equal(t, driver.ClaimReply{State: driver.StateClaimed}, r)
 
-	second := core.ClaimRequest{Key: "job", Token: core.NewToken(), Fingerprint: "fp-2", Lease: time.Minute}
+	second := driver.ClaimRequest{Key: "job", Token: driver.NewToken(), Fingerprint: "fp-2", Lease: time.Minute}
 	r, err = s.Claim(ctx, second)
 	require.NoError(t, err)
-	require.Equal(t, core.StateRunning, r.State)
+	require.Equal(t, driver.StateRunning, r.State)
 	require.Equal(t, "fp-1", r.Fingerprint)
 	require.InDelta(t, time.Minute, r.Remaining, float64(5*time.Second))
 
 	// Only the holder's token counts.
 	require.ErrorIs(t, s.Extend(ctx, "job", second.Token, time.Minute), core.ErrLeaseLost)
 	require.ErrorIs(t, s.Release(ctx, "job", second.Token), core.ErrLeaseLost)
-	require.ErrorIs(t, s.Complete(ctx, core.CompleteRequest{Key: "job", Token: second.Token, Retention: time.Hour}), core.ErrLeaseLost)
+	require.ErrorIs(t, s.Complete(ctx, driver.CompleteRequest{Key: "job", Token: second.Token, Retention: time.Hour}), core.ErrLeaseLost)
 	require.ErrorIs(t, s.Extend(ctx, "other", first.Token, time.Minute), core.ErrLeaseLost)
 	require.NoError(t, s.Extend(ctx, "job", first.Token, 2*time.Minute))
 
 	result := []byte{0, 1, 2, 0xff}
-	require.NoError(t, s.Complete(ctx, core.CompleteRequest{Key: "job", Token: first.Token, Fingerprint: "fp-1", Result: result, Retention: time.Hour}))
+	require.NoError(t, s.Complete(ctx, driver.CompleteRequest{Key: "job", Token: first.Token, Fingerprint: "fp-1", Result: result, Retention: time.Hour}))
 
 	r, err = s.Claim(ctx, second)
 	require.NoError(t, err)
-	require.Equal(t, core.ClaimReply{State: core.StateDone, Fingerprint: "fp-1", Result: result}, r)
+	require.Equal(t, driver.ClaimReply{State: driver.StateDone, Fingerprint: "fp-1", Result: result}, r)
 
 	// A done row has no token: nothing can extend, complete or release it.
 	require.ErrorIs(t, s.Extend(ctx, "job", first.Token, time.Minute), core.ErrLeaseLost)
 	require.ErrorIs(t, s.Release(ctx, "job", first.Token), core.ErrLeaseLost)
-	require.ErrorIs(t, s.Complete(ctx, core.CompleteRequest{Key: "job", Token: first.Token, Retention: time.Hour}), core.ErrLeaseLost)
+	require.ErrorIs(t, s.Complete(ctx, driver.CompleteRequest{Key: "job", Token: first.Token, Retention: time.Hour}), core.ErrLeaseLost)
 }
 
 func TestReleaseFreesKey(t *testing.T) {
@@ -157,7 +158,7 @@ func TestReleaseFreesKey(t *testing.T) {
 	require.ErrorIs(t, s.Release(ctx, "k", a.Token), core.ErrLeaseLost)
 	r, err := s.Claim(ctx, claimReq("k", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateClaimed, r.State)
+	require.Equal(t, driver.StateClaimed, r.State)
 }
 
 func TestClaimRejectsNonPositiveDurations(t *testing.T) {
@@ -166,8 +167,8 @@ func TestClaimRejectsNonPositiveDurations(t *testing.T) {
 	s, _ := newStore(t, nil)
 	_, err := s.Claim(ctx, claimReq("k", 0))
 	require.ErrorContains(t, err, "ClaimRequest.Lease must be at least 1ms")
-	require.ErrorContains(t, s.Extend(ctx, "k", core.NewToken(), -time.Second), "Extend lease must be at least 1ms")
-	require.ErrorContains(t, s.Complete(ctx, core.CompleteRequest{Key: "k"}), "CompleteRequest.Retention must be at least 1ms")
+	require.ErrorContains(t, s.Extend(ctx, "k", driver.NewToken(), -time.Second), "Extend lease must be at least 1ms")
+	require.ErrorContains(t, s.Complete(ctx, driver.CompleteRequest{Key: "k"}), "CompleteRequest.Retention must be at least 1ms")
 }
 
 // TestDeadlinesUseDatabaseClock checks that leases and remaining times come
@@ -191,7 +192,7 @@ func TestDeadlinesUseDatabaseClock(t *testing.T) {
 	require.NoError(t, err)
 	r, err := s.Claim(ctx, claimReq("k", time.Second))
 	require.NoError(t, err)
-	require.Equal(t, core.StateRunning, r.State)
+	require.Equal(t, driver.StateRunning, r.State)
 	require.InDelta(t, time.Hour, r.Remaining, float64(5*time.Second))
 
 	// The lease ends when the database clock passes it, whatever the worker thinks.
@@ -201,8 +202,8 @@ func TestDeadlinesUseDatabaseClock(t *testing.T) {
 	b := claimReq("k", time.Minute)
 	r, err = s.Claim(ctx, b)
 	require.NoError(t, err)
-	require.Equal(t, core.StateClaimed, r.State, "an expired claim is taken over")
-	require.ErrorIs(t, s.Complete(ctx, core.CompleteRequest{Key: "k", Token: a.Token, Retention: time.Hour}), core.ErrLeaseLost)
+	require.Equal(t, driver.StateClaimed, r.State, "an expired claim is taken over")
+	require.ErrorIs(t, s.Complete(ctx, driver.CompleteRequest{Key: "k", Token: a.Token, Retention: time.Hour}), core.ErrLeaseLost)
 
 	// A short lease lapses on its own.
 	c := claimReq("short", 50*time.Millisecond)
@@ -210,7 +211,7 @@ func TestDeadlinesUseDatabaseClock(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		r, err := s.Claim(ctx, claimReq("short", time.Minute))
-		return err == nil && r.State == core.StateClaimed
+		return err == nil && r.State == driver.StateClaimed
 	}, 5*time.Second, 10*time.Millisecond)
 	require.ErrorIs(t, s.Release(ctx, "short", c.Token), core.ErrLeaseLost)
 
@@ -218,13 +219,13 @@ func TestDeadlinesUseDatabaseClock(t *testing.T) {
 	d := claimReq("done", time.Minute)
 	_, err = s.Claim(ctx, d)
 	require.NoError(t, err)
-	require.NoError(t, s.Complete(ctx, core.CompleteRequest{Key: "done", Token: d.Token, Retention: 50 * time.Millisecond}))
+	require.NoError(t, s.Complete(ctx, driver.CompleteRequest{Key: "done", Token: d.Token, Retention: 50 * time.Millisecond}))
 	r, err = s.Claim(ctx, claimReq("done", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateDone, r.State)
+	require.Equal(t, driver.StateDone, r.State)
 	require.Eventually(t, func() bool {
 		r, err := s.Claim(ctx, claimReq("done", time.Minute))
-		return err == nil && r.State == core.StateClaimed
+		return err == nil && r.State == driver.StateClaimed
 	}, 5*time.Second, 10*time.Millisecond)
 }
 
@@ -238,11 +239,11 @@ func TestClaimRaceOneWinner(t *testing.T) {
 		key := fmt.Sprintf("race-%d", round)
 		if round%2 == 1 { // a takeover race: the key's row has expired
 			_, err := pool.Exec(ctx, "INSERT INTO jobonce_keys (key, token, expires_at) VALUES ($1, $2, clock_timestamp() - interval '1 second')",
-				[]byte(key), core.NewToken().String())
+				[]byte(key), driver.NewToken().String())
 			require.NoError(t, err)
 		}
 		var wg sync.WaitGroup
-		states := make([]core.State, 16)
+		states := make([]driver.State, 16)
 		errs := make([]error, 16)
 		for i := range states {
 			wg.Go(func() {
@@ -254,10 +255,10 @@ func TestClaimRaceOneWinner(t *testing.T) {
 		won := 0
 		for i := range states {
 			require.NoError(t, errs[i])
-			if states[i] == core.StateClaimed {
+			if states[i] == driver.StateClaimed {
 				won++
 			} else {
-				require.Equal(t, core.StateRunning, states[i])
+				require.Equal(t, driver.StateRunning, states[i])
 			}
 		}
 		require.Equal(t, 1, won, "round %d", round)
@@ -349,9 +350,9 @@ func TestBatch(t *testing.T) {
 	done := claimReq("done", time.Minute)
 	_, err = s.Claim(ctx, done)
 	require.NoError(t, err)
-	require.NoError(t, s.Complete(ctx, core.CompleteRequest{Key: "done", Token: done.Token, Result: []byte("r"), Retention: time.Hour}))
+	require.NoError(t, s.Complete(ctx, driver.CompleteRequest{Key: "done", Token: done.Token, Result: []byte("r"), Retention: time.Hour}))
 
-	reqs := []core.ClaimRequest{
+	reqs := []driver.ClaimRequest{
 		claimReq("new-b", time.Minute),
 		claimReq("held", time.Minute),
 		claimReq("new-a", time.Minute),
@@ -365,13 +366,13 @@ func TestBatch(t *testing.T) {
 		require.NoError(t, errs[i], i)
 	}
 	require.ErrorContains(t, errs[5], "ClaimRequest.Lease must be at least 1ms")
-	require.Equal(t, core.StateClaimed, replies[0].State)
-	require.Equal(t, core.StateRunning, replies[1].State)
-	require.Equal(t, core.StateClaimed, replies[2].State)
-	require.Equal(t, core.ClaimReply{State: core.StateDone, Result: []byte("r"), Fingerprint: ""}, replies[3])
-	require.Equal(t, core.StateRunning, replies[4].State)
+	require.Equal(t, driver.StateClaimed, replies[0].State)
+	require.Equal(t, driver.StateRunning, replies[1].State)
+	require.Equal(t, driver.StateClaimed, replies[2].State)
+	require.Equal(t, driver.ClaimReply{State: driver.StateDone, Result: []byte("r"), Fingerprint: ""}, replies[3])
+	require.Equal(t, driver.StateRunning, replies[4].State)
 
-	cerrs := s.CompleteBatch(ctx, []core.CompleteRequest{
+	cerrs := s.CompleteBatch(ctx, []driver.CompleteRequest{
 		{Key: "new-a", Token: reqs[2].Token, Result: []byte("a"), Retention: time.Hour},
 		{Key: "new-b", Token: reqs[4].Token, Retention: time.Hour}, // wrong token
 		{Key: "new-b", Token: reqs[0].Token, Result: []byte("b"), Retention: time.Hour},
@@ -382,7 +383,7 @@ func TestBatch(t *testing.T) {
 	require.NoError(t, cerrs[2])
 	require.ErrorContains(t, cerrs[3], "CompleteRequest.Retention must be at least 1ms")
 
-	replies, errs = s.ClaimBatch(ctx, []core.ClaimRequest{claimReq("new-a", time.Minute), claimReq("new-b", time.Minute)})
+	replies, errs = s.ClaimBatch(ctx, []driver.ClaimRequest{claimReq("new-a", time.Minute), claimReq("new-b", time.Minute)})
 	require.NoError(t, errors.Join(errs...))
 	require.Equal(t, []byte("a"), replies[0].Result)
 	require.Equal(t, []byte("b"), replies[1].Result)
@@ -403,7 +404,7 @@ func TestBatchesDoNotDeadlock(t *testing.T) {
 	for w := range 8 {
 		wg.Go(func() {
 			for round := range 5 {
-				reqs := make([]core.ClaimRequest, 0, 10)
+				reqs := make([]driver.ClaimRequest, 0, 10)
 				for j := range 10 {
 					k := (round*10 + j) % keys
 					if w%2 == 1 {
@@ -415,7 +416,7 @@ func TestBatchesDoNotDeadlock(t *testing.T) {
 				mu.Lock()
 				for i := range reqs {
 					require.NoError(t, errs[i])
-					if replies[i].State == core.StateClaimed {
+					if replies[i].State == driver.StateClaimed {
 						claimed[reqs[i].Key]++
 					}
 				}
@@ -440,7 +441,7 @@ func TestLiveRowsAnswerWithoutLocks(t *testing.T) {
 	done := claimReq("done", time.Minute)
 	_, err := s.Claim(ctx, done)
 	require.NoError(t, err)
-	require.NoError(t, s.Complete(ctx, core.CompleteRequest{Key: "done", Token: done.Token, Retention: time.Hour}))
+	require.NoError(t, s.Complete(ctx, driver.CompleteRequest{Key: "done", Token: done.Token, Retention: time.Hour}))
 	_, err = s.Claim(ctx, claimReq("running", time.Minute))
 	require.NoError(t, err)
 
@@ -454,14 +455,14 @@ func TestLiveRowsAnswerWithoutLocks(t *testing.T) {
 	defer cancel()
 	r, err := s.Claim(qctx, claimReq("done", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateDone, r.State)
+	require.Equal(t, driver.StateDone, r.State)
 	r, err = s.Claim(qctx, claimReq("running", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateRunning, r.State)
-	replies, errs := s.ClaimBatch(qctx, []core.ClaimRequest{claimReq("done", time.Minute), claimReq("running", time.Minute)})
+	require.Equal(t, driver.StateRunning, r.State)
+	replies, errs := s.ClaimBatch(qctx, []driver.ClaimRequest{claimReq("done", time.Minute), claimReq("running", time.Minute)})
 	require.NoError(t, errors.Join(errs...))
-	require.Equal(t, core.StateDone, replies[0].State)
-	require.Equal(t, core.StateRunning, replies[1].State)
+	require.Equal(t, driver.StateDone, replies[0].State)
+	require.Equal(t, driver.StateRunning, replies[1].State)
 
 	var xid *int64
 	tx, err := pool.Begin(qctx)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/pgstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -241,17 +242,17 @@ func TestDoTxAndLeasedClaimsShareKeys(t *testing.T) {
 	stored, err := s.StoredKey("a")
 	require.NoError(t, err)
 	require.Equal(t, keyA, stored)
-	held := core.ClaimRequest{Key: keyA, Token: core.NewToken(), Lease: time.Minute}
+	held := driver.ClaimRequest{Key: keyA, Token: driver.NewToken(), Lease: time.Minute}
 	r, err := s.Claim(ctx, held)
 	require.NoError(t, err)
-	require.Equal(t, core.StateClaimed, r.State)
+	require.Equal(t, driver.StateClaimed, r.State)
 	out, err := s.DoInTx(ctx, "a", insertEffect("a"))
 	require.ErrorIs(t, err, core.ErrRunning)
 	require.Equal(t, core.Running, out)
 	after, _ := core.RetryAfter(err)
 	require.InDelta(t, time.Minute, after, float64(5*time.Second))
 
-	require.NoError(t, s.Complete(ctx, core.CompleteRequest{Key: keyA, Token: held.Token, Retention: time.Hour}))
+	require.NoError(t, s.Complete(ctx, driver.CompleteRequest{Key: keyA, Token: held.Token, Retention: time.Hour}))
 	out, err = s.DoInTx(ctx, "a", insertEffect("a"))
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out)
@@ -259,7 +260,7 @@ func TestDoTxAndLeasedClaimsShareKeys(t *testing.T) {
 	// An expired leased claim is free for the transactional copy.
 	keyB, err := g.StoredKey("b")
 	require.NoError(t, err)
-	_, err = s.Claim(ctx, core.ClaimRequest{Key: keyB, Token: core.NewToken(), Lease: 20 * time.Millisecond})
+	_, err = s.Claim(ctx, driver.ClaimRequest{Key: keyB, Token: driver.NewToken(), Lease: 20 * time.Millisecond})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		out, err := s.DoInTx(ctx, "b", insertEffect("b"))
@@ -316,7 +317,7 @@ func TestDoTxJobConflict(t *testing.T) {
 	// A live leased claim with another fingerprint is a conflict too.
 	held, err := s.StoredKey("held")
 	require.NoError(t, err)
-	_, err = s.Claim(ctx, core.ClaimRequest{Key: held, Token: core.NewToken(), Fingerprint: "fp-a", Lease: time.Minute})
+	_, err = s.Claim(ctx, driver.ClaimRequest{Key: held, Token: driver.NewToken(), Fingerprint: "fp-a", Lease: time.Minute})
 	require.NoError(t, err)
 	out, err = run(core.Job{Key: "held", Fingerprint: "fp-b"})
 	require.ErrorIs(t, err, core.ErrConflict)

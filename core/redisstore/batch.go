@@ -5,20 +5,19 @@ import (
 	"context"
 	"errors"
 
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/jobonce/jobonce/core"
 )
 
 // errUnanswered is the error of a pipelined command that the client left
 // without a reply or an error of its own.
 var errUnanswered = errors.New("jobonce: redisstore: the pipeline ended without answering this request")
 
-// ClaimBatch implements core.BatchStore: one pipelined round trip. Every
+// ClaimBatch implements driver.BatchStore: one pipelined round trip. Every
 // request gets a reply or an error; a request the pipeline did not answer
 // gets an error (wrapping ctx's error once ctx is done), never a zero reply.
-func (s *Store) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) ([]core.ClaimReply, []error) {
-	replies := make([]core.ClaimReply, len(reqs))
+func (s *Store) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) ([]driver.ClaimReply, []error) {
+	replies := make([]driver.ClaimReply, len(reqs))
 	errs := s.pipeline(ctx, claimScript, len(reqs), func(i int) ([]string, []any, error) {
 		args, err := claimArgs(&reqs[i])
 		return []string{reqs[i].Key}, args, err
@@ -33,10 +32,10 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) ([]cor
 	return replies, errs
 }
 
-// CompleteBatch implements core.BatchStore: one pipelined round trip. A nil
+// CompleteBatch implements driver.BatchStore: one pipelined round trip. A nil
 // error means that request's done marker was written; a request the pipeline
 // did not answer gets an error (wrapping ctx's error once ctx is done).
-func (s *Store) CompleteBatch(ctx context.Context, reqs []core.CompleteRequest) []error {
+func (s *Store) CompleteBatch(ctx context.Context, reqs []driver.CompleteRequest) []error {
 	return s.pipeline(ctx, completeScript, len(reqs), func(i int) ([]string, []any, error) {
 		args, err := completeArgs(&reqs[i])
 		return []string{reqs[i].Key}, args, err

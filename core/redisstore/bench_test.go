@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -59,7 +60,7 @@ func BenchmarkClaimCompleteInterleaved(b *testing.B) {
 	var seq atomic.Int64
 	raw := func(ctx context.Context) error {
 		key := prefix + "r" + strconv.FormatInt(seq.Add(1), 36)
-		tok := core.NewToken().String()
+		tok := driver.NewToken().String()
 		if err := client.SetNX(ctx, key, tok, 30*time.Second).Err(); err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/storetest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -91,7 +92,7 @@ func TestCluster(t *testing.T) {
 	require.Eventually(t, func() bool { return client.Ping(context.Background()).Err() == nil }, 10*time.Second, 50*time.Millisecond)
 
 	t.Run("Conformance", func(t *testing.T) {
-		storetest.Run(t, func(t *testing.T) core.Store { return newStore(t, client) })
+		storetest.Run(t, func(t *testing.T) driver.Store { return newStore(t, client) })
 	})
 
 	t.Run("ManyKeysAcrossSlots", func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -25,14 +26,14 @@ func fakeStore(t *testing.T, addr string, retries int) *redisstore.Store {
 	return s
 }
 
-func requests(n int) ([]core.ClaimRequest, []core.CompleteRequest) {
-	claims := make([]core.ClaimRequest, n)
-	completes := make([]core.CompleteRequest, n)
+func requests(n int) ([]driver.ClaimRequest, []driver.CompleteRequest) {
+	claims := make([]driver.ClaimRequest, n)
+	completes := make([]driver.CompleteRequest, n)
 	for i := range n {
-		tok := core.NewToken()
+		tok := driver.NewToken()
 		key := "k" + strings.Repeat("x", i)
-		claims[i] = core.ClaimRequest{Key: key, Token: tok, Lease: time.Minute}
-		completes[i] = core.CompleteRequest{Key: key, Token: tok, Retention: time.Minute}
+		claims[i] = driver.ClaimRequest{Key: key, Token: tok, Lease: time.Minute}
+		completes[i] = driver.CompleteRequest{Key: key, Token: tok, Retention: time.Minute}
 	}
 	return claims, completes
 }
@@ -135,7 +136,7 @@ func TestPartialPipeline(t *testing.T) {
 			if cerrs[i] != nil {
 				require.Zero(t, replies[i].State, "a failed request has no reply")
 			} else {
-				require.Equal(t, core.StateClaimed, replies[i].State)
+				require.Equal(t, driver.StateClaimed, replies[i].State)
 			}
 		}
 	}
@@ -193,18 +194,18 @@ func TestInspectReadsEveryMarker(t *testing.T) {
 	ctx := context.Background()
 	for _, fp := range []string{"", "fp", strings.Repeat("\xff", 255), strings.Repeat("\x00", 256), strings.Repeat("f", 70_000)} {
 		for _, result := range [][]byte{nil, {}, []byte("r")} {
-			key, tok := prefix+"inspect", core.NewToken()
-			_, err := s.Claim(ctx, core.ClaimRequest{Key: key, Token: tok, Fingerprint: fp, Lease: time.Minute})
+			key, tok := prefix+"inspect", driver.NewToken()
+			_, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: tok, Fingerprint: fp, Lease: time.Minute})
 			require.NoError(t, err)
 			rec, err := s.Inspect(ctx, key)
 			require.NoError(t, err)
-			require.Equal(t, core.StateRunning, rec.State)
+			require.Equal(t, driver.StateRunning, rec.State)
 			require.Equal(t, tok, rec.Token)
 			require.True(t, fp == rec.Fingerprint, "fingerprint of %d bytes", len(fp))
-			require.NoError(t, s.Complete(ctx, core.CompleteRequest{Key: key, Token: tok, Fingerprint: fp, Result: result, Retention: time.Minute}))
+			require.NoError(t, s.Complete(ctx, driver.CompleteRequest{Key: key, Token: tok, Fingerprint: fp, Result: result, Retention: time.Minute}))
 			rec, err = s.Inspect(ctx, key)
 			require.NoError(t, err)
-			require.Equal(t, core.StateDone, rec.State)
+			require.Equal(t, driver.StateDone, rec.State)
 			require.True(t, fp == rec.Fingerprint, "fingerprint of %d bytes", len(fp))
 			require.Equal(t, result == nil, rec.Result == nil)
 			require.Equal(t, string(result), string(rec.Result))

@@ -5,17 +5,16 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/jobonce/jobonce/core"
 )
 
 // Record is a stored key's state, as Inspect reads it for operators.
 type Record struct {
 	// State is StateRunning or StateDone; zero when the key is absent.
-	State core.State
+	State driver.State
 	// Token is a running claim's token.
-	Token core.Token
+	Token driver.Token
 	// Fingerprint is the payload fingerprint kept with the claim or marker.
 	Fingerprint string
 	// Result is a done marker's stored result.
@@ -46,7 +45,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (Record, error) {
 		return Record{}, err
 	}
 	rec := Record{State: reply.State, Fingerprint: reply.Fingerprint, Result: reply.Result, TTL: ttl.Val()}
-	if rec.State == core.StateRunning {
+	if rec.State == driver.StateRunning {
 		copy(rec.Token[:], v[1:ownerLen])
 	}
 	return rec, nil

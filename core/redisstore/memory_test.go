@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -36,8 +37,8 @@ func doneMarkerMemory(b *testing.B, fp string) {
 		var keys []string
 		before := usedMemory(b, client)
 		const batch = 1000
-		claims := make([]core.ClaimRequest, batch)
-		completes := make([]core.CompleteRequest, batch)
+		claims := make([]driver.ClaimRequest, batch)
+		completes := make([]driver.CompleteRequest, batch)
 		for n := 0; n < markers; n += batch {
 			for i := range batch {
 				key, err := core.HashedKey("jobonce:", "email:welcome:user-"+run+"-"+strconv.Itoa(n+i))
@@ -45,9 +46,9 @@ func doneMarkerMemory(b *testing.B, fp string) {
 					b.Fatal(err)
 				}
 				keys = append(keys, key)
-				tok := core.NewToken()
-				claims[i] = core.ClaimRequest{Key: key, Token: tok, Fingerprint: fp, Lease: time.Minute}
-				completes[i] = core.CompleteRequest{Key: key, Token: tok, Fingerprint: fp, Retention: time.Hour}
+				tok := driver.NewToken()
+				claims[i] = driver.ClaimRequest{Key: key, Token: tok, Fingerprint: fp, Lease: time.Minute}
+				completes[i] = driver.CompleteRequest{Key: key, Token: tok, Fingerprint: fp, Retention: time.Hour}
 			}
 			if _, errs := store.ClaimBatch(ctx, claims); errs[0] != nil {
 				b.Fatal(errs[0])

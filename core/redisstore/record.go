@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 )
 
 // A key's value is one string, so a done marker costs one small Redis string:
@@ -25,18 +25,18 @@ const (
 	tagDone     = 'D'
 	tagDoneLong = 'L'
 	tagDoneFP   = 'd'
-	ownerLen    = 1 + len(core.Token{})
+	ownerLen    = 1 + len(driver.Token{})
 )
 
 // ownerValue returns the prefix of a running value that identifies its owner.
-func ownerValue(token core.Token) string {
+func ownerValue(token driver.Token) string {
 	var b [ownerLen]byte
 	b[0] = tagRunning
 	copy(b[1:], token[:])
 	return string(b[:])
 }
 
-func runningValue(token core.Token, fingerprint string) string {
+func runningValue(token driver.Token, fingerprint string) string {
 	b := make([]byte, 0, ownerLen+len(fingerprint))
 	b = append(b, tagRunning)
 	b = append(b, token[:]...)
@@ -63,16 +63,16 @@ func doneValue(fingerprint string, result []byte) string {
 }
 
 // parseValue decodes a value read back by the claim script.
-func parseValue(v string, pttl int64) (core.ClaimReply, error) {
+func parseValue(v string, pttl int64) (driver.ClaimReply, error) {
 	switch {
 	case len(v) >= ownerLen && v[0] == tagRunning:
-		return core.ClaimReply{
-			State:       core.StateRunning,
+		return driver.ClaimReply{
+			State:       driver.StateRunning,
 			Fingerprint: v[ownerLen:],
 			Remaining:   fromMillis(pttl),
 		}, nil
 	case len(v) >= 1 && v[0] == tagDoneFP:
-		return core.ClaimReply{State: core.StateDone, Fingerprint: v[1:]}, nil
+		return driver.ClaimReply{State: driver.StateDone, Fingerprint: v[1:]}, nil
 	case len(v) >= 2 && v[0] == tagDone && len(v) >= 2+int(v[1]):
 		return doneReply(v, 2, int(v[1]))
 	case len(v) >= 1 && v[0] == tagDoneLong:
@@ -81,15 +81,15 @@ func parseValue(v string, pttl int64) (core.ClaimReply, error) {
 			return doneReply(v, 1+size, int(n))
 		}
 	}
-	return core.ClaimReply{}, fmt.Errorf("jobonce: key holds a value jobonce did not write (%d bytes); is another program using the key prefix?", len(v))
+	return driver.ClaimReply{}, fmt.Errorf("jobonce: key holds a value jobonce did not write (%d bytes); is another program using the key prefix?", len(v))
 }
 
 // doneReply decodes a done marker with a result: the fingerprint is the n
 // bytes at v[at:], the result is what follows.
-func doneReply(v string, at, n int) (core.ClaimReply, error) {
+func doneReply(v string, at, n int) (driver.ClaimReply, error) {
 	result := make([]byte, len(v)-at-n) // not nil, even when empty
 	copy(result, v[at+n:])
-	return core.ClaimReply{State: core.StateDone, Fingerprint: v[at : at+n], Result: result}, nil
+	return driver.ClaimReply{State: driver.StateDone, Fingerprint: v[at : at+n], Result: result}, nil
 }
 
 // fromMillis converts a TTL in milliseconds to a Duration, saturating at

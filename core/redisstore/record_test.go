@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/stretchr/testify/require"
-
-	"github.com/jobonce/jobonce/core"
 )
 
 func FuzzRecord(f *testing.F) {
@@ -18,11 +17,11 @@ func FuzzRecord(f *testing.F) {
 	f.Add([]byte{1}, strings.Repeat("\xff", 256), []byte{}, false)
 	f.Add([]byte{1}, strings.Repeat("f", 70_000), []byte("r"), false)
 	f.Fuzz(func(t *testing.T, tok []byte, fp string, result []byte, nilResult bool) {
-		var token core.Token
+		var token driver.Token
 		copy(token[:], tok)
 		r, err := parseValue(runningValue(token, fp), 1500)
 		require.NoError(t, err)
-		require.Equal(t, core.ClaimReply{State: core.StateRunning, Fingerprint: fp, Remaining: 1500 * time.Millisecond}, r)
+		require.Equal(t, driver.ClaimReply{State: driver.StateRunning, Fingerprint: fp, Remaining: 1500 * time.Millisecond}, r)
 		require.Equal(t, ownerValue(token), runningValue(token, fp)[:ownerLen])
 
 		if nilResult {
@@ -33,7 +32,7 @@ func FuzzRecord(f *testing.F) {
 		done := doneValue(fp, result)
 		r, err = parseValue(done, 100)
 		require.NoError(t, err)
-		require.Equal(t, core.StateDone, r.State)
+		require.Equal(t, driver.StateDone, r.State)
 		require.Equal(t, fp, r.Fingerprint)
 		require.Equal(t, string(result), string(r.Result))
 		require.Equal(t, result == nil, r.Result == nil, "nil and empty results stay apart")

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 )
 
 var (
@@ -41,14 +42,14 @@ type Config struct {
 	SkipEvictionCheck bool
 }
 
-// Store is a core.Store and core.BatchStore on Redis. It is safe for
+// Store is a driver.Store and driver.BatchStore on Redis. It is safe for
 // concurrent use.
 type Store struct {
 	client redis.UniversalClient
 	logger *slog.Logger
 }
 
-var _ core.BatchStore = (*Store)(nil)
+var _ driver.BatchStore = (*Store)(nil)
 
 // New returns a Store on client, which may be a single-node, Sentinel
 // (failover) or Cluster client. Unless cfg.SkipEvictionCheck is set, it reads
@@ -105,7 +106,7 @@ func millis(field string, d time.Duration) (int64, error) {
 	return ms, nil
 }
 
-func claimArgs(req *core.ClaimRequest) ([]any, error) {
+func claimArgs(req *driver.ClaimRequest) ([]any, error) {
 	lease, err := millis("ClaimRequest.Lease", req.Lease)
 	if err != nil {
 		return nil, err
@@ -113,24 +114,24 @@ func claimArgs(req *core.ClaimRequest) ([]any, error) {
 	return []any{runningValue(req.Token, req.Fingerprint), lease}, nil
 }
 
-// Claim implements core.Store in one round trip.
-func (s *Store) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, error) {
+// Claim implements driver.Store in one round trip.
+func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
 	args, err := claimArgs(&req)
 	if err != nil {
-		return core.ClaimReply{}, err
+		return driver.ClaimReply{}, err
 	}
 	v, err := claimScript.Run(ctx, s.client, []string{req.Key}, args...).Result()
 	if err != nil {
-		return core.ClaimReply{}, cancelled(ctx, err)
+		return driver.ClaimReply{}, cancelled(ctx, err)
 	}
 	return claimReply(v)
 }
 
-func claimReply(v any) (core.ClaimReply, error) {
+func claimReply(v any) (driver.ClaimReply, error) {
 	switch v := v.(type) {
 	case int64:
 		if v == 1 {
-			return core.ClaimReply{State: core.StateClaimed}, nil
+			return driver.ClaimReply{State: driver.StateClaimed}, nil
 		}
 	case []any:
 		if len(v) == 2 {
@@ -141,11 +142,11 @@ func claimReply(v any) (core.ClaimReply, error) {
 			}
 		}
 	}
-	return core.ClaimReply{}, fmt.Errorf("jobonce: unexpected claim reply %T", v)
+	return driver.ClaimReply{}, fmt.Errorf("jobonce: unexpected claim reply %T", v)
 }
 
-// Extend implements core.Store.
-func (s *Store) Extend(ctx context.Context, key string, token core.Token, lease time.Duration) error {
+// Extend implements driver.Store.
+func (s *Store) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) error {
 	ms, err := millis("Extend lease", lease)
 	if err != nil {
 		return err
@@ -153,8 +154,8 @@ func (s *Store) Extend(ctx context.Context, key string, token core.Token, lease 
 	return tokenChecked(ctx, extendScript.Run(ctx, s.client, []string{key}, ownerValue(token), ms))
 }
 
-// Complete implements core.Store.
-func (s *Store) Complete(ctx context.Context, req core.CompleteRequest) error {
+// Complete implements driver.Store.
+func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	args, err := completeArgs(&req)
 	if err != nil {
 		return err
@@ -162,7 +163,7 @@ func (s *Store) Complete(ctx context.Context, req core.CompleteRequest) error {
 	return tokenChecked(ctx, completeScript.Run(ctx, s.client, []string{req.Key}, args...))
 }
 
-func completeArgs(req *core.CompleteRequest) ([]any, error) {
+func completeArgs(req *driver.CompleteRequest) ([]any, error) {
 	retention, err := millis("CompleteRequest.Retention", req.Retention)
 	if err != nil {
 		return nil, err
@@ -170,8 +171,8 @@ func completeArgs(req *core.CompleteRequest) ([]any, error) {
 	return []any{ownerValue(req.Token), doneValue(req.Fingerprint, req.Result), retention}, nil
 }
 
-// Release implements core.Store.
-func (s *Store) Release(ctx context.Context, key string, token core.Token) error {
+// Release implements driver.Store.
+func (s *Store) Release(ctx context.Context, key string, token driver.Token) error {
 	return tokenChecked(ctx, releaseScript.Run(ctx, s.client, []string{key}, ownerValue(token)))
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/core/storetest"
 	"github.com/jobonce/jobonce/internal/testenv"
@@ -29,7 +30,7 @@ func newStore(t testing.TB, client redis.UniversalClient) *redisstore.Store {
 
 func TestConformance(t *testing.T) {
 	client := testenv.Redis(t, "jobonce-storetest:")
-	storetest.Run(t, func(t *testing.T) core.Store { return newStore(t, client) })
+	storetest.Run(t, func(t *testing.T) driver.Store { return newStore(t, client) })
 }
 
 func TestDeadConnectionLosesLeaseAndLaterCopyRuns(t *testing.T) {

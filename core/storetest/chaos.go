@@ -15,15 +15,16 @@ import (
 	"time"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 )
 
 // ChaosOptions configures RunChaos.
 type ChaosOptions struct {
 	// Store is the store under test. RunChaos wraps it in a Chaos store.
-	Store core.Store
+	Store driver.Store
 	// Verify holds the same data as Store, reached without faults or outages,
 	// for the checks after each run. Defaults to Store.
-	Verify core.Store
+	Verify driver.Store
 	// KeyPrefix starts every key the runs write; each run adds a part of its
 	// own. Defaults to "jobonce-chaos:".
 	KeyPrefix string

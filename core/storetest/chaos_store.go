@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 )
 
 // StorePanic is the value a Chaos store panics with.
@@ -61,15 +62,15 @@ func (o op) String() string { return opNames[o] }
 // requests and replies, calls that hang until their context ends, calls
 // that ignore their context for up to twice the store timeout (a dead
 // connection), panics, and errors on some entries of a batch. It always
-// implements core.BatchStore, passing batches to the wrapped store's own
+// implements driver.BatchStore, passing batches to the wrapped store's own
 // batch calls when it has them and looping over single calls otherwise, so
 // a Guard's group commit runs on every store.
 //
 // Extend never panics: the Guard extends leases from a timer goroutine,
 // where a panic would end the process.
 type Chaos struct {
-	inner   core.Store
-	batch   core.BatchStore
+	inner   driver.Store
+	batch   driver.BatchStore
 	timeout time.Duration
 	rate    float64
 
@@ -79,14 +80,14 @@ type Chaos struct {
 	log    *storeLog
 }
 
-var _ core.BatchStore = (*Chaos)(nil)
+var _ driver.BatchStore = (*Chaos)(nil)
 
 // NewChaos wraps inner. storeTimeout is the Guard's StoreTimeout: delays are
 // drawn below it, dead connections last up to twice it, and a call whose
 // context never ends hangs for it at most. It starts calm.
-func NewChaos(inner core.Store, seed uint64, storeTimeout time.Duration) *Chaos {
+func NewChaos(inner driver.Store, seed uint64, storeTimeout time.Duration) *Chaos {
 	c := &Chaos{inner: inner, timeout: storeTimeout, rate: 0.3, rng: rand.New(rand.NewPCG(seed, 0x636861)), log: newStoreLog()}
-	c.batch, _ = inner.(core.BatchStore)
+	c.batch, _ = inner.(driver.BatchStore)
 	return c
 }
 
@@ -208,8 +209,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Claim implements core.Store.
-func (c *Chaos) Claim(ctx context.Context, req core.ClaimRequest) (reply core.ClaimReply, err error) {
+// Claim implements driver.Store.
+func (c *Chaos) Claim(ctx context.Context, req driver.ClaimRequest) (reply driver.ClaimReply, err error) {
 	f, d := c.pick(false, true)
 	ev := c.log.begin(ctx, opClaim, f, req.Key, req.Token)
 	defer func() { ev.end(reply.State, err) }()
@@ -219,13 +220,13 @@ func (c *Chaos) Claim(ctx context.Context, req core.ClaimRequest) (reply core.Cl
 		c.log.granted(ev, sent, reply.State, err)
 	})
 	if ierr != nil {
-		return core.ClaimReply{}, ierr
+		return driver.ClaimReply{}, ierr
 	}
 	return reply, err
 }
 
-// Extend implements core.Store.
-func (c *Chaos) Extend(ctx context.Context, key string, token core.Token, lease time.Duration) (err error) {
+// Extend implements driver.Store.
+func (c *Chaos) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) (err error) {
 	f, d := c.pick(false, false)
 	ev := c.log.begin(ctx, opExtend, f, key, token)
 	defer func() { ev.end(0, err) }()
@@ -239,8 +240,8 @@ func (c *Chaos) Extend(ctx context.Context, key string, token core.Token, lease 
 	return cmpErr(ierr, err)
 }
 
-// Complete implements core.Store.
-func (c *Chaos) Complete(ctx context.Context, req core.CompleteRequest) (err error) {
+// Complete implements driver.Store.
+func (c *Chaos) Complete(ctx context.Context, req driver.CompleteRequest) (err error) {
 	f, d := c.pick(false, true)
 	ev := c.log.begin(ctx, opComplete, f, req.Key, req.Token)
 	defer func() { ev.end(0, err) }()
@@ -250,8 +251,8 @@ func (c *Chaos) Complete(ctx context.Context, req core.CompleteRequest) (err err
 	return cmpErr(ierr, err)
 }
 
-// Release implements core.Store.
-func (c *Chaos) Release(ctx context.Context, key string, token core.Token) (err error) {
+// Release implements driver.Store.
+func (c *Chaos) Release(ctx context.Context, key string, token driver.Token) (err error) {
 	f, d := c.pick(false, true)
 	ev := c.log.begin(ctx, opRelease, f, key, token)
 	defer func() { ev.end(0, err) }()
@@ -268,31 +269,31 @@ func cmpErr(injected, own error) error {
 	return own
 }
 
-// ClaimBatch implements core.BatchStore.
-func (c *Chaos) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) (replies []core.ClaimReply, errs []error) {
+// ClaimBatch implements driver.BatchStore.
+func (c *Chaos) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) (replies []driver.ClaimReply, errs []error) {
 	f, d := c.pick(true, true)
 	evs := make([]*storeEvent, len(reqs))
 	for i, r := range reqs {
 		evs[i] = c.log.begin(ctx, opClaimBatch, f, r.Key, r.Token)
 	}
-	replies, errs = make([]core.ClaimReply, len(reqs)), make([]error, len(reqs))
+	replies, errs = make([]driver.ClaimReply, len(reqs)), make([]error, len(reqs))
 	defer func() {
 		for i, ev := range evs {
 			ev.end(replies[i].State, errs[i])
 		}
 	}()
 	all := func(ctx context.Context, idx []int) {
-		sub := make([]core.ClaimRequest, len(idx))
+		sub := make([]driver.ClaimRequest, len(idx))
 		for j, i := range idx {
 			sub[j] = reqs[i]
 		}
-		var rs []core.ClaimReply
+		var rs []driver.ClaimReply
 		var es []error
 		sent := time.Now()
 		if c.batch != nil {
 			rs, es = c.batch.ClaimBatch(ctx, sub)
 		} else {
-			rs, es = make([]core.ClaimReply, len(sub)), make([]error, len(sub))
+			rs, es = make([]driver.ClaimReply, len(sub)), make([]error, len(sub))
 			for j, r := range sub {
 				rs[j], es[j] = c.inner.Claim(ctx, r)
 			}
@@ -309,20 +310,20 @@ func (c *Chaos) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) (repli
 		}
 		c.markPartial(evs, failed)
 		for _, i := range failed {
-			replies[i], errs[i] = core.ClaimReply{}, fmt.Errorf("%w: %s entry %d failed", ErrInjected, opClaimBatch, i)
+			replies[i], errs[i] = driver.ClaimReply{}, fmt.Errorf("%w: %s entry %d failed", ErrInjected, opClaimBatch, i)
 		}
 		return replies, errs
 	}
 	if ierr := c.inject(ctx, opClaimBatch, f, d, func(ctx context.Context) { all(ctx, seq(len(reqs))) }); ierr != nil {
 		for i := range reqs {
-			replies[i], errs[i] = core.ClaimReply{}, ierr
+			replies[i], errs[i] = driver.ClaimReply{}, ierr
 		}
 	}
 	return replies, errs
 }
 
-// CompleteBatch implements core.BatchStore.
-func (c *Chaos) CompleteBatch(ctx context.Context, reqs []core.CompleteRequest) (errs []error) {
+// CompleteBatch implements driver.BatchStore.
+func (c *Chaos) CompleteBatch(ctx context.Context, reqs []driver.CompleteRequest) (errs []error) {
 	f, d := c.pick(true, true)
 	evs := make([]*storeEvent, len(reqs))
 	for i, r := range reqs {
@@ -335,7 +336,7 @@ func (c *Chaos) CompleteBatch(ctx context.Context, reqs []core.CompleteRequest) 
 		}
 	}()
 	all := func(ctx context.Context, idx []int) {
-		sub := make([]core.CompleteRequest, len(idx))
+		sub := make([]driver.CompleteRequest, len(idx))
 		for j, i := range idx {
 			sub[j] = reqs[i]
 		}
@@ -422,14 +423,14 @@ type storeLog struct {
 type keyLog struct {
 	events []*storeEvent
 	grants []grant // claims the store granted, in order
-	covers map[core.Token]time.Time
+	covers map[driver.Token]time.Time
 }
 
 // grant is a claim the wrapped store granted. The store ran it between
 // sent and ran, so it holds it until a lease after some moment in between,
 // unless extended.
 type grant struct {
-	token core.Token
+	token driver.Token
 	sent  time.Time
 	ran   time.Time
 	call  *chaosCall // the call whose context the claim was sent with
@@ -441,12 +442,12 @@ type storeEvent struct {
 	op    op
 	fault fault
 	key   string
-	token core.Token
+	token driver.Token
 	start time.Time
 
 	// set by end, under log.mu
 	stop  time.Time
-	state core.State
+	state driver.State
 	err   error
 }
 
@@ -455,13 +456,13 @@ func newStoreLog() *storeLog { return &storeLog{keys: make(map[string]*keyLog)} 
 func (l *storeLog) key(k string) *keyLog {
 	kl := l.keys[k]
 	if kl == nil {
-		kl = &keyLog{covers: make(map[core.Token]time.Time)}
+		kl = &keyLog{covers: make(map[driver.Token]time.Time)}
 		l.keys[k] = kl
 	}
 	return kl
 }
 
-func (l *storeLog) begin(ctx context.Context, o op, f fault, key string, token core.Token) *storeEvent {
+func (l *storeLog) begin(ctx context.Context, o op, f fault, key string, token driver.Token) *storeEvent {
 	ev := &storeEvent{log: l, call: callOf(ctx), op: o, fault: f, key: key, token: token, start: time.Now()}
 	l.mu.Lock()
 	kl := l.key(key)
@@ -470,7 +471,7 @@ func (l *storeLog) begin(ctx context.Context, o op, f fault, key string, token c
 	return ev
 }
 
-func (ev *storeEvent) end(state core.State, err error) {
+func (ev *storeEvent) end(state driver.State, err error) {
 	now := time.Now()
 	ev.log.mu.Lock()
 	ev.stop, ev.state, ev.err = now, state, err
@@ -483,8 +484,8 @@ func (ev *storeEvent) end(state core.State, err error) {
 	}
 }
 
-func (l *storeLog) granted(ev *storeEvent, sent time.Time, state core.State, err error) {
-	if err != nil || state != core.StateClaimed {
+func (l *storeLog) granted(ev *storeEvent, sent time.Time, state driver.State, err error) {
+	if err != nil || state != driver.StateClaimed {
 		return
 	}
 	key, token := ev.key, ev.token
@@ -496,7 +497,7 @@ func (l *storeLog) granted(ev *storeEvent, sent time.Time, state core.State, err
 	l.mu.Unlock()
 }
 
-func (l *storeLog) extended(key string, token core.Token, sent time.Time) {
+func (l *storeLog) extended(key string, token driver.Token, sent time.Time) {
 	l.mu.Lock()
 	kl := l.key(key)
 	if sent.After(kl.covers[token]) {

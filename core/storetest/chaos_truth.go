@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 )
 
 // truth is what really happened during a run, kept outside the store.
@@ -282,7 +283,7 @@ func (t *truth) grantOf(kl *keyLog, a *runRec) (grant, bool) {
 }
 
 // finishedBefore reports whether a claim was released or completed before t.
-func (t *truth) finishedBefore(kl *keyLog, token core.Token, at time.Time) bool {
+func (t *truth) finishedBefore(kl *keyLog, token driver.Token, at time.Time) bool {
 	for _, ev := range kl.events {
 		if ev.token == token && (ev.op == opRelease || ev.op == opComplete || ev.op == opCompleteBatch) && ev.start.Before(at) {
 			return true
@@ -294,7 +295,7 @@ func (t *truth) finishedBefore(kl *keyLog, token core.Token, at time.Time) bool 
 // lapsedBeforeStart reports whether every claim that may have been b's
 // (granted on its key during its claim, other than other's) had run out
 // before b's job started.
-func (t *truth) lapsedBeforeStart(kl *keyLog, b *runRec, other core.Token) bool {
+func (t *truth) lapsedBeforeStart(kl *keyLog, b *runRec, other driver.Token) bool {
 	found := false
 	for _, g := range kl.grants {
 		if g.token == other || g.sent.Before(b.call.start) || g.ran.After(b.start) || t.finishedBefore(kl, g.token, b.start) {
@@ -418,7 +419,7 @@ func (t *truth) lapseLocked(a *runRec, at time.Time, what string) {
 
 // tokenEvents lists the store calls made for one claim, with the store
 // log's lock held.
-func (t *truth) tokenEvents(kl *keyLog, token core.Token) string {
+func (t *truth) tokenEvents(kl *keyLog, token driver.Token) string {
 	var evs []string
 	for _, ev := range kl.events {
 		if ev.token == token {

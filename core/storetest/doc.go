@@ -1,14 +1,14 @@
-// Package storetest is the conformance suite every core.Store must pass.
+// Package storetest is the conformance suite every driver.Store must pass.
 // Run it from a store's tests with a function that returns a fresh store:
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) core.Store { return mystore.New(...) })
+//		storetest.Run(t, func(t *testing.T) driver.Store { return mystore.New(...) })
 //	}
 //
 // The suite covers the Store contract (claim, race, expiry takeover, token
 // safety, extend, complete, release, retention, fingerprints, results, batch
 // operations, bad input) and the Guard's behaviour on top of the store.
-// Beyond what core.Store's documentation says, it holds every store to these
+// Beyond what driver.Store's documentation says, it holds every store to these
 // rules:
 //
 //   - keys, fingerprints and results are byte strings of any length (a store

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 )
 
 // ErrInjected is the error a Faulty store returns while it is down.
@@ -15,14 +15,14 @@ var ErrInjected = errors.New("storetest: injected store failure")
 // Faulty wraps a real store and fails chosen operations on demand, to test
 // what a Guard does when its store stops answering.
 type Faulty struct {
-	core.Store
+	driver.Store
 	claimDown  atomic.Bool
 	extendDown atomic.Bool
 	finishDown atomic.Bool
 }
 
 // NewFaulty wraps s.
-func NewFaulty(s core.Store) *Faulty { return &Faulty{Store: s} }
+func NewFaulty(s driver.Store) *Faulty { return &Faulty{Store: s} }
 
 // SetDown makes every operation fail (true) or pass through (false).
 func (f *Faulty) SetDown(down bool) {
@@ -37,32 +37,32 @@ func (f *Faulty) SetExtendDown(down bool) { f.extendDown.Store(down) }
 // SetFinishDown makes Complete and Release fail.
 func (f *Faulty) SetFinishDown(down bool) { f.finishDown.Store(down) }
 
-// Claim implements core.Store.
-func (f *Faulty) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, error) {
+// Claim implements driver.Store.
+func (f *Faulty) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
 	if f.claimDown.Load() {
-		return core.ClaimReply{}, ErrInjected
+		return driver.ClaimReply{}, ErrInjected
 	}
 	return f.Store.Claim(ctx, req)
 }
 
-// Extend implements core.Store.
-func (f *Faulty) Extend(ctx context.Context, key string, token core.Token, lease time.Duration) error {
+// Extend implements driver.Store.
+func (f *Faulty) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) error {
 	if f.extendDown.Load() {
 		return ErrInjected
 	}
 	return f.Store.Extend(ctx, key, token, lease)
 }
 
-// Complete implements core.Store.
-func (f *Faulty) Complete(ctx context.Context, req core.CompleteRequest) error {
+// Complete implements driver.Store.
+func (f *Faulty) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	if f.finishDown.Load() {
 		return ErrInjected
 	}
 	return f.Store.Complete(ctx, req)
 }
 
-// Release implements core.Store.
-func (f *Faulty) Release(ctx context.Context, key string, token core.Token) error {
+// Release implements driver.Store.
+func (f *Faulty) Release(ctx context.Context, key string, token driver.Token) error {
 	if f.finishDown.Load() {
 		return ErrInjected
 	}

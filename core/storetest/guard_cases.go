@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 )
 
 // RunGuard runs the Guard's behavioural cases on top of the store.
@@ -50,7 +51,7 @@ func RunGuard(t *testing.T, newStore NewStore) {
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func (s *suite) guard(store core.Store, cfg core.Config) *core.Guard {
+func (s *suite) guard(store driver.Store, cfg core.Config) *core.Guard {
 	s.t.Helper()
 	cfg.KeyPrefix = s.prefix
 	if cfg.Logger == nil {

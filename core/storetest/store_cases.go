@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 )
 
 // RunStore runs the Store contract cases.
@@ -52,13 +53,13 @@ func RunStore(t *testing.T, newStore NewStore) {
 
 func claimThenRunning(t *testing.T, s *suite) {
 	ctx, key := ctx(t), s.key("k")
-	r, err := s.store.Claim(ctx, claimReq(key, core.NewToken(), "fp1", time.Minute))
+	r, err := s.store.Claim(ctx, claimReq(key, driver.NewToken(), "fp1", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateClaimed, r.State)
+	require.Equal(t, driver.StateClaimed, r.State)
 
-	r, err = s.store.Claim(ctx, claimReq(key, core.NewToken(), "fp2", time.Minute))
+	r, err = s.store.Claim(ctx, claimReq(key, driver.NewToken(), "fp2", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateRunning, r.State)
+	require.Equal(t, driver.StateRunning, r.State)
 	require.Equal(t, "fp1", r.Fingerprint, "a running claim reports the holder's fingerprint")
 	require.Greater(t, r.Remaining, 50*time.Second)
 	require.LessOrEqual(t, r.Remaining, time.Minute)
@@ -68,14 +69,14 @@ func raceOneWinner(t *testing.T, s *suite) {
 	ctx, key := ctx(t), s.key("race")
 	const n = 64
 	var wg sync.WaitGroup
-	states := make([]core.State, n)
+	states := make([]driver.State, n)
 	errs := make([]error, n)
 	start := make(chan struct{})
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			var r core.ClaimReply
-			r, errs[i] = s.store.Claim(ctx, claimReq(key, core.NewToken(), "", time.Minute))
+			var r driver.ClaimReply
+			r, errs[i] = s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", time.Minute))
 			states[i] = r.State
 		})
 	}
@@ -84,10 +85,10 @@ func raceOneWinner(t *testing.T, s *suite) {
 	won := 0
 	for i := range n {
 		require.NoError(t, errs[i])
-		if states[i] == core.StateClaimed {
+		if states[i] == driver.StateClaimed {
 			won++
 		} else {
-			require.Equal(t, core.StateRunning, states[i])
+			require.Equal(t, driver.StateRunning, states[i])
 		}
 	}
 	require.Equal(t, 1, won, "exactly one of %d racing claims wins", n)
@@ -95,45 +96,45 @@ func raceOneWinner(t *testing.T, s *suite) {
 
 func expiredClaimTakenOver(t *testing.T, s *suite) {
 	ctx, key := ctx(t), s.key("expire")
-	_, err := s.store.Claim(ctx, claimReq(key, core.NewToken(), "", 50*time.Millisecond))
+	_, err := s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", 50*time.Millisecond))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		r, err := s.store.Claim(ctx, claimReq(key, core.NewToken(), "", time.Minute))
+		r, err := s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", time.Minute))
 		require.NoError(t, err)
-		return r.State == core.StateClaimed
+		return r.State == driver.StateClaimed
 	}, 10*time.Second, 20*time.Millisecond, "an expired claim can be taken over")
 }
 
 func tokenSafety(t *testing.T, s *suite) {
 	ctx, key := ctx(t), s.key("token")
-	old, owner := core.NewToken(), core.NewToken()
+	old, owner := driver.NewToken(), driver.NewToken()
 	_, err := s.store.Claim(ctx, claimReq(key, old, "", 50*time.Millisecond))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		r, err := s.store.Claim(ctx, claimReq(key, owner, "", time.Minute))
 		require.NoError(t, err)
-		return r.State == core.StateClaimed
+		return r.State == driver.StateClaimed
 	}, 10*time.Second, 20*time.Millisecond)
 
 	require.ErrorIs(t, s.store.Extend(ctx, key, old, time.Minute), core.ErrLeaseLost)
 	require.ErrorIs(t, s.store.Release(ctx, key, old), core.ErrLeaseLost)
-	require.ErrorIs(t, s.store.Complete(ctx, core.CompleteRequest{Key: key, Token: old, Retention: time.Minute}), core.ErrLeaseLost)
+	require.ErrorIs(t, s.store.Complete(ctx, driver.CompleteRequest{Key: key, Token: old, Retention: time.Minute}), core.ErrLeaseLost)
 
-	r, err := s.store.Claim(ctx, claimReq(key, core.NewToken(), "", time.Minute))
+	r, err := s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateRunning, r.State, "the old owner touched the new owner's claim")
+	require.Equal(t, driver.StateRunning, r.State, "the old owner touched the new owner's claim")
 	require.NoError(t, s.store.Release(ctx, key, owner))
 }
 
 func extend(t *testing.T, s *suite) {
 	ctx, key := ctx(t), s.key("extend")
-	tok := core.NewToken()
+	tok := driver.NewToken()
 	_, err := s.store.Claim(ctx, claimReq(key, tok, "", time.Second))
 	require.NoError(t, err)
 	require.NoError(t, s.store.Extend(ctx, key, tok, time.Minute))
-	r, err := s.store.Claim(ctx, claimReq(key, core.NewToken(), "", time.Minute))
+	r, err := s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateRunning, r.State)
+	require.Equal(t, driver.StateRunning, r.State)
 	require.Greater(t, r.Remaining, 50*time.Second, "Extend renewed the lease")
 
 	require.ErrorIs(t, s.store.Extend(ctx, s.key("absent"), tok, time.Minute), core.ErrLeaseLost)
@@ -141,68 +142,68 @@ func extend(t *testing.T, s *suite) {
 
 func completeKeepsResult(t *testing.T, s *suite) {
 	ctx, key := ctx(t), s.key("result")
-	tok := core.NewToken()
+	tok := driver.NewToken()
 	_, err := s.store.Claim(ctx, claimReq(key, tok, "fp", time.Minute))
 	require.NoError(t, err)
-	require.NoError(t, s.store.Complete(ctx, core.CompleteRequest{Key: key, Token: tok, Fingerprint: "fp", Result: []byte("42"), Retention: time.Minute}))
-	r, err := s.store.Claim(ctx, claimReq(key, core.NewToken(), "fp", time.Minute))
+	require.NoError(t, s.store.Complete(ctx, driver.CompleteRequest{Key: key, Token: tok, Fingerprint: "fp", Result: []byte("42"), Retention: time.Minute}))
+	r, err := s.store.Claim(ctx, claimReq(key, driver.NewToken(), "fp", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateDone, r.State)
+	require.Equal(t, driver.StateDone, r.State)
 	require.Equal(t, "fp", r.Fingerprint)
 	require.Equal(t, []byte("42"), r.Result)
 
-	key2, tok2 := s.key("noresult"), core.NewToken()
+	key2, tok2 := s.key("noresult"), driver.NewToken()
 	_, err = s.store.Claim(ctx, claimReq(key2, tok2, "", time.Minute))
 	require.NoError(t, err)
-	require.NoError(t, s.store.Complete(ctx, core.CompleteRequest{Key: key2, Token: tok2, Retention: time.Minute}))
-	r, err = s.store.Claim(ctx, claimReq(key2, core.NewToken(), "", time.Minute))
+	require.NoError(t, s.store.Complete(ctx, driver.CompleteRequest{Key: key2, Token: tok2, Retention: time.Minute}))
+	r, err = s.store.Claim(ctx, claimReq(key2, driver.NewToken(), "", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateDone, r.State)
+	require.Equal(t, driver.StateDone, r.State)
 	require.Empty(t, r.Result)
 	require.Empty(t, r.Fingerprint)
 }
 
 func completeOnlyOnce(t *testing.T, s *suite) {
 	ctx, key := ctx(t), s.key("once")
-	tok := core.NewToken()
+	tok := driver.NewToken()
 	_, err := s.store.Claim(ctx, claimReq(key, tok, "", time.Minute))
 	require.NoError(t, err)
-	req := core.CompleteRequest{Key: key, Token: tok, Retention: time.Minute}
+	req := driver.CompleteRequest{Key: key, Token: tok, Retention: time.Minute}
 	require.NoError(t, s.store.Complete(ctx, req))
 	require.ErrorIs(t, s.store.Complete(ctx, req), core.ErrLeaseLost, "a done marker is not a claim")
 	require.ErrorIs(t, s.store.Extend(ctx, key, tok, time.Minute), core.ErrLeaseLost)
 	require.ErrorIs(t, s.store.Release(ctx, key, tok), core.ErrLeaseLost, "release never deletes a done marker")
-	r, err := s.store.Claim(ctx, claimReq(key, core.NewToken(), "", time.Minute))
+	r, err := s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateDone, r.State)
+	require.Equal(t, driver.StateDone, r.State)
 }
 
 func releaseFreesKey(t *testing.T, s *suite) {
 	ctx, key := ctx(t), s.key("release")
-	tok := core.NewToken()
+	tok := driver.NewToken()
 	_, err := s.store.Claim(ctx, claimReq(key, tok, "", time.Minute))
 	require.NoError(t, err)
-	require.ErrorIs(t, s.store.Release(ctx, key, core.NewToken()), core.ErrLeaseLost, "a stranger cannot release")
+	require.ErrorIs(t, s.store.Release(ctx, key, driver.NewToken()), core.ErrLeaseLost, "a stranger cannot release")
 	require.NoError(t, s.store.Release(ctx, key, tok))
 	require.ErrorIs(t, s.store.Release(ctx, key, tok), core.ErrLeaseLost)
-	r, err := s.store.Claim(ctx, claimReq(key, core.NewToken(), "", time.Minute))
+	r, err := s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateClaimed, r.State)
+	require.Equal(t, driver.StateClaimed, r.State)
 }
 
 func retentionExpires(t *testing.T, s *suite) {
 	ctx, key := ctx(t), s.key("retention")
-	tok := core.NewToken()
+	tok := driver.NewToken()
 	_, err := s.store.Claim(ctx, claimReq(key, tok, "", time.Minute))
 	require.NoError(t, err)
-	require.NoError(t, s.store.Complete(ctx, core.CompleteRequest{Key: key, Token: tok, Retention: 100 * time.Millisecond}))
-	r, err := s.store.Claim(ctx, claimReq(key, core.NewToken(), "", time.Minute))
+	require.NoError(t, s.store.Complete(ctx, driver.CompleteRequest{Key: key, Token: tok, Retention: 100 * time.Millisecond}))
+	r, err := s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateDone, r.State)
+	require.Equal(t, driver.StateDone, r.State)
 	require.Eventually(t, func() bool {
-		r, err := s.store.Claim(ctx, claimReq(key, core.NewToken(), "", time.Minute))
+		r, err := s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", time.Minute))
 		require.NoError(t, err)
-		return r.State == core.StateClaimed
+		return r.State == driver.StateClaimed
 	}, 10*time.Second, 20*time.Millisecond, "a done marker expires after its retention")
 }
 
@@ -211,18 +212,18 @@ func binaryKeysAndResults(t *testing.T, s *suite) {
 	key := s.key("bin\x00\xff\n é 🚀")
 	result := []byte{0, 1, 2, 255, 'R', 'D', 0}
 	fp := "f\x00p"
-	tok := core.NewToken()
+	tok := driver.NewToken()
 	tok[0], tok[15] = 0, 0xff
 	r, err := s.store.Claim(ctx, claimReq(key, tok, fp, time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateClaimed, r.State)
-	r, err = s.store.Claim(ctx, claimReq(s.key("bin\x00\xff\n é 🚁"), core.NewToken(), "", time.Minute))
+	require.Equal(t, driver.StateClaimed, r.State)
+	r, err = s.store.Claim(ctx, claimReq(s.key("bin\x00\xff\n é 🚁"), driver.NewToken(), "", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateClaimed, r.State, "keys differing in one byte are different keys")
-	require.NoError(t, s.store.Complete(ctx, core.CompleteRequest{Key: key, Token: tok, Fingerprint: fp, Result: result, Retention: time.Minute}))
-	r, err = s.store.Claim(ctx, claimReq(key, core.NewToken(), fp, time.Minute))
+	require.Equal(t, driver.StateClaimed, r.State, "keys differing in one byte are different keys")
+	require.NoError(t, s.store.Complete(ctx, driver.CompleteRequest{Key: key, Token: tok, Fingerprint: fp, Result: result, Retention: time.Minute}))
+	r, err = s.store.Claim(ctx, claimReq(key, driver.NewToken(), fp, time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateDone, r.State)
+	require.Equal(t, driver.StateDone, r.State)
 	require.Equal(t, fp, r.Fingerprint)
 	require.Equal(t, result, r.Result)
 }
@@ -230,21 +231,21 @@ func binaryKeysAndResults(t *testing.T, s *suite) {
 func cancelledContext(t *testing.T, s *suite) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := s.store.Claim(ctx, claimReq(s.key("cancel"), core.NewToken(), "", time.Minute))
+	_, err := s.store.Claim(ctx, claimReq(s.key("cancel"), driver.NewToken(), "", time.Minute))
 	require.Error(t, err)
 	require.True(t, errors.Is(err, context.Canceled), "got %v", err)
 }
 
 func batch(t *testing.T, s *suite) {
-	bs, ok := s.store.(core.BatchStore)
+	bs, ok := s.store.(driver.BatchStore)
 	if !ok {
-		t.Skip("store is not a core.BatchStore")
+		t.Skip("store is not a driver.BatchStore")
 	}
 	ctx := ctx(t)
-	toks := make([]core.Token, 6)
-	reqs := make([]core.ClaimRequest, 6)
+	toks := make([]driver.Token, 6)
+	reqs := make([]driver.ClaimRequest, 6)
 	for i := range reqs {
-		toks[i] = core.NewToken()
+		toks[i] = driver.NewToken()
 		key := s.key("batch-" + string(rune('a'+i%3))) // three keys, each twice
 		reqs[i] = claimReq(key, toks[i], "", time.Minute)
 	}
@@ -254,10 +255,10 @@ func batch(t *testing.T, s *suite) {
 	for i := range 3 {
 		require.NoError(t, errs[i])
 		require.NoError(t, errs[i+3])
-		require.Equal(t, core.StateClaimed, replies[i].State)
-		require.Equal(t, core.StateRunning, replies[i+3].State, "the second claim of a key in one batch finds it running")
+		require.Equal(t, driver.StateClaimed, replies[i].State)
+		require.Equal(t, driver.StateRunning, replies[i+3].State, "the second claim of a key in one batch finds it running")
 	}
-	done := []core.CompleteRequest{
+	done := []driver.CompleteRequest{
 		{Key: reqs[0].Key, Token: toks[0], Result: []byte("a"), Retention: time.Minute},
 		{Key: reqs[1].Key, Token: toks[4], Retention: time.Minute}, // not the holder
 		{Key: reqs[2].Key, Token: toks[2], Retention: time.Minute},
@@ -267,16 +268,16 @@ func batch(t *testing.T, s *suite) {
 	require.NoError(t, errs[0])
 	require.ErrorIs(t, errs[1], core.ErrLeaseLost)
 	require.NoError(t, errs[2])
-	again := make([]core.ClaimRequest, 3)
+	again := make([]driver.ClaimRequest, 3)
 	for i := range again {
-		again[i] = claimReq(reqs[i].Key, core.NewToken(), "", time.Minute)
+		again[i] = claimReq(reqs[i].Key, driver.NewToken(), "", time.Minute)
 	}
 	replies, errs = bs.ClaimBatch(ctx, again)
 	require.Equal(t, []error{nil, nil, nil}, errs)
-	require.Equal(t, core.StateDone, replies[0].State)
+	require.Equal(t, driver.StateDone, replies[0].State)
 	require.Equal(t, []byte("a"), replies[0].Result)
-	require.Equal(t, core.StateRunning, replies[1].State)
-	require.Equal(t, core.StateDone, replies[2].State)
+	require.Equal(t, driver.StateRunning, replies[1].State)
+	require.Equal(t, driver.StateDone, replies[2].State)
 }
 
 // claimSentAgain: a claim request sent again (a client retrying after its
@@ -285,28 +286,28 @@ func batch(t *testing.T, s *suite) {
 // it running.
 func claimSentAgain(t *testing.T, s *suite) {
 	ctx, key := ctx(t), s.key("again")
-	req := claimReq(key, core.NewToken(), "fp", 20*time.Second)
+	req := claimReq(key, driver.NewToken(), "fp", 20*time.Second)
 	r, err := s.store.Claim(ctx, req)
 	require.NoError(t, err)
-	require.Equal(t, core.StateClaimed, r.State)
+	require.Equal(t, driver.StateClaimed, r.State)
 	req.Lease = time.Minute
 	r, err = s.store.Claim(ctx, req)
 	require.NoError(t, err)
-	require.Equal(t, core.StateClaimed, r.State, "the claim's own token holds the key")
-	r, err = s.store.Claim(ctx, claimReq(key, core.NewToken(), "fp", time.Minute))
+	require.Equal(t, driver.StateClaimed, r.State, "the claim's own token holds the key")
+	r, err = s.store.Claim(ctx, claimReq(key, driver.NewToken(), "fp", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateRunning, r.State)
+	require.Equal(t, driver.StateRunning, r.State)
 	require.LessOrEqual(t, r.Remaining, 20*time.Second, "sending a claim again does not renew its lease")
-	if bs, ok := s.store.(core.BatchStore); ok {
-		replies, errs := bs.ClaimBatch(ctx, []core.ClaimRequest{req, req})
+	if bs, ok := s.store.(driver.BatchStore); ok {
+		replies, errs := bs.ClaimBatch(ctx, []driver.ClaimRequest{req, req})
 		require.Equal(t, []error{nil, nil}, errs)
-		require.Equal(t, core.StateClaimed, replies[0].State)
-		require.Equal(t, core.StateClaimed, replies[1].State)
+		require.Equal(t, driver.StateClaimed, replies[0].State)
+		require.Equal(t, driver.StateClaimed, replies[1].State)
 	}
-	require.NoError(t, s.store.Complete(ctx, core.CompleteRequest{Key: key, Token: req.Token, Retention: time.Minute}))
+	require.NoError(t, s.store.Complete(ctx, driver.CompleteRequest{Key: key, Token: req.Token, Retention: time.Minute}))
 	r, err = s.store.Claim(ctx, req)
 	require.NoError(t, err)
-	require.Equal(t, core.StateDone, r.State, "a done marker is not a claim, whoever held it")
+	require.Equal(t, driver.StateDone, r.State, "a done marker is not a claim, whoever held it")
 }
 
 // fingerprints are the payload fingerprints a user can pass: empty, around
@@ -360,18 +361,18 @@ func fingerprintsOfAnyLength(t *testing.T, s *suite) {
 	for fname, fp := range fingerprints() {
 		for rname, result := range results() {
 			what := "fingerprint " + fname + ", result " + rname
-			key, tok := s.key("fp-"+fname+"-"+rname), core.NewToken()
+			key, tok := s.key("fp-"+fname+"-"+rname), driver.NewToken()
 			r, err := s.store.Claim(ctx, claimReq(key, tok, fp, time.Minute))
 			require.NoError(t, err, what)
-			require.Equal(t, core.StateClaimed, r.State, what)
-			r, err = s.store.Claim(ctx, claimReq(key, core.NewToken(), "other", time.Minute))
+			require.Equal(t, driver.StateClaimed, r.State, what)
+			r, err = s.store.Claim(ctx, claimReq(key, driver.NewToken(), "other", time.Minute))
 			require.NoError(t, err, what)
-			require.Equal(t, core.StateRunning, r.State, what)
+			require.Equal(t, driver.StateRunning, r.State, what)
 			require.True(t, fp == r.Fingerprint, "%s: a running claim gave back a fingerprint of %d bytes", what, len(r.Fingerprint))
-			require.NoError(t, s.store.Complete(ctx, core.CompleteRequest{Key: key, Token: tok, Fingerprint: fp, Result: result, Retention: time.Minute}), what)
-			r, err = s.store.Claim(ctx, claimReq(key, core.NewToken(), fp, time.Minute))
+			require.NoError(t, s.store.Complete(ctx, driver.CompleteRequest{Key: key, Token: tok, Fingerprint: fp, Result: result, Retention: time.Minute}), what)
+			r, err = s.store.Claim(ctx, claimReq(key, driver.NewToken(), fp, time.Minute))
 			require.NoError(t, err, what)
-			require.Equal(t, core.StateDone, r.State, what)
+			require.Equal(t, driver.StateDone, r.State, what)
 			require.True(t, fp == r.Fingerprint, "%s: a done marker gave back a fingerprint of %d bytes", what, len(r.Fingerprint))
 			requireResult(t, result, r.Result, what)
 		}
@@ -381,21 +382,21 @@ func fingerprintsOfAnyLength(t *testing.T, s *suite) {
 // batchFingerprintsOfAnyLength is fingerprintsOfAnyLength through ClaimBatch
 // and CompleteBatch, every combination in one batch.
 func batchFingerprintsOfAnyLength(t *testing.T, s *suite) {
-	bs, ok := s.store.(core.BatchStore)
+	bs, ok := s.store.(driver.BatchStore)
 	if !ok {
-		t.Skip("store is not a core.BatchStore")
+		t.Skip("store is not a driver.BatchStore")
 	}
 	ctx := ctx(t)
 	var (
-		claims    []core.ClaimRequest
-		completes []core.CompleteRequest
+		claims    []driver.ClaimRequest
+		completes []driver.CompleteRequest
 		names     []string
 	)
 	for fname, fp := range fingerprints() {
 		for rname, result := range results() {
-			key, tok := s.key("bfp-"+fname+"-"+rname), core.NewToken()
+			key, tok := s.key("bfp-"+fname+"-"+rname), driver.NewToken()
 			claims = append(claims, claimReq(key, tok, fp, time.Minute))
-			completes = append(completes, core.CompleteRequest{Key: key, Token: tok, Fingerprint: fp, Result: result, Retention: time.Minute})
+			completes = append(completes, driver.CompleteRequest{Key: key, Token: tok, Fingerprint: fp, Result: result, Retention: time.Minute})
 			names = append(names, "fingerprint "+fname+", result "+rname)
 		}
 	}
@@ -404,21 +405,21 @@ func batchFingerprintsOfAnyLength(t *testing.T, s *suite) {
 	require.Len(t, errs, len(claims))
 	for i := range claims {
 		require.NoError(t, errs[i], names[i])
-		require.Equal(t, core.StateClaimed, replies[i].State, names[i])
+		require.Equal(t, driver.StateClaimed, replies[i].State, names[i])
 	}
 	errs = bs.CompleteBatch(ctx, completes)
 	require.Len(t, errs, len(completes))
 	for i := range completes {
 		require.NoError(t, errs[i], names[i])
 	}
-	again := make([]core.ClaimRequest, len(claims))
+	again := make([]driver.ClaimRequest, len(claims))
 	for i, c := range claims {
-		again[i] = claimReq(c.Key, core.NewToken(), c.Fingerprint, time.Minute)
+		again[i] = claimReq(c.Key, driver.NewToken(), c.Fingerprint, time.Minute)
 	}
 	replies, errs = bs.ClaimBatch(ctx, again)
 	for i, c := range completes {
 		require.NoError(t, errs[i], names[i])
-		require.Equal(t, core.StateDone, replies[i].State, names[i])
+		require.Equal(t, driver.StateDone, replies[i].State, names[i])
 		require.True(t, c.Fingerprint == replies[i].Fingerprint, "%s: fingerprint of %d bytes came back as %d bytes", names[i], len(c.Fingerprint), len(replies[i].Fingerprint))
 		requireResult(t, c.Result, replies[i].Result, names[i])
 	}
@@ -429,24 +430,24 @@ func batchFingerprintsOfAnyLength(t *testing.T, s *suite) {
 func keysOfAnyBytes(t *testing.T, s *suite) {
 	ctx := ctx(t)
 	names := []string{"\x00", "\x00\x00", "\xff", "\xff\xfe\xc3\x28", "k\x00", "k", "K", strings.Repeat("\xfe", 1000)}
-	toks := make([]core.Token, len(names))
+	toks := make([]driver.Token, len(names))
 	for i, n := range names {
-		toks[i] = core.NewToken()
+		toks[i] = driver.NewToken()
 		r, err := s.store.Claim(ctx, claimReq(s.key(n), toks[i], "fp", time.Minute))
 		require.NoError(t, err, "key %d", i)
-		require.Equal(t, core.StateClaimed, r.State, "key %d is a key of its own", i)
+		require.Equal(t, driver.StateClaimed, r.State, "key %d is a key of its own", i)
 	}
 	for i, n := range names {
 		require.NoError(t, s.store.Extend(ctx, s.key(n), toks[i], time.Minute), "key %d", i)
-		require.NoError(t, s.store.Complete(ctx, core.CompleteRequest{Key: s.key(n), Token: toks[i], Fingerprint: n, Result: []byte(n), Retention: time.Minute}), "key %d", i)
+		require.NoError(t, s.store.Complete(ctx, driver.CompleteRequest{Key: s.key(n), Token: toks[i], Fingerprint: n, Result: []byte(n), Retention: time.Minute}), "key %d", i)
 	}
 	for i, n := range names {
-		r, err := s.store.Claim(ctx, claimReq(s.key(n), core.NewToken(), "", time.Minute))
+		r, err := s.store.Claim(ctx, claimReq(s.key(n), driver.NewToken(), "", time.Minute))
 		require.NoError(t, err, "key %d", i)
-		require.Equal(t, core.StateDone, r.State, "key %d", i)
+		require.Equal(t, driver.StateDone, r.State, "key %d", i)
 		require.Equal(t, n, r.Fingerprint, "key %d kept its own marker", i)
 	}
-	key, tok := s.key("release\x00\xff"), core.NewToken()
+	key, tok := s.key("release\x00\xff"), driver.NewToken()
 	_, err := s.store.Claim(ctx, claimReq(key, tok, "", time.Minute))
 	require.NoError(t, err)
 	require.NoError(t, s.store.Release(ctx, key, tok))
@@ -468,46 +469,46 @@ func requireDurationError(t *testing.T, err error, field string, d time.Duration
 // gives an error naming the field, and changes nothing.
 func shortDurationsRejected(t *testing.T, s *suite) {
 	ctx := ctx(t)
-	key, tok := s.key("short"), core.NewToken()
+	key, tok := s.key("short"), driver.NewToken()
 	for _, d := range shortDurations {
-		_, err := s.store.Claim(ctx, claimReq(key, core.NewToken(), "", d))
+		_, err := s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", d))
 		requireDurationError(t, err, "Lease", d)
 	}
 	r, err := s.store.Claim(ctx, claimReq(key, tok, "", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateClaimed, r.State, "a rejected claim wrote nothing")
+	require.Equal(t, driver.StateClaimed, r.State, "a rejected claim wrote nothing")
 	for _, d := range shortDurations {
 		requireDurationError(t, s.store.Extend(ctx, key, tok, d), "lease", d)
-		requireDurationError(t, s.store.Complete(ctx, core.CompleteRequest{Key: key, Token: tok, Retention: d}), "Retention", d)
+		requireDurationError(t, s.store.Complete(ctx, driver.CompleteRequest{Key: key, Token: tok, Retention: d}), "Retention", d)
 	}
-	r, err = s.store.Claim(ctx, claimReq(key, core.NewToken(), "", time.Minute))
+	r, err = s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateRunning, r.State, "rejected calls left the claim alone")
+	require.Equal(t, driver.StateRunning, r.State, "rejected calls left the claim alone")
 	require.Greater(t, r.Remaining, 50*time.Second, "a rejected Extend did not shorten the lease")
 
-	key2, tok2 := s.key("one-ms"), core.NewToken()
+	key2, tok2 := s.key("one-ms"), driver.NewToken()
 	r, err = s.store.Claim(ctx, claimReq(key2, tok2, "", time.Millisecond))
 	require.NoError(t, err, "1ms is accepted")
-	require.Equal(t, core.StateClaimed, r.State)
+	require.Equal(t, driver.StateClaimed, r.State)
 
-	if bs, ok := s.store.(core.BatchStore); ok {
-		key3, tok3 := s.key("short-batch"), core.NewToken()
-		replies, errs := bs.ClaimBatch(ctx, []core.ClaimRequest{
-			claimReq(s.key("short-batch-bad"), core.NewToken(), "", 500*time.Microsecond),
+	if bs, ok := s.store.(driver.BatchStore); ok {
+		key3, tok3 := s.key("short-batch"), driver.NewToken()
+		replies, errs := bs.ClaimBatch(ctx, []driver.ClaimRequest{
+			claimReq(s.key("short-batch-bad"), driver.NewToken(), "", 500*time.Microsecond),
 			claimReq(key3, tok3, "", time.Minute),
 		})
 		requireDurationError(t, errs[0], "Lease", 500*time.Microsecond)
 		require.NoError(t, errs[1])
-		require.Equal(t, core.StateClaimed, replies[1].State)
-		errs = bs.CompleteBatch(ctx, []core.CompleteRequest{
+		require.Equal(t, driver.StateClaimed, replies[1].State)
+		errs = bs.CompleteBatch(ctx, []driver.CompleteRequest{
 			{Key: key3, Token: tok3, Retention: 0},
 			{Key: key, Token: tok, Retention: time.Minute},
 		})
 		requireDurationError(t, errs[0], "Retention", 0)
 		require.NoError(t, errs[1])
-		r, err = s.store.Claim(ctx, claimReq(key3, core.NewToken(), "", time.Minute))
+		r, err = s.store.Claim(ctx, claimReq(key3, driver.NewToken(), "", time.Minute))
 		require.NoError(t, err)
-		require.Equal(t, core.StateRunning, r.State, "a rejected complete wrote nothing")
+		require.Equal(t, driver.StateRunning, r.State, "a rejected complete wrote nothing")
 	}
 }
 
@@ -518,22 +519,22 @@ func shortDurationsRejected(t *testing.T, s *suite) {
 func longestDurations(t *testing.T, s *suite) {
 	ctx := ctx(t)
 	const longest = time.Duration(math.MaxInt64)
-	key, tok := s.key("longest"), core.NewToken()
+	key, tok := s.key("longest"), driver.NewToken()
 	r, err := s.store.Claim(ctx, claimReq(key, tok, "", longest))
 	require.NoError(t, err)
-	require.Equal(t, core.StateClaimed, r.State)
-	r, err = s.store.Claim(ctx, claimReq(key, core.NewToken(), "", time.Minute))
+	require.Equal(t, driver.StateClaimed, r.State)
+	r, err = s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateRunning, r.State)
+	require.Equal(t, driver.StateRunning, r.State)
 	require.Greater(t, r.Remaining, 290*365*24*time.Hour, "the remaining lease is about 292 years, got %s", r.Remaining)
 	require.NoError(t, s.store.Extend(ctx, key, tok, longest))
-	r, err = s.store.Claim(ctx, claimReq(key, core.NewToken(), "", time.Minute))
+	r, err = s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", time.Minute))
 	require.NoError(t, err)
 	require.Greater(t, r.Remaining, 290*365*24*time.Hour, "the remaining lease is about 292 years, got %s", r.Remaining)
-	require.NoError(t, s.store.Complete(ctx, core.CompleteRequest{Key: key, Token: tok, Retention: longest}))
-	r, err = s.store.Claim(ctx, claimReq(key, core.NewToken(), "", time.Minute))
+	require.NoError(t, s.store.Complete(ctx, driver.CompleteRequest{Key: key, Token: tok, Retention: longest}))
+	r, err = s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, core.StateDone, r.State)
+	require.Equal(t, driver.StateDone, r.State)
 }
 
 func requireCancelled(t *testing.T, err error, want error, what string) {
@@ -555,19 +556,19 @@ func cancelledContextEveryCall(t *testing.T, s *suite) {
 		ctx  context.Context
 		want error
 	}{{cancelled, context.Canceled}, {expired, context.DeadlineExceeded}} {
-		key, tok := s.key("cancel-every-"+c.want.Error()), core.NewToken()
+		key, tok := s.key("cancel-every-"+c.want.Error()), driver.NewToken()
 		_, err := s.store.Claim(c.ctx, claimReq(key, tok, "", time.Minute))
 		requireCancelled(t, err, c.want, "Claim")
 		r, err := s.store.Claim(live, claimReq(key, tok, "", 20*time.Second))
 		require.NoError(t, err)
-		require.Equal(t, core.StateClaimed, r.State, "a cancelled Claim wrote nothing")
+		require.Equal(t, driver.StateClaimed, r.State, "a cancelled Claim wrote nothing")
 
 		requireCancelled(t, s.store.Extend(c.ctx, key, tok, time.Minute), c.want, "Extend")
-		requireCancelled(t, s.store.Complete(c.ctx, core.CompleteRequest{Key: key, Token: tok, Retention: time.Minute}), c.want, "Complete")
+		requireCancelled(t, s.store.Complete(c.ctx, driver.CompleteRequest{Key: key, Token: tok, Retention: time.Minute}), c.want, "Complete")
 		requireCancelled(t, s.store.Release(c.ctx, key, tok), c.want, "Release")
-		r, err = s.store.Claim(live, claimReq(key, core.NewToken(), "", time.Minute))
+		r, err = s.store.Claim(live, claimReq(key, driver.NewToken(), "", time.Minute))
 		require.NoError(t, err)
-		require.Equal(t, core.StateRunning, r.State, "cancelled calls left the claim alone")
+		require.Equal(t, driver.StateRunning, r.State, "cancelled calls left the claim alone")
 		require.LessOrEqual(t, r.Remaining, 20*time.Second, "a cancelled Extend did not extend")
 		require.NoError(t, s.store.Release(live, key, tok))
 	}
@@ -577,9 +578,9 @@ func cancelledContextEveryCall(t *testing.T, s *suite) {
 // answers every request with an error wrapping the context's error, and
 // writes nothing.
 func batchCancelledContext(t *testing.T, s *suite) {
-	bs, ok := s.store.(core.BatchStore)
+	bs, ok := s.store.(driver.BatchStore)
 	if !ok {
-		t.Skip("store is not a core.BatchStore")
+		t.Skip("store is not a driver.BatchStore")
 	}
 	live := ctx(t)
 	cancelled, cancel := context.WithCancel(context.Background())
@@ -591,12 +592,12 @@ func batchCancelledContext(t *testing.T, s *suite) {
 		want error
 	}{{cancelled, context.Canceled}, {expired, context.DeadlineExceeded}} {
 		const n = 5
-		claims := make([]core.ClaimRequest, n)
-		completes := make([]core.CompleteRequest, n)
+		claims := make([]driver.ClaimRequest, n)
+		completes := make([]driver.CompleteRequest, n)
 		for i := range n {
-			key, tok := s.key("batch-cancel-"+c.want.Error()+"-"+string(rune('a'+i))), core.NewToken()
+			key, tok := s.key("batch-cancel-"+c.want.Error()+"-"+string(rune('a'+i))), driver.NewToken()
 			claims[i] = claimReq(key, tok, "fp", time.Minute)
-			completes[i] = core.CompleteRequest{Key: key, Token: tok, Fingerprint: "fp", Result: []byte("r"), Retention: time.Minute}
+			completes[i] = driver.CompleteRequest{Key: key, Token: tok, Fingerprint: "fp", Result: []byte("r"), Retention: time.Minute}
 		}
 		replies, errs := bs.ClaimBatch(c.ctx, claims)
 		require.Len(t, replies, n)
@@ -608,7 +609,7 @@ func batchCancelledContext(t *testing.T, s *suite) {
 		replies, errs = bs.ClaimBatch(live, claims)
 		for i := range n {
 			require.NoError(t, errs[i])
-			require.Equal(t, core.StateClaimed, replies[i].State, "a cancelled ClaimBatch wrote nothing")
+			require.Equal(t, driver.StateClaimed, replies[i].State, "a cancelled ClaimBatch wrote nothing")
 		}
 
 		errs = bs.CompleteBatch(c.ctx, completes)
@@ -617,9 +618,9 @@ func batchCancelledContext(t *testing.T, s *suite) {
 			requireCancelled(t, errs[i], c.want, "CompleteBatch")
 		}
 		for i := range n {
-			r, err := s.store.Claim(live, claimReq(claims[i].Key, core.NewToken(), "fp", time.Minute))
+			r, err := s.store.Claim(live, claimReq(claims[i].Key, driver.NewToken(), "fp", time.Minute))
 			require.NoError(t, err)
-			require.Equal(t, core.StateRunning, r.State, "a cancelled CompleteBatch wrote no marker")
+			require.Equal(t, driver.StateRunning, r.State, "a cancelled CompleteBatch wrote no marker")
 		}
 		errs = bs.CompleteBatch(live, completes)
 		require.Equal(t, make([]error, n), errs)

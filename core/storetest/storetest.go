@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 )
 
 // NewStore returns a fresh store for one test.
-type NewStore func(t *testing.T) core.Store
+type NewStore func(t *testing.T) driver.Store
 
 // Run runs the whole suite against stores made by newStore.
 func Run(t *testing.T, newStore NewStore) {
@@ -21,7 +21,7 @@ func Run(t *testing.T, newStore NewStore) {
 
 type suite struct {
 	t      *testing.T
-	store  core.Store
+	store  driver.Store
 	prefix string
 }
 
@@ -40,6 +40,6 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-func claimReq(key string, tok core.Token, fp string, lease time.Duration) core.ClaimRequest {
-	return core.ClaimRequest{Key: key, Token: tok, Fingerprint: fp, Lease: lease}
+func claimReq(key string, tok driver.Token, fp string, lease time.Duration) driver.ClaimRequest {
+	return driver.ClaimRequest{Key: key, Token: tok, Fingerprint: fp, Lease: lease}
 }

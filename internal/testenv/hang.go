@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/redisstore"
 )
 
@@ -15,7 +16,7 @@ import (
 // they wait for their context to end, as calls to a store that stopped
 // responding do. Each hanging claim is signalled on Hung.
 type HangingStore struct {
-	core.BatchStore
+	driver.BatchStore
 	Hang atomic.Bool
 	Hung chan struct{}
 }
@@ -41,7 +42,7 @@ func (o *Outcomes) Observe(_ context.Context, e core.Event) { o.n[e.Outcome].Add
 func (o *Outcomes) Get(out core.Outcome) int64 { return o.n[out].Load() }
 
 // NewHangingStore wraps s, hanging from the start.
-func NewHangingStore(s core.BatchStore) *HangingStore {
+func NewHangingStore(s driver.BatchStore) *HangingStore {
 	h := &HangingStore{BatchStore: s, Hung: make(chan struct{}, 100)}
 	h.Hang.Store(true)
 	return h
@@ -56,23 +57,23 @@ func (s *HangingStore) wait(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Claim implements core.Store.
-func (s *HangingStore) Claim(ctx context.Context, req core.ClaimRequest) (core.ClaimReply, error) {
+// Claim implements driver.Store.
+func (s *HangingStore) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
 	if s.Hang.Load() {
-		return core.ClaimReply{}, s.wait(ctx)
+		return driver.ClaimReply{}, s.wait(ctx)
 	}
 	return s.BatchStore.Claim(ctx, req)
 }
 
-// ClaimBatch implements core.BatchStore.
-func (s *HangingStore) ClaimBatch(ctx context.Context, reqs []core.ClaimRequest) ([]core.ClaimReply, []error) {
+// ClaimBatch implements driver.BatchStore.
+func (s *HangingStore) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) ([]driver.ClaimReply, []error) {
 	if s.Hang.Load() {
 		err := s.wait(ctx)
 		errs := make([]error, len(reqs))
 		for i := range errs {
 			errs[i] = err
 		}
-		return make([]core.ClaimReply, len(reqs)), errs
+		return make([]driver.ClaimReply, len(reqs)), errs
 	}
 	return s.BatchStore.ClaimBatch(ctx, reqs)
 }

@@ -1,11 +1,16 @@
-package core
+package driver
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"time"
 )
+
+// ErrLeaseLost is what Extend, Complete and Release return when the token
+// no longer holds the key. core.ErrLeaseLost is the same value.
+var ErrLeaseLost = errors.New("jobonce: lease lost")
 
 // Token identifies one claim. Only the holder of the token may extend,
 // complete or release the claim.
@@ -21,14 +26,16 @@ func NewToken() Token {
 // String returns the token in hex.
 func (t Token) String() string { return hex.EncodeToString(t[:]) }
 
-// State is the state of a key as a store reports it from Claim.
+// State is the state of a key as a store reports it.
 type State uint8
 
 const (
 	// StateClaimed: the key was absent (or its claim had expired) and is now
-	// claimed with the caller's token.
+	// claimed with the caller's token (or, for TxStore.RecordTx, recorded as
+	// done in the caller's transaction).
 	StateClaimed State = iota + 1
-	// StateRunning: another token holds a live claim.
+	// StateRunning: another token holds a live claim (or, for RecordTx,
+	// another transaction holds the key and has not committed).
 	StateRunning
 	// StateDone: the key was completed and is within its retention.
 	StateDone
@@ -59,14 +66,15 @@ type ClaimRequest struct {
 	Lease time.Duration
 }
 
-// ClaimReply is a store's answer to a ClaimRequest, read in the same atomic
-// step as the claim.
+// ClaimReply is a store's answer to a ClaimRequest (or a RecordRequest),
+// read in the same atomic step as the claim.
 type ClaimReply struct {
 	// State is the key's state: claimed by this request, running, or done.
 	State State
 	// Fingerprint is the fingerprint stored with a running claim or done marker.
 	Fingerprint string
-	// Remaining is a running claim's remaining lease.
+	// Remaining is a running claim's remaining lease, or for RecordTx the
+	// store's hint of when the holding transaction may have ended.
 	Remaining time.Duration
 	// Result is the result stored with a done marker, if any.
 	Result []byte
@@ -86,11 +94,21 @@ type CompleteRequest struct {
 	Retention time.Duration
 }
 
+// RecordRequest asks a TxStore to record Key as done inside a transaction.
+type RecordRequest struct {
+	// Key is the stored key.
+	Key string
+	// Fingerprint is kept with the record; it may be empty.
+	Fingerprint string
+	// Retention is how long the record is kept once committed.
+	Retention time.Duration
+}
+
 // Store keeps claims and done markers. Every method is one atomic operation.
-// Implementations must be safe for concurrent use; the storetest package holds
-// the conformance suite every Store must pass. In particular:
+// Implementations must be safe for concurrent use; core/storetest holds the
+// conformance suite every Store must pass. In particular:
 //   - A method honours its context: when ctx ends, it returns an error that
-//     wraps ctx.Err(). The Guard bounds every call with Config.StoreTimeout
+//     wraps ctx.Err(). The Guard bounds every call with its StoreTimeout
 //     and tells the caller's own cancellation from a store outage by its own
 //     context, not by the error.
 //   - Keys, fingerprints and results of any length and bytes work; a nil
@@ -114,8 +132,8 @@ type Store interface {
 	Release(ctx context.Context, key string, token Token) error
 }
 
-// BatchStore is a Store that claims and completes many keys in one round trip.
-// Guard.Claim and Guard.Finish use it when the store provides it.
+// BatchStore is a Store that claims and completes many keys in one round
+// trip. The Guard's group commit and its Claim and Finish use it.
 type BatchStore interface {
 	Store
 	// ClaimBatch claims every request as Claim would. It returns one reply and
@@ -124,4 +142,18 @@ type BatchStore interface {
 	// CompleteBatch completes every request as Complete would. It returns one
 	// error per request, in order.
 	CompleteBatch(ctx context.Context, reqs []CompleteRequest) []error
+}
+
+// TxStore is a Store that records keys inside the caller's transactions, of
+// type TTx (pgx.Tx for pgstore): the record and the job's effects commit
+// together, or neither does.
+type TxStore[TTx any] interface {
+	Store
+	// RecordTx records req.Key as done in tx, unless the key is done, held
+	// by a live claim, or held by another transaction that does not commit
+	// within the store's bound; it then reports that state (StateDone or
+	// StateRunning) and leaves tx as it was and usable. StateClaimed means
+	// recorded: the caller's commit makes it durable. An error means the
+	// record could not be written; tx is then left as it was when possible.
+	RecordTx(ctx context.Context, tx TTx, req RecordRequest) (ClaimReply, error)
 }
