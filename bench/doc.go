@@ -2,5 +2,5 @@
 // for the same job, in one run. It is a module of its own so that its peers
 // never enter jobonce's go.mod:
 //
-//	cd bench && go test -run '^$' -bench . -count 6 | benchstat -col /impl -
+//	go -C bench test -run '^$' -bench . -count 6 | benchstat -col /impl -
 package bench

@@ -5,7 +5,9 @@
 # loopback, installing Debian's packages (redis-server, postgresql, nodejs)
 # when they are missing. When moto_server is installed (it is never installed
 # here), it is started too, and TEST_MOTO_ENDPOINT set, so the SQS behaviour
-# tests also run against a second implementation. Extra arguments go to `go test` (e.g. -run, -short).
+# tests also run against a second implementation. Extra arguments go to the
+# library's `go test` (e.g. -run, -short). Then the examples module is vetted
+# and tested, and the bench module vetted: both are modules of their own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -145,3 +147,8 @@ ensure_sqs
 ensure_moto
 log "go test -race ./... $*"
 go test -race -count=1 -timeout 40m "$@" ./...
+log "examples: go vet, go test -race"
+go -C examples vet ./...
+go -C examples test -race -count=1 ./...
+log "bench: go vet"
+go -C bench vet ./...

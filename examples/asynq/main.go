@@ -3,7 +3,7 @@
 // sent once. The producer also shows EnqueueOnce, which enqueues a key at most
 // once per window.
 //
-//	go run ./examples/asynq
+//	go -C examples run ./asynq
 //
 // It needs a Redis: REDIS_URL, by default redis://127.0.0.1:6379/0. It uses
 // a queue and key prefix of its own and deletes them when it ends.

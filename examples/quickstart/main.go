@@ -4,7 +4,7 @@
 // consumer is killed mid-run, and each strategy's duplicate effects and
 // missing jobs are counted.
 //
-//	go run ./examples/quickstart
+//	go -C examples run ./quickstart
 //
 // It uses an embedded Redis (miniredis) unless REDIS_URL names a real one.
 package main

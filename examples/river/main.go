@@ -4,7 +4,7 @@
 // is inserted twice and applied exactly once (WrapTx: the key's record, the
 // balance update and the job's completion commit in one transaction).
 //
-//	go run ./examples/river
+//	go -C examples run ./river
 //
 // It needs a PostgreSQL: DATABASE_URL, by default
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable. It works in a

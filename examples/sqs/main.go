@@ -7,7 +7,7 @@
 // AWS_SECRET_ACCESS_KEY (default dummy keys, for a local server). Claims are
 // kept in the Redis at REDIS_URL (default redis://127.0.0.1:6379/0).
 //
-//	SQS_ENDPOINT=http://127.0.0.1:4566 go run ./examples/sqs
+//	SQS_ENDPOINT=http://127.0.0.1:4566 go -C examples run ./sqs
 package main
 
 import (
