@@ -9,10 +9,12 @@ import (
 	"github.com/jobonce/jobonce/core/driver"
 )
 
-// Claim is one claim attempt made by Guard.Claim: it holds the key, or says
-// why not. Most callers use Guard.Do; the Claim API serves adapters that
-// claim and complete deliveries in batches (one store round trip for many
-// jobs). A Claim is used by one goroutine at a time.
+// Claim is one delivery claimed by Guard.Claim, for consumers that receive
+// jobs in batches (a Kafka or NATS consumer, the SQS Poller): Guard.Claim
+// claims a batch in one store round trip, Work runs each claimed job, and
+// Guard.Finish records the done markers of the batch in one round trip.
+// Guard.Run does the same for one job. A Claim is used by one goroutine at a
+// time.
 type Claim struct {
 	g     *Guard
 	job   Job
@@ -25,18 +27,20 @@ type Claim struct {
 	// canceled: the caller's context ended before the claim was answered
 	// (or while it was held, which released it); err wraps ctx.Err().
 	canceled bool
-	used     bool       // Run or Work was called: a claim runs its job once
+	used     bool       // Work was called: a claim runs its job once
 	hb       *heartbeat // keeps a held claim alive until its marker is written
 
 	started time.Time // when the claim request was sent; the lease runs from here
-	worked  bool      // Work succeeded; the claim awaits Finish
+	pending bool      // Work succeeded; the claim awaits Finish
+	final   Outcome   // the final outcome Work reported, when it was final
 	value   []byte
 	ran     time.Duration
 }
 
-// Claim claims jobs, in one store round trip when the store is a BatchStore.
-// It returns one Claim per job, in order; errors are held in each Claim and
-// reported by Run or Work.
+// Claim claims jobs, in one store round trip when the store is a
+// driver.BatchStore. It returns one Claim per job, in order; errors (an
+// invalid key, a store failure, the caller's cancellation) are held in each
+// Claim and reported by its Work.
 func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 	claims := make([]*Claim, len(jobs))
 	if g.batch == nil || len(jobs) < 2 {
@@ -52,14 +56,9 @@ func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 	for i, job := range jobs {
 		c := &Claim{g: g, job: job, fp: storedFingerprint(job.Fingerprint), started: now}
 		claims[i] = c
-		c.key, c.err = StoredKey(g.cfg.KeyPrefix, job.Key, g.cfg.PlainKeys)
-		if c.err != nil {
+		if !c.prepare(ctx) {
 			continue
 		}
-		if g.stopped(ctx, c) {
-			continue
-		}
-		c.token = driver.NewToken()
 		reqs = append(reqs, c.claimRequest())
 		idx = append(idx, i)
 	}
@@ -88,11 +87,9 @@ func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 
 func (g *Guard) claimOne(ctx context.Context, c *Claim, job Job) {
 	*c = Claim{g: g, job: job, fp: storedFingerprint(job.Fingerprint)}
-	c.key, c.err = StoredKey(g.cfg.KeyPrefix, job.Key, g.cfg.PlainKeys)
-	if c.err != nil || g.stopped(ctx, c) {
+	if !c.prepare(ctx) {
 		return
 	}
-	c.token = driver.NewToken()
 	c.started = time.Now()
 	if g.claims == nil {
 		sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
@@ -102,6 +99,21 @@ func (g *Guard) claimOne(ctx context.Context, c *Claim, job Job) {
 		c.reply, c.err = g.claims.do(ctx, c.claimRequest())
 	}
 	g.stopped(ctx, c)
+}
+
+// prepare derives the claim's stored key and token. It reports false when
+// no claim is to be sent: the job is unguarded, its key is invalid, or ctx
+// has ended.
+func (c *Claim) prepare(ctx context.Context) bool {
+	if c.job.Unguarded {
+		return false
+	}
+	c.key, c.err = storedKey(c.g.cfg.KeyPrefix, c.job.Key, c.g.cfg.PlainKeys)
+	if c.err != nil || c.g.stopped(ctx, c) {
+		return false
+	}
+	c.token = driver.NewToken()
+	return true
 }
 
 // stopped reports whether the caller's context has ended. If so, the claim
@@ -128,20 +140,54 @@ func (c *Claim) claimRequest() driver.ClaimRequest {
 	return driver.ClaimRequest{Key: c.key, Token: c.token, Fingerprint: c.fp, Lease: c.g.cfg.Lease}
 }
 
-// Held reports whether this claim holds the key, so Run or Work would run
-// the job's function.
-func (c *Claim) Held() bool { return c.err == nil && c.reply.State == driver.StateClaimed }
+// Runs reports whether Work will call the job's function: the claim holds
+// the key, or the job runs without one (Job.Unguarded, or the store failed
+// and the Guard fails open). A consumer can run the claims that run on
+// goroutines of their own and settle the others at once.
+func (c *Claim) Runs() bool {
+	switch {
+	case c.used:
+		return false
+	case c.job.Unguarded:
+		return true
+	case c.err == nil:
+		return c.reply.State == driver.StateClaimed
+	default:
+		return c.failsOpen()
+	}
+}
 
-// State reports the key's state as the claim found it, and the claim error
-// (invalid key or store failure), if any.
-func (c *Claim) State() (driver.State, error) { return c.reply.State, c.err }
+// failsOpen reports whether the claim's error is a store failure under which
+// the Guard runs the job unguarded.
+func (c *Claim) failsOpen() bool {
+	return c.g.cfg.FailOpen && !c.canceled && !errors.Is(c.err, ErrInvalidKey)
+}
 
-// Run finishes what Guard.Run started: it runs fn if the claim holds the key,
-// then records the done marker or releases the claim, and reports the outcome
-// exactly as Guard.Run does.
-func (c *Claim) Run(ctx context.Context, fn RunFunc) (Result, error) {
-	res, err, done := c.work(ctx, fn)
-	if done {
+// Work runs fn if the claim holds the key (see Runs) and reports the
+// outcome as Guard.Run does, with one difference: when fn succeeds under
+// the claim, the claim stays held and Work returns outcome Ran and a nil
+// error; the caller must then pass the claim to Guard.Finish, which records
+// the done marker (for many claims in one round trip) and reports the final
+// outcome. Until then the heartbeat keeps the claim alive, so the caller
+// must call Finish for every claim Work left pending, on every path. Every
+// other outcome is final. A claim's Work runs once; a second call is
+// Rejected.
+func (c *Claim) Work(ctx context.Context, fn RunFunc) (Result, error) {
+	res, err := c.work(ctx, fn)
+	if res.Outcome == awaitingMarker {
+		c.pending = true
+		return Result{Outcome: Ran, Value: c.value}, nil
+	}
+	if c.final == 0 {
+		c.final = res.Outcome
+	}
+	return res, err
+}
+
+// run is Work followed by Finish, for one claim: Guard.Run.
+func (c *Claim) run(ctx context.Context, fn RunFunc) (Result, error) {
+	res, err := c.work(ctx, fn)
+	if res.Outcome != awaitingMarker {
 		return res, err
 	}
 	out, cause := c.finish(ctx)
@@ -149,81 +195,56 @@ func (c *Claim) Run(ctx context.Context, fn RunFunc) (Result, error) {
 	return Result{Outcome: out, Value: c.value}, nil
 }
 
-// Work is Run without the final step: when fn succeeds, the claim stays held
-// and Work returns outcome Ran and a nil error; the caller must then pass the
-// claim to Guard.Finish, which records the done marker (for many claims in
-// one round trip) and reports the final outcome. Until then the heartbeat
-// keeps the claim alive, so the caller must call Finish for every claim Work
-// left pending, on every path. Every other outcome is final and reported by
-// Work as Run would.
-func (c *Claim) Work(ctx context.Context, fn RunFunc) (Result, error) {
-	res, err, done := c.work(ctx, fn)
-	if done {
-		return res, err
-	}
-	c.worked = true
-	return Result{Outcome: Ran, Value: c.value}, nil
-}
+// awaitingMarker is work's outcome for a job that succeeded under its claim and
+// whose done marker is still to be written. It never leaves the package.
+const awaitingMarker Outcome = 255
 
-// work runs fn when the claim is held. done is false when fn succeeded under
-// the claim and the done marker is still to be written.
-func (c *Claim) work(ctx context.Context, fn RunFunc) (res Result, err error, done bool) {
+// work runs fn when the claim holds the key, and reports the final outcome,
+// or pending.
+func (c *Claim) work(ctx context.Context, fn RunFunc) (Result, error) {
 	g := c.g
 	if c.used {
-		err = errors.New("jobonce: claim already used by Run or Work")
+		err := errors.New("jobonce: claim already used by Work")
 		g.observe(ctx, c.job.Key, Rejected, err, 0)
-		return Result{Outcome: Rejected}, err, true
+		return Result{Outcome: Rejected}, err
 	}
 	c.used = true
 	if fn == nil {
-		err = errors.New("jobonce: job function is nil")
+		err := errors.New("jobonce: job function is nil")
 		g.observe(ctx, c.job.Key, Rejected, err, 0)
-		if c.Held() {
+		if c.err == nil && c.reply.State == driver.StateClaimed {
 			g.release(ctx, c.key, c.token)
 		}
-		return Result{Outcome: Rejected}, err, true
+		return Result{Outcome: Rejected}, err
+	}
+	if c.job.Unguarded {
+		return g.runUnguarded(ctx, c, fn, nil)
 	}
 	if c.err != nil {
-		if c.canceled {
+		switch {
+		case c.canceled:
 			g.observe(ctx, c.job.Key, Canceled, c.err, 0)
-			return Result{Outcome: Canceled}, c.err, true
-		}
-		if errors.Is(c.err, ErrInvalidKey) {
+			return Result{Outcome: Canceled}, c.err
+		case errors.Is(c.err, ErrInvalidKey):
 			g.observe(ctx, c.job.Key, Rejected, c.err, 0)
-			return Result{Outcome: Rejected}, c.err, true
+			return Result{Outcome: Rejected}, c.err
+		case c.failsOpen():
+			return g.runUnguarded(ctx, c, fn, c.err)
 		}
-		if g.cfg.FailOpen {
-			return g.runUnguarded(ctx, c, fn)
-		}
-		err = fmt.Errorf("%w: %w", ErrStoreUnavailable, c.err)
+		err := fmt.Errorf("%w: %w", ErrStoreUnavailable, c.err)
 		g.observe(ctx, c.job.Key, Unavailable, err, 0)
-		return Result{Outcome: Unavailable}, err, true
+		return Result{Outcome: Unavailable}, err
 	}
-	switch c.reply.State {
-	case driver.StateClaimed:
-	case driver.StateDone, driver.StateRunning:
-		if c.fp != "" && c.reply.Fingerprint != "" && c.fp != c.reply.Fingerprint {
-			err = fmt.Errorf("%w: key %q is %s with fingerprint %q, this delivery has %q",
-				ErrConflict, c.job.Key, c.reply.State, c.reply.Fingerprint, c.fp)
-			g.observe(ctx, c.job.Key, Conflict, err, 0)
-			return Result{Outcome: Conflict}, err, true
+	if out, err := g.decide(c.job, c.fp, c.reply); out != 0 {
+		g.observe(ctx, c.job.Key, out, err, 0)
+		if out == Duplicate {
+			return Result{Outcome: Duplicate, Value: c.reply.Result}, nil
 		}
-		if c.reply.State == driver.StateDone {
-			g.observe(ctx, c.job.Key, Duplicate, nil, 0)
-			return Result{Outcome: Duplicate, Value: c.reply.Result}, nil, true
-		}
-		err = &RunningError{RetryAfter: g.retryAfter(c.reply.Remaining)}
-		g.observe(ctx, c.job.Key, Running, err, 0)
-		return Result{Outcome: Running}, err, true
-	default:
-		err = fmt.Errorf("%w: store replied with unknown state %d", ErrStoreUnavailable, c.reply.State)
-		g.observe(ctx, c.job.Key, Unavailable, err, 0)
-		return Result{Outcome: Unavailable}, err, true
+		return Result{Outcome: out}, err
 	}
-
 	if g.stopped(ctx, c) { // released
 		g.observe(ctx, c.job.Key, Canceled, c.err, 0)
-		return Result{Outcome: Canceled}, c.err, true
+		return Result{Outcome: Canceled}, c.err
 	}
 	if late := time.Since(c.started); late >= g.cfg.Lease/2 {
 		// The claim may lapse before the heartbeat can renew it, and another
@@ -231,20 +252,20 @@ func (c *Claim) work(ctx context.Context, fn RunFunc) (res Result, err error, do
 		g.release(ctx, c.key, c.token)
 		if g.stopped(ctx, c) {
 			g.observe(ctx, c.job.Key, Canceled, c.err, 0)
-			return Result{Outcome: Canceled}, c.err, true
+			return Result{Outcome: Canceled}, c.err
 		}
-		err = fmt.Errorf("%w: the claim was answered %s after it was sent, past half its lease (%s)", ErrStoreUnavailable, late.Round(time.Millisecond), g.cfg.Lease)
+		err := fmt.Errorf("%w: the claim was answered %s after it was sent, past half its lease (%s)", ErrStoreUnavailable, late.Round(time.Millisecond), g.cfg.Lease)
 		g.observe(ctx, c.job.Key, Unavailable, err, 0)
-		return Result{Outcome: Unavailable}, err, true
+		return Result{Outcome: Unavailable}, err
 	}
 	value, ferr := c.call(ctx, fn)
 	if ferr != nil {
 		g.release(ctx, c.key, c.token)
 		g.observe(ctx, c.job.Key, Failed, ferr, c.ran)
-		return Result{Outcome: Failed, Value: value}, ferr, true
+		return Result{Outcome: Failed, Value: value}, ferr
 	}
 	c.value = value
-	return Result{}, nil, false
+	return Result{Outcome: awaitingMarker}, nil
 }
 
 // call runs fn under a heartbeat. When fn succeeds, the heartbeat goes on
@@ -268,6 +289,7 @@ func (c *Claim) call(ctx context.Context, fn RunFunc) (value []byte, err error) 
 		}
 		r := recover()
 		g.release(ctx, c.key, c.token)
+		c.final = Failed
 		g.observe(ctx, c.job.Key, Failed, fmt.Errorf("jobonce: job panicked: %v", r), c.ran)
 		if r != nil {
 			panic(r)
@@ -278,12 +300,15 @@ func (c *Claim) call(ctx context.Context, fn RunFunc) (value []byte, err error) 
 	return value, err
 }
 
-func (g *Guard) runUnguarded(ctx context.Context, c *Claim, fn RunFunc) (Result, error, bool) {
+// runUnguarded runs fn without a claim: cause is the store error under
+// which the Guard fails open, or nil for a job unguarded by configuration.
+func (g *Guard) runUnguarded(ctx context.Context, c *Claim, fn RunFunc, cause error) (Result, error) {
 	start := time.Now()
 	finished := false
 	defer func() {
 		if !finished {
 			r := recover()
+			c.final = Failed
 			g.observe(ctx, c.job.Key, Failed, fmt.Errorf("jobonce: job panicked: %v", r), time.Since(start))
 			panic(r)
 		}
@@ -293,34 +318,39 @@ func (g *Guard) runUnguarded(ctx context.Context, c *Claim, fn RunFunc) (Result,
 	c.ran = time.Since(start)
 	if err != nil {
 		g.observe(ctx, c.job.Key, Failed, err, c.ran)
-		return Result{Outcome: Failed, Value: value}, err, true
+		return Result{Outcome: Failed, Value: value}, err
 	}
-	g.observe(ctx, c.job.Key, Unguarded, c.err, c.ran)
-	return Result{Outcome: Unguarded, Value: value}, nil, true
+	g.observe(ctx, c.job.Key, Unguarded, cause, c.ran)
+	return Result{Outcome: Unguarded, Value: value}, nil
 }
 
-// Finish records the done markers of claims whose Work succeeded, in one
-// store round trip when the store is a BatchStore, and returns each claim's
-// final outcome (Ran, LeaseLost or Unrecorded), in order. Each claim's
-// heartbeat keeps it alive until its marker is written or the write failed.
-// Claims that Work did not leave pending are reported as Rejected and left
-// alone.
+// Finish records the done markers of claims whose Work left them pending,
+// in one store round trip when the store is a driver.BatchStore, and
+// returns each claim's final outcome, in order: Ran, LeaseLost or
+// Unrecorded for a pending claim (each claim's heartbeat keeps it alive
+// until its marker is written or the write failed). For a claim whose Work
+// was final, Finish repeats that outcome; for a nil claim, or one Work was
+// not called on, it reports Rejected. Only the pending claims are observed.
 func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 	outs := make([]Outcome, len(claims))
 	var pending []int
 	for i, c := range claims {
-		if c == nil || !c.worked {
+		switch {
+		case c == nil || !c.used:
 			outs[i] = Rejected
-			continue
+		case !c.pending:
+			outs[i] = c.final
+		default:
+			c.pending = false
+			pending = append(pending, i)
 		}
-		c.worked = false
-		pending = append(pending, i)
 	}
 	if g.batch == nil || len(pending) < 2 {
 		for _, i := range pending {
 			c := claims[i]
 			var cause error
 			outs[i], cause = c.finish(ctx)
+			c.final = outs[i]
 			g.observe(ctx, c.job.Key, outs[i], cause, c.ran)
 		}
 		return outs
@@ -340,6 +370,7 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 		} else {
 			outs[i] = completeOutcome(err)
 		}
+		c.final = outs[i]
 		c.hb.stop()
 		g.observe(ctx, c.job.Key, outs[i], err, c.ran)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/jobonce/jobonce/core/driver"
 )
@@ -28,8 +29,13 @@ type Job struct {
 	Key string
 	// Fingerprint identifies the payload, such as Fingerprint(body). When set,
 	// a key held or done with a different fingerprint is a Conflict. Empty
-	// disables the check.
+	// disables the check. One longer than 64 bytes is stored as its SHA-256.
 	Fingerprint string
+	// Unguarded runs the job without a claim, as a consumer's configuration
+	// exempts some jobs (an adapter's skipped task types or kinds): the job
+	// always runs, and is reported as Unguarded with a nil error, logged at
+	// Debug; Key only names it in the report and may be empty.
+	Unguarded bool
 }
 
 // RunFunc is a job's function for Guard.Run: the result it returns is stored
@@ -68,13 +74,16 @@ func New(store driver.Store, cfg *Config) (*Guard, error) {
 }
 
 // StoredKey returns the key the store holds for a user key under this
-// Guard's configuration, for tools that inspect or release keys by hand.
+// Guard's configuration (Config.KeyPrefix and Config.PlainKeys), for tools
+// that inspect or release keys by hand. It returns an error matching
+// ErrInvalidKey when key is empty.
 func (g *Guard) StoredKey(key string) (string, error) {
-	return StoredKey(g.cfg.KeyPrefix, key, g.cfg.PlainKeys)
+	return storedKey(g.cfg.KeyPrefix, key, g.cfg.PlainKeys)
 }
 
-// Config returns the Guard's configuration with defaults applied.
-func (g *Guard) Config() Config { return g.cfg }
+// Logger returns the Guard's logger (Config.Logger), for code that reports
+// alongside the Guard, such as an adapter's warnings.
+func (g *Guard) Logger() *slog.Logger { return g.cfg.Logger }
 
 // Do runs fn at most once at a time for key and, after fn succeeded, never
 // again while the done marker is retained.
@@ -102,13 +111,15 @@ func (g *Guard) Do(ctx context.Context, key string, fn func(context.Context) err
 
 // Run is Do with a payload fingerprint and a stored result. A Duplicate's
 // Result.Value is the result stored by the copy that ran. Different payloads
-// under one key give Conflict and an error matching ErrConflict.
+// under one key give Conflict and an error matching ErrConflict. A nil
+// error means the delivery is handled (acknowledge it); any other outcome
+// comes with an error.
 func (g *Guard) Run(ctx context.Context, job Job, fn RunFunc) (Result, error) {
 	var c Claim
 	if fn == nil {
 		c = Claim{g: g, job: job} // rejected below without claiming
-		return c.Run(ctx, nil)
+		return c.run(ctx, nil)
 	}
 	g.claimOne(ctx, &c, job)
-	return c.Run(ctx, fn)
+	return c.run(ctx, fn)
 }

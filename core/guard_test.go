@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -37,39 +38,39 @@ func TestNewValidatesConfig(t *testing.T) {
 	g, err := core.New(store, cfg)
 	require.NoError(t, err)
 	require.Equal(t, core.Config{}, *cfg, "New never writes to the caller's Config")
-	got := g.Config()
-	require.Equal(t, 30*time.Second, got.Lease)
-	require.Equal(t, 24*time.Hour, got.Retention)
-	require.Equal(t, "jobonce:", got.KeyPrefix)
-	require.Equal(t, 100*time.Millisecond, got.MinRetryAfter)
-	require.Equal(t, got.Lease/3, got.MaxRetryAfter)
-	require.False(t, got.FailOpen)
-	require.False(t, got.DisableHeartbeat)
+	k, err := g.StoredKey("email:1")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(k, "jobonce:"), "the default prefix")
+	require.Same(t, slog.Default(), g.Logger(), "the default logger")
 }
 
 func TestStoredKey(t *testing.T) {
-	_, err := core.PlainKey("p:", "")
+	plain := func(key string) (string, error) {
+		g, err := core.New(memstore.New(), &core.Config{KeyPrefix: "p:", PlainKeys: true})
+		require.NoError(t, err)
+		return g.StoredKey(key)
+	}
+	_, err := plain("")
 	require.ErrorIs(t, err, core.ErrInvalidKey)
-	k, err := core.PlainKey("p:", "email:1")
+	k, err := plain("email:1")
 	require.NoError(t, err)
 	require.Equal(t, "p:email:1", k)
 	long := strings.Repeat("x", core.MaxKeyLen+1)
-	k, err = core.PlainKey("p:", long)
+	k, err = plain(long)
 	require.NoError(t, err)
 	require.Len(t, k, len("p:")+44)
 	require.True(t, strings.HasPrefix(k, "p:#"))
-	k2, _ := core.PlainKey("p:", long[:len(long)-1]+"y")
+	k2, _ := plain(long[:len(long)-1] + "y")
 	require.NotEqual(t, k, k2)
-	hashed, err := core.StoredKey("p:", "email:1", false)
+	g, err := core.New(memstore.New(), &core.Config{KeyPrefix: "p:"})
+	require.NoError(t, err)
+	hashed, err := g.StoredKey("email:1")
 	require.NoError(t, err)
 	require.Len(t, hashed, len("p:")+20, "hashed by default, 128 bits in Ascii85")
 	require.NotContains(t, hashed[2:], "{", "no Redis Cluster hash tag")
-	plain, err := core.StoredKey("p:", "email:1", true)
-	require.NoError(t, err)
-	require.Equal(t, "p:email:1", plain)
 	require.Len(t, core.Fingerprint([]byte("payload")), 22, "128 bits")
 	for _, reserved := range []string{"#short", "enq#report"} {
-		k, err := core.PlainKey("p:", reserved)
+		k, err := plain(reserved)
 		require.NoError(t, err)
 		require.Len(t, k, len("p:")+44, "%q is hashed: its plain name is kept for hashed keys and Enqueue markers", reserved)
 	}
@@ -82,11 +83,6 @@ func TestOutcomes(t *testing.T) {
 		require.NotEqual(t, "unknown", o.String(), "outcome %d has a name", o)
 	}
 	require.Equal(t, "unknown", core.Outcome(200).String())
-	require.True(t, core.Ran.Acknowledge())
-	require.True(t, core.Duplicate.Acknowledge())
-	require.False(t, core.Running.Acknowledge())
-	require.False(t, core.Unavailable.Acknowledge())
-	require.False(t, core.Canceled.Acknowledge())
 	require.False(t, core.Canceled.Executed())
 	require.True(t, core.Failed.Executed())
 	require.False(t, core.Duplicate.Executed())

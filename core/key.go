@@ -14,10 +14,10 @@ import (
 // passes.
 const MaxKeyLen = 128
 
-// MaxFingerprintLen is the longest fingerprint the Guard hands to its store
+// maxFingerprintLen is the longest fingerprint the Guard hands to its store
 // as it is. A longer one is stored as "#" and the unpadded base64url SHA-256
 // of it (44 bytes), so fingerprints of any length work on every store.
-const MaxFingerprintLen = 64
+const maxFingerprintLen = 64
 
 // hashBytes is how many bytes of SHA-256 HashedKey and Fingerprint keep:
 // 128 bits, so that at 10⁹ distinct keys a day two of them collide about
@@ -29,22 +29,22 @@ const hashBytes = 16
 // under the name of an Enqueue marker.
 const enqueueNamespace = "enq#"
 
-// StoredKey returns the key a store holds for a user key under prefix, as a
+// storedKey returns the key a store holds for a user key under prefix, as a
 // Guard and pgstore's transactional mode derive it: HashedKey by default,
 // PlainKey when plain is set (Config.PlainKeys). It returns an error matching
 // ErrInvalidKey when key is empty. Any bytes are allowed in key.
-func StoredKey(prefix, key string, plain bool) (string, error) {
+func storedKey(prefix, key string, plain bool) (string, error) {
 	if plain {
-		return PlainKey(prefix, key)
+		return plainKey(prefix, key)
 	}
-	return HashedKey(prefix, key)
+	return hashedKey(prefix, key)
 }
 
-// PlainKey returns prefix and key, readable in redis-cli. A key longer than
+// plainKey returns prefix and key, readable in redis-cli. A key longer than
 // MaxKeyLen, or one that starts with "#" or "enq#" (names the Guard keeps for
 // hashed keys and Enqueue markers), is stored as "#" and its SHA-256 instead.
 // It returns an error matching ErrInvalidKey when key is empty.
-func PlainKey(prefix, key string) (string, error) {
+func plainKey(prefix, key string) (string, error) {
 	if key == "" {
 		return "", fmt.Errorf("%w: key is empty", ErrInvalidKey)
 	}
@@ -54,12 +54,12 @@ func PlainKey(prefix, key string) (string, error) {
 	return prefix + "#" + hash(key, sha256.Size), nil
 }
 
-// HashedKey returns the compact stored key the Guard uses by default: prefix
+// hashedKey returns the compact stored key the Guard uses by default: prefix
 // followed by 128 bits of the key's SHA-256 in Ascii85 (20 printable
 // characters, none of them a brace, so never a Redis Cluster hash tag).
 // Stored keys stay short, which keeps a Redis done marker under 150 bytes.
 // It returns an error matching ErrInvalidKey when key is empty.
-func HashedKey(prefix, key string) (string, error) {
+func hashedKey(prefix, key string) (string, error) {
 	if key == "" {
 		return "", fmt.Errorf("%w: key is empty", ErrInvalidKey)
 	}
@@ -71,7 +71,7 @@ func HashedKey(prefix, key string) (string, error) {
 }
 
 // enqueueKey returns the stored key of Enqueue's marker for key: always
-// hashed, in a namespace no job key is stored in (see PlainKey).
+// hashed, in a namespace no job key is stored in (see plainKey).
 func enqueueKey(prefix, key string) (string, error) {
 	if key == "" {
 		return "", fmt.Errorf("%w: key is empty", ErrInvalidKey)
@@ -88,9 +88,9 @@ func Fingerprint(payload []byte) string {
 }
 
 // storedFingerprint returns the fingerprint a store keeps for fp: fp itself
-// up to MaxFingerprintLen bytes, else "#" and its SHA-256.
+// up to maxFingerprintLen bytes, else "#" and its SHA-256.
 func storedFingerprint(fp string) string {
-	if len(fp) <= MaxFingerprintLen {
+	if len(fp) <= maxFingerprintLen {
 		return fp
 	}
 	return "#" + hash(fp, sha256.Size)

@@ -6,14 +6,6 @@ import (
 	"time"
 )
 
-// Observe reports an outcome decided outside Do to the observer, the logger
-// and the metrics, so that adapters count every delivery in one place: for
-// example a delivery run unguarded by configuration (outcome Unguarded with a
-// nil Err, logged at Debug).
-func (g *Guard) Observe(ctx context.Context, e Event) {
-	g.observe(ctx, e.Key, e.Outcome, e.Err, e.Duration)
-}
-
 // observe reports one outcome to the observer, the logger and the metrics.
 func (g *Guard) observe(ctx context.Context, key string, out Outcome, err error, ran time.Duration) {
 	g.metrics.record(ctx, out, ran)

@@ -71,13 +71,3 @@ func (o Outcome) Executed() bool {
 	}
 	return false
 }
-
-// Acknowledge reports whether the framework should acknowledge the delivery
-// (consider it handled) for this outcome, given a nil error.
-func (o Outcome) Acknowledge() bool {
-	switch o {
-	case Ran, Duplicate, LeaseLost, Unrecorded, Unguarded:
-		return true
-	}
-	return false
-}

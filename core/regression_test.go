@@ -63,8 +63,9 @@ func TestHungRenewalDoesNotHoldTheCaller(t *testing.T) {
 	}
 }
 
-// A Claim that Run already used no longer holds its key: running it again
-// must not run the job (invariant 1), and must not report success.
+// A Claim whose Work already ran and finished no longer holds its key:
+// working it again must not run the job (invariant 1), and must not report
+// success.
 func TestClaimRunsItsJobOnce(t *testing.T) {
 	g, err := core.New(memstore.New(), nil)
 	require.NoError(t, err)
@@ -73,16 +74,19 @@ func TestClaimRunsItsJobOnce(t *testing.T) {
 	var runs atomic.Int32
 	fn := func(context.Context) ([]byte, error) { runs.Add(1); return nil, nil }
 
-	res, err := c.Run(ctx, fn)
+	res, err := c.Work(ctx, fn)
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, res.Outcome)
+	require.Equal(t, []core.Outcome{core.Ran}, g.Finish(ctx, c))
 
-	res, err = c.Run(ctx, fn)
-	t.Logf("second Run: outcome %s, err %v, runs %d", res.Outcome, err, runs.Load())
+	res, err = c.Work(ctx, fn)
+	t.Logf("second Work: outcome %s, err %v, runs %d", res.Outcome, err, runs.Load())
+	require.Equal(t, core.Rejected, res.Outcome)
+	require.Error(t, err)
 	require.EqualValues(t, 1, runs.Load(), "the job ran again after its done marker was written, under no claim")
 }
 
-// Work then Run on one Claim: the second call is rejected, the job runs once.
+// Work twice on one Claim: the second call is rejected, the job runs once.
 func TestClaimWorkThenRunIsRejected(t *testing.T) {
 	g, err := core.New(memstore.New(), nil)
 	require.NoError(t, err)
@@ -93,8 +97,8 @@ func TestClaimWorkThenRunIsRejected(t *testing.T) {
 	res, err := c.Work(ctx, fn)
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, res.Outcome)
-	res, err = c.Run(ctx, fn)
-	t.Logf("Run after Work: outcome %s, err %v, runs %d", res.Outcome, err, runs.Load())
+	res, err = c.Work(ctx, fn)
+	t.Logf("Work after Work: outcome %s, err %v, runs %d", res.Outcome, err, runs.Load())
 	outs := g.Finish(ctx, c)
 	t.Logf("Finish: %v", outs)
 	require.EqualValues(t, 1, runs.Load(), "one claim ran its job twice")

@@ -5,8 +5,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-
-	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/jobkey"
 )
 
 // Config configures the middleware. The zero value, or a nil *Config, gives
@@ -62,19 +61,13 @@ func (c *Config) withDefaults() (Config, error) {
 		cfg = *c
 	}
 	if cfg.WaitRunning < 0 {
-		return cfg, fmt.Errorf("jobonce: asynqonce.Config.WaitRunning must not be negative, got %s", cfg.WaitRunning)
+		return cfg, fmt.Errorf("jobonce: asynqonce: Config.WaitRunning must not be negative, got %s", cfg.WaitRunning)
 	}
 	if cfg.PollInterval < 0 {
-		return cfg, fmt.Errorf("jobonce: asynqonce.Config.PollInterval must not be negative, got %s", cfg.PollInterval)
+		return cfg, fmt.Errorf("jobonce: asynqonce: Config.PollInterval must not be negative, got %s", cfg.PollInterval)
 	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = defaultPollInterval
-	}
-	if cfg.Key == nil {
-		cfg.Key = DefaultKey
-	}
-	if cfg.Fingerprint == nil {
-		cfg.Fingerprint = defaultFingerprint
 	}
 	cfg.UnguardedTypes = append([]string(nil), cfg.UnguardedTypes...)
 	return cfg, nil
@@ -82,9 +75,8 @@ func (c *Config) withDefaults() (Config, error) {
 
 // DefaultKey is the default job key of a task: its type, ":" and
 // core.Fingerprint of its payload, so copies of one task share a key and
-// tasks with different payloads do not.
+// tasks with different payloads do not. A Config.Key may call it for the
+// tasks it does not name itself.
 func DefaultKey(t *asynq.Task) string {
-	return t.Type() + ":" + core.Fingerprint(t.Payload())
+	return jobkey.Job(t.Type(), t.Payload(), "", false, nil).Key
 }
-
-func defaultFingerprint(t *asynq.Task) string { return core.Fingerprint(t.Payload()) }

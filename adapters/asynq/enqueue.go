@@ -15,7 +15,7 @@ import (
 // its window already, and enqueued nothing. The error EnqueueOnce returns
 // for it also matches asynq.ErrDuplicateTask, so code written for Asynq's own
 // Unique option keeps working.
-var ErrAlreadyEnqueued = errors.New("jobonce: task already enqueued for this key within the window")
+var ErrAlreadyEnqueued = errors.New("jobonce: asynqonce: task already enqueued for this key within the window")
 
 var errAlreadyEnqueued = fmt.Errorf("%w (%w)", ErrAlreadyEnqueued, asynq.ErrDuplicateTask)
 
@@ -39,7 +39,7 @@ type Enqueuer interface {
 // error unchanged when enqueueing fails.
 func EnqueueOnce(ctx context.Context, g *core.Guard, client Enqueuer, task *asynq.Task, key string, window time.Duration, opts ...asynq.Option) (*asynq.TaskInfo, error) {
 	if g == nil || client == nil || task == nil {
-		return nil, errors.New("jobonce: EnqueueOnce needs a Guard, a client and a task")
+		return nil, errors.New("jobonce: asynqonce: EnqueueOnce needs a Guard, a client and a task")
 	}
 	if key == "" {
 		key = DefaultKey(task)

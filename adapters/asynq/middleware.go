@@ -8,10 +8,11 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/jobkey"
 )
 
-// Middleware returns an Asynq middleware that runs each job once through g:
-// use it with mux.Use, or call it on a handler directly, since an
+// NewMiddleware returns an Asynq middleware that runs each job once through
+// g: use it with mux.Use, or call it on a handler directly, since an
 // asynq.MiddlewareFunc is a func(asynq.Handler) asynq.Handler. cfg may be nil
 // for the defaults. Set IsFailure and RetryDelay in the server's asynq.Config
 // as well, so copies that find their job running are retried without being
@@ -37,31 +38,17 @@ import (
 //     open, and the error matches ctx.Err(). It is not a store outage, and
 //     IsFailure reports false for it (see IsFailure for what Asynq does).
 //
-// Middleware panics when g is nil or cfg is invalid; NewMiddleware returns
-// the error instead.
-func Middleware(g *core.Guard, cfg *Config) asynq.MiddlewareFunc {
-	mw, err := NewMiddleware(g, cfg)
-	if err != nil {
-		panic(err)
-	}
-	return mw
-}
-
-// NewMiddleware is Middleware returning an error, naming the field, for a
-// nil Guard or an invalid Config.
+// NewMiddleware returns an error, naming the problem, for a nil Guard or an
+// invalid Config; MustMiddleware is the one-line form for mux.Use.
 func NewMiddleware(g *core.Guard, cfg *Config) (asynq.MiddlewareFunc, error) {
 	if g == nil {
-		return nil, errors.New("jobonce: asynqonce.Middleware needs a Guard, got nil")
+		return nil, errors.New("jobonce: asynqonce: NewMiddleware: Guard is nil")
 	}
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	m := &middleware{
-		g:        g,
-		cfg:      c,
-		plainKey: cfg == nil || cfg.Key == nil && cfg.Fingerprint == nil,
-	}
+	m := &middleware{g: g, cfg: c}
 	if len(c.UnguardedTypes) > 0 {
 		m.unguarded = make(map[string]struct{}, len(c.UnguardedTypes))
 		for _, typ := range c.UnguardedTypes {
@@ -71,17 +58,26 @@ func NewMiddleware(g *core.Guard, cfg *Config) (asynq.MiddlewareFunc, error) {
 	return m.wrap, nil
 }
 
+// MustMiddleware is NewMiddleware for the one-line mux.Use(...) form: it
+// panics, with NewMiddleware's error, when g is nil or cfg is invalid.
+func MustMiddleware(g *core.Guard, cfg *Config) asynq.MiddlewareFunc {
+	mw, err := NewMiddleware(g, cfg)
+	if err != nil {
+		panic(err)
+	}
+	return mw
+}
+
 type middleware struct {
 	g         *core.Guard
 	cfg       Config
-	plainKey  bool // Key and Fingerprint are the defaults: the key carries the payload's hash
 	unguarded map[string]struct{}
 }
 
 func (m *middleware) wrap(next asynq.Handler) asynq.Handler {
 	if next == nil {
 		return asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
-			return errors.New("jobonce: asynqonce.Middleware was given a nil handler")
+			return errors.New("jobonce: asynqonce: the middleware was given a nil handler")
 		})
 	}
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
@@ -92,11 +88,7 @@ func (m *middleware) wrap(next asynq.Handler) asynq.Handler {
 func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Handler) error {
 	rs := &taskResult{task: t}
 	ctx = context.WithValue(ctx, taskResultKey{}, rs)
-	job, guarded := m.job(t)
-	if !guarded {
-		m.observeUnguarded(ctx, t)
-		return next.ProcessTask(ctx, t)
-	}
+	job := m.job(t)
 	fn := func(ctx context.Context) ([]byte, error) {
 		err := next.ProcessTask(ctx, t)
 		return rs.value, err
@@ -112,37 +104,31 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Hand
 		if res.Outcome == core.Duplicate && len(res.Value) > 0 {
 			if w := t.ResultWriter(); w != nil {
 				if _, werr := w.Write(res.Value); werr != nil {
-					return fmt.Errorf("jobonce: write the stored result to the duplicate's ResultWriter: %w", werr)
+					return fmt.Errorf("jobonce: asynqonce: write the stored result to the duplicate's ResultWriter: %w", werr)
 				}
 			}
 		}
 		return nil
-	case errors.Is(err, core.ErrConflict):
+	case errors.Is(err, core.ErrConflict), errors.Is(err, core.ErrInvalidKey):
 		return fmt.Errorf("%w (%w)", err, asynq.SkipRetry)
 	default:
 		return err
 	}
 }
 
-// job returns the task's job, or false when the task runs unguarded.
-func (m *middleware) job(t *asynq.Task) (core.Job, bool) {
-	if m.unguarded != nil {
-		if _, ok := m.unguarded[t.Type()]; ok {
-			return core.Job{}, false
-		}
+// job returns the task's job: unguarded for UnguardedTypes, else keyed by
+// Config.Key (or the default) and fingerprinted by Config.Fingerprint.
+func (m *middleware) job(t *asynq.Task) core.Job {
+	if _, ok := m.unguarded[t.Type()]; ok {
+		return core.Job{Key: t.Type(), Unguarded: true}
 	}
-	if m.plainKey {
-		// The key holds the payload's 128-bit hash already: a stored
-		// fingerprint would add nothing but bytes to every done marker.
-		return core.Job{Key: t.Type() + ":" + core.Fingerprint(t.Payload())}, true
+	var key string
+	if m.cfg.Key != nil {
+		key = m.cfg.Key(t)
 	}
-	key := m.cfg.Key(t)
-	if key == "" {
-		return core.Job{}, false
+	var fp func() string
+	if m.cfg.Fingerprint != nil {
+		fp = func() string { return m.cfg.Fingerprint(t) }
 	}
-	return core.Job{Key: key, Fingerprint: m.cfg.Fingerprint(t)}, true
-}
-
-func (m *middleware) observeUnguarded(ctx context.Context, t *asynq.Task) {
-	m.g.Observe(ctx, core.Event{Key: t.Type(), Outcome: core.Unguarded})
+	return jobkey.Job(t.Type(), t.Payload(), key, m.cfg.Key != nil, fp)
 }

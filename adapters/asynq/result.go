@@ -10,7 +10,7 @@ import (
 
 // ErrNoTask reports that SetResult was called with a context that did not
 // come from the middleware.
-var ErrNoTask = errors.New("jobonce: context does not come from asynqonce.Middleware")
+var ErrNoTask = errors.New("jobonce: asynqonce: context does not come from the middleware")
 
 type taskResultKey struct{}
 
@@ -36,7 +36,7 @@ func SetResult(ctx context.Context, b []byte) error {
 	rs.value = append([]byte(nil), b...)
 	if w := rs.task.ResultWriter(); w != nil {
 		if _, err := w.Write(b); err != nil {
-			return fmt.Errorf("jobonce: write the task result: %w", err)
+			return fmt.Errorf("jobonce: asynqonce: write the task result: %w", err)
 		}
 	}
 	return nil

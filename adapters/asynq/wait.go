@@ -3,7 +3,6 @@ package asynqonce
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -64,7 +63,7 @@ func (m *middleware) wait(ctx context.Context, job core.Job, fn core.RunFunc, re
 		}
 		select {
 		case <-ctx.Done():
-			return m.stopped(ctx, job)
+			return m.stopped(ctx, job, fn)
 		case <-timer.C:
 		}
 		res, err = m.g.Run(ctx, job, fn)
@@ -76,12 +75,11 @@ func (m *middleware) wait(ctx context.Context, job core.Job, fn core.RunFunc, re
 }
 
 // stopped ends a wait whose context ended: the copy did not run, and this is
-// neither the running copy's doing nor the store's, so the outcome is
-// core.Canceled with the context's error.
-func (m *middleware) stopped(ctx context.Context, job core.Job) (core.Result, error) {
-	err := fmt.Errorf("jobonce: asynqonce: stopped waiting for the job's running copy: %w", ctx.Err())
-	m.g.Observe(ctx, core.Event{Key: job.Key, Outcome: core.Canceled, Err: err})
-	return core.Result{Outcome: core.Canceled}, err
+// neither the running copy's doing nor the store's. The Guard, asked once
+// more under the ended context, claims nothing and reports core.Canceled
+// with the context's error.
+func (m *middleware) stopped(ctx context.Context, job core.Job, fn core.RunFunc) (core.Result, error) {
+	return m.g.Run(ctx, job, fn)
 }
 
 // retriesExhausted reports whether Asynq would archive the task if it failed

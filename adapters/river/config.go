@@ -7,6 +7,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/jobkey"
 )
 
 // Config configures Middleware, Wrap and the transactional forms. A nil
@@ -14,10 +15,11 @@ import (
 // have no effect.
 type Config struct {
 	// Key returns the key that names a job's effect. Copies of a job that
-	// share a key run once. An empty key cancels the job (river.JobCancel)
-	// with an error matching core.ErrInvalidKey. Defaults to nil: the key a
-	// job's args give through Keyer, else Kind + ":" + core.Fingerprint of the
-	// encoded args.
+	// share a key run once. An empty key is invalid (core.ErrInvalidKey):
+	// the worker does not run and the job is cancelled (river.JobCancel), as
+	// in every adapter; exempt jobs with Skip instead. Defaults to nil: the
+	// key a job's args give through Keyer, else Kind + ":" +
+	// core.Fingerprint of the encoded args.
 	Key func(job *rivertype.JobRow) string
 
 	// Fingerprint returns the fingerprint of a job's payload. A key held or
@@ -28,7 +30,9 @@ type Config struct {
 	Fingerprint func(job *rivertype.JobRow) string
 
 	// Skip reports jobs that run without the guard, such as kinds that are
-	// idempotent already. Defaults to nil: every job is guarded.
+	// idempotent already. They are reported to the Guard's Observer, log and
+	// metrics as core.Unguarded with the kind as the key. Defaults to nil:
+	// every job is guarded.
 	Skip func(job *rivertype.JobRow) bool
 }
 
@@ -48,31 +52,26 @@ const MetadataKey = "jobonce_key"
 
 var metadataKeyField = []byte(`"` + MetadataKey + `"`)
 
-func (c *Config) withDefaults() (Config, error) {
+func (c *Config) withDefaults() Config {
 	var cfg Config
 	if c != nil {
 		cfg = *c
 	}
-	return cfg, nil
+	return cfg
 }
 
-// job returns the key and fingerprint of row. args is the decoded args when
-// known (Wrap), or nil (Middleware).
+// job returns the job of row. args is the decoded args when known (Wrap),
+// or nil (Middleware).
 func (c *Config) job(row *rivertype.JobRow, args any) core.Job {
+	if c.Skip != nil && c.Skip(row) {
+		return core.Job{Key: row.Kind, Unguarded: true}
+	}
 	key, named := c.namedKey(row, args)
+	var fp func() string
 	if c.Fingerprint != nil {
-		if !named {
-			key = row.Kind + ":" + core.Fingerprint(row.EncodedArgs)
-		}
-		return core.Job{Key: key, Fingerprint: c.Fingerprint(row)}
+		fp = func() string { return c.Fingerprint(row) }
 	}
-	fp := core.Fingerprint(row.EncodedArgs)
-	if !named {
-		// The default key holds the fingerprint already: no other args can
-		// share it, so the store need not keep the fingerprint as well.
-		return core.Job{Key: row.Kind + ":" + fp}
-	}
-	return core.Job{Key: key, Fingerprint: fp}
+	return jobkey.Job(row.Kind, row.EncodedArgs, key, named, fp)
 }
 
 // namedKey returns the key that Config.Key, the args (Keyer) or the job's

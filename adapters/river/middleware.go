@@ -23,9 +23,9 @@ var (
 	_ rivertype.JobInsertMiddleware = (*middleware)(nil)
 )
 
-// Middleware returns a River middleware that runs every job of a client at
-// most once per key: put it in river.Config.Middleware. Keys and outcomes are
-// as for Wrap. A job already guarded by Wrap is not claimed twice.
+// NewMiddleware returns a River middleware that runs every job of a client
+// at most once per key: put it in river.Config.Middleware. Keys and outcomes
+// are as for Wrap. A job already guarded by Wrap is not claimed twice.
 //
 // The returned value is a job insert middleware too: a client configured with
 // it records, for args that implement Keyer, the key in the job's metadata
@@ -33,9 +33,24 @@ var (
 // inserted by a client without it get the other keys (Config.Key or the
 // default).
 //
-// It panics if g is nil.
-func Middleware(g *core.Guard, cfg *Config) rivertype.WorkerMiddleware {
-	return &middleware{r: newRunner(g, cfg, "Middleware")}
+// It returns an error when g is nil; MustMiddleware is the one-line form
+// for a river.Config literal.
+func NewMiddleware(g *core.Guard, cfg *Config) (rivertype.WorkerMiddleware, error) {
+	r, err := newRunner(g, cfg, "NewMiddleware")
+	if err != nil {
+		return nil, err
+	}
+	return &middleware{r: r}, nil
+}
+
+// MustMiddleware is NewMiddleware for a river.Config literal: it panics,
+// with NewMiddleware's error, when g is nil.
+func MustMiddleware(g *core.Guard, cfg *Config) rivertype.WorkerMiddleware {
+	mw, err := NewMiddleware(g, cfg)
+	if err != nil {
+		panic(err)
+	}
+	return mw
 }
 
 // Work implements rivertype.WorkerMiddleware.
@@ -56,7 +71,7 @@ func (m *middleware) InsertMany(ctx context.Context, params []*rivertype.JobInse
 			}
 			md, err := withMetadataKey(p.Metadata, k.OnceKey())
 			if err != nil {
-				return nil, fmt.Errorf("riveronce: job of kind %q: %w", p.Kind, err)
+				return nil, fmt.Errorf("jobonce: riveronce: job of kind %q: %w", p.Kind, err)
 			}
 			p.Metadata = md
 		}

@@ -16,15 +16,11 @@ type runner struct {
 	cfg Config
 }
 
-func newRunner(g *core.Guard, cfg *Config, caller string) *runner {
+func newRunner(g *core.Guard, cfg *Config, caller string) (*runner, error) {
 	if g == nil {
-		panic("riveronce: " + caller + ": guard is nil")
+		return nil, fmt.Errorf("jobonce: riveronce: %s: Guard is nil", caller)
 	}
-	c, err := cfg.withDefaults()
-	if err != nil {
-		panic("riveronce: " + caller + ": " + err.Error())
-	}
-	return &runner{g: g, cfg: c}
+	return &runner{g: g, cfg: cfg.withDefaults()}, nil
 }
 
 // guardedKey marks a context whose job already runs under a claim, so that a
@@ -50,7 +46,7 @@ func guarded(ctx context.Context) bool { return ctx.Value(guardedKey{}) != nil }
 //     attempt;
 //   - the job failed: its error, unchanged.
 func (r *runner) run(ctx context.Context, row *rivertype.JobRow, args any, work func(context.Context) error) error {
-	if guarded(ctx) || (r.cfg.Skip != nil && r.cfg.Skip(row)) {
+	if guarded(ctx) {
 		return work(ctx)
 	}
 	job := r.cfg.job(row, args)
@@ -69,7 +65,7 @@ func outcomeError(row *rivertype.JobRow, out core.Outcome, err error) error {
 		d, _ := core.RetryAfter(err)
 		return river.JobSnooze(d)
 	case core.Conflict, core.Rejected:
-		return river.JobCancel(fmt.Errorf("riveronce: job %d (kind %q): %w", row.ID, row.Kind, err))
+		return river.JobCancel(fmt.Errorf("jobonce: riveronce: job %d (kind %q): %w", row.ID, row.Kind, err))
 	case core.Canceled:
 		return err // matches ctx.Err(): the job did not run, and may run later
 	}

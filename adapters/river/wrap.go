@@ -2,6 +2,7 @@ package riveronce
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -17,7 +18,8 @@ type wrapped[T river.JobArgs] struct {
 }
 
 // Wrap returns a worker that runs w at most once per key: register it with
-// river.AddWorker. It keeps w's Timeout, NextRetry and Middleware.
+// river.AddWorker (or use MustWrap inside the call). It keeps w's Timeout,
+// NextRetry and Middleware.
 //
 // The key is Config.Key if set, else the args' OnceKey if they implement
 // Keyer, else a key recorded in the job's metadata by Middleware at insert,
@@ -30,17 +32,32 @@ type wrapped[T river.JobArgs] struct {
 //     hint; a snooze does not use one of the job's attempts;
 //   - the key is done or held with a different fingerprint (core.ErrConflict),
 //     or the key is empty (core.ErrInvalidKey): river.JobCancel;
+//   - Config.Skip reports the job: w runs unguarded (core.Unguarded);
 //   - the store cannot be reached: an error matching core.ErrStoreUnavailable
 //     and w does not run (fail closed); River retries it as a failed attempt;
 //   - w fails or panics: the claim is released and w's error (or panic) goes
 //     to River unchanged.
 //
-// It panics if g or w is nil.
-func Wrap[T river.JobArgs](g *core.Guard, w river.Worker[T], cfg *Config) river.Worker[T] {
+// It returns an error when g or w is nil.
+func Wrap[T river.JobArgs](g *core.Guard, w river.Worker[T], cfg *Config) (river.Worker[T], error) {
 	if w == nil {
-		panic("riveronce: Wrap: worker is nil")
+		return nil, errors.New("jobonce: riveronce: Wrap: worker is nil")
 	}
-	return &wrapped[T]{inner: w, r: newRunner(g, cfg, "Wrap")}
+	r, err := newRunner(g, cfg, "Wrap")
+	if err != nil {
+		return nil, err
+	}
+	return &wrapped[T]{inner: w, r: r}, nil
+}
+
+// MustWrap is Wrap for the one-line river.AddWorker(workers, ...) form: it
+// panics, with Wrap's error, when g or w is nil.
+func MustWrap[T river.JobArgs](g *core.Guard, w river.Worker[T], cfg *Config) river.Worker[T] {
+	wrapped, err := Wrap(g, w, cfg)
+	if err != nil {
+		panic(err)
+	}
+	return wrapped
 }
 
 // Middleware returns the inner worker's middleware.

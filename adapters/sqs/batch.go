@@ -2,7 +2,6 @@ package sqsonce
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -12,12 +11,6 @@ import (
 
 	"github.com/jobonce/jobonce/core"
 )
-
-// errNotRun is returned by the job function handed to Work for claims that
-// do not run; Work never calls it.
-var errNotRun = errors.New("jobonce: sqsonce: job function called for a claim that does not run")
-
-func notRun(context.Context) ([]byte, error) { return nil, errNotRun }
 
 // batch is one received batch of messages, processed by one goroutine.
 type batch struct {
@@ -195,13 +188,15 @@ func (b *batch) round(idx []int, results chan result) {
 	for j, i := range idx {
 		c := claims[j]
 		b.claims[i] = c
-		if r.runs(c) {
+		if c.Runs() {
 			running++
 			b.attempts[i]++
 			go r.work(i, c, b.msgs[i], results)
 			continue
 		}
-		res, err := c.Work(r.hctx, notRun)
+		// The Guard decided this claim does not run: Work reports its
+		// outcome without calling the handler.
+		res, err := c.Work(r.hctx, r.handler(b.msgs[i]))
 		r.release(1)
 		b.settle(i, res.Outcome, err)
 	}
@@ -211,14 +206,9 @@ func (b *batch) round(idx []int, results chan result) {
 	}
 }
 
-// runs reports whether a claim's job runs here: the claim holds the key, or
-// the store failed and the Guard fails open.
-func (r *run) runs(c *core.Claim) bool {
-	if c.Held() {
-		return true
-	}
-	_, err := c.State()
-	return r.failOpen && err != nil && !errors.Is(err, core.ErrInvalidKey)
+// handler returns the job function of message m.
+func (r *run) handler(m types.Message) core.RunFunc {
+	return func(ctx context.Context) ([]byte, error) { return nil, r.p.Handler(ctx, m) }
 }
 
 // work runs the handler for one claimed message. Its handler slot is freed
@@ -234,9 +224,7 @@ func (r *run) work(i int, c *core.Claim, m types.Message, results chan<- result)
 		}
 		results <- result{i: i, out: res.Outcome, err: err}
 	}()
-	res, err = c.Work(r.hctx, func(ctx context.Context) ([]byte, error) {
-		return nil, r.p.Handler(ctx, m)
-	})
+	res, err = c.Work(r.hctx, r.handler(m))
 }
 
 // await collects the batch's handler results. Succeeded handlers' done

@@ -28,13 +28,16 @@ type Config struct {
 	KeyAttribute string
 
 	// Key, when set, returns a message's key and overrides every default. An
-	// empty key is invalid: the message is left for the dead-letter queue.
+	// empty key is invalid (core.ErrInvalidKey): the handler does not run and
+	// the message is left for the dead-letter queue, as in every adapter.
 	// Defaults to nil (the default keys).
 	Key func(m types.Message) string
 
 	// Fingerprint returns the payload fingerprint stored with a claim; a key
 	// found with a different fingerprint is a conflict. Return "" to skip the
-	// check. Defaults to core.Fingerprint of the body.
+	// check. Defaults to nil: core.Fingerprint of the body for a key named by
+	// Key, KeyAttribute or the deduplication id; with the default key, which
+	// holds that fingerprint already, none is stored.
 	Fingerprint func(m types.Message) string
 
 	// RunningDelay is the shortest visibility delay of a message whose job is
@@ -100,7 +103,7 @@ func (c *Config) options(g *core.Guard, queueURL string) (*options, error) {
 		return nil, fmt.Errorf("jobonce: sqsonce: Config.MaxDelay must not exceed SQS's 12h limit, got %s", o.MaxDelay)
 	}
 	if o.Logger == nil {
-		o.Logger = g.Config().Logger
+		o.Logger = g.Logger()
 	}
 	return o, nil
 }

@@ -47,19 +47,18 @@ type HandlerFunc func(ctx context.Context, m types.Message) error
 // finds it running and is hidden with growing delays. Poller renews it.
 //
 // When the job succeeded but the delete failed, the error says so; the next
-// copy of the message is then a duplicate and is deleted. A nil Guard, an
-// empty queue URL or an invalid Config make every call return an error that
-// names the problem, leaving the message in the queue.
-func Decorate(g *core.Guard, client Client, queueURL string, h HandlerFunc, cfg *Config) HandlerFunc {
+// copy of the message is then a duplicate and is deleted. Decorate returns
+// an error naming the problem for a nil Guard, client or handler, an empty
+// queue URL or an invalid Config.
+func Decorate(g *core.Guard, client Client, queueURL string, h HandlerFunc, cfg *Config) (HandlerFunc, error) {
 	o, err := cfg.options(g, queueURL)
-	if err == nil && client == nil {
-		err = errors.New("jobonce: sqsonce: Decorate: client is nil")
-	}
-	if err == nil && h == nil {
-		err = errors.New("jobonce: sqsonce: Decorate: handler is nil")
-	}
-	if err != nil {
-		return func(context.Context, types.Message) error { return err }
+	switch {
+	case err != nil:
+		return nil, err
+	case client == nil:
+		return nil, errors.New("jobonce: sqsonce: Decorate: client is nil")
+	case h == nil:
+		return nil, errors.New("jobonce: sqsonce: Decorate: handler is nil")
 	}
 	return func(ctx context.Context, m types.Message) error {
 		start := time.Now()
@@ -88,5 +87,5 @@ func Decorate(g *core.Guard, client Client, queueURL string, h HandlerFunc, cfg 
 			}
 		}
 		return err
-	}
+	}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/jobkey"
 )
 
 // System attribute names the adapter reads from received messages.
@@ -15,36 +16,36 @@ const (
 	attrGroup         = string(types.MessageSystemAttributeNameMessageGroupId)
 )
 
-// job returns the claim request for a message: its key and fingerprint.
+// job returns the job of a message: its key and fingerprint.
 func (o *options) job(m types.Message) core.Job {
-	return core.Job{Key: o.key(m), Fingerprint: o.fingerprint(m)}
+	key, named := o.key(m)
+	var fp func() string
+	if o.Fingerprint != nil {
+		fp = func() string { return o.Fingerprint(m) }
+	}
+	return jobkey.Job(o.queueName, body(m), key, named, fp)
 }
 
-func (o *options) key(m types.Message) string {
+// key returns the key that Config.Key, the key attribute or the FIFO
+// deduplication id give, in that order, and whether one did.
+func (o *options) key(m types.Message) (string, bool) {
 	if o.Key != nil {
-		return o.Key(m)
+		return o.Key(m), true
 	}
 	if o.KeyAttribute != "" {
 		if v, ok := m.MessageAttributes[o.KeyAttribute]; ok {
 			if v.StringValue != nil && *v.StringValue != "" {
-				return *v.StringValue
+				return *v.StringValue, true
 			}
 			if len(v.BinaryValue) > 0 {
-				return string(v.BinaryValue)
+				return string(v.BinaryValue), true
 			}
 		}
 	}
 	if id := m.Attributes[attrDeduplication]; id != "" {
-		return o.queueName + ":dedup:" + id
+		return o.queueName + ":dedup:" + id, true
 	}
-	return o.queueName + ":" + core.Fingerprint(body(m))
-}
-
-func (o *options) fingerprint(m types.Message) string {
-	if o.Fingerprint != nil {
-		return o.Fingerprint(m)
-	}
-	return core.Fingerprint(body(m))
+	return "", false
 }
 
 func body(m types.Message) []byte {

@@ -36,7 +36,9 @@ const visibilityMargin = time.Minute
 // message is handed back to the queue at once.
 func (o *options) decide(out core.Outcome, err error, receives int, elapsed time.Duration, stopping bool) decision {
 	switch {
-	case err == nil && out.Acknowledge():
+	case err == nil:
+		// The Guard's contract: a nil error means the delivery is handled
+		// (ran, done already, or ran unguarded).
 		return decision{act: remove}
 	case out == core.Running:
 		retry, _ := core.RetryAfter(err)

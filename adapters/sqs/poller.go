@@ -100,7 +100,6 @@ type run struct {
 	p         *Poller
 	o         *options
 	url       *string
-	failOpen  bool
 	conc      int
 	receivers int
 	batch     int32
@@ -135,8 +134,7 @@ func (p *Poller) start() (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	gcfg := p.Guard.Config()
-	r := &run{p: p, o: o, url: aws.String(p.QueueURL), failOpen: gcfg.FailOpen, givenUp: &p.givenUp,
+	r := &run{p: p, o: o, url: aws.String(p.QueueURL), givenUp: &p.givenUp,
 		conc: p.Concurrency, batch: int32(p.BatchSize), vis: p.VisibilityTimeout,
 		shutdown: p.ShutdownTimeout, flush: p.FlushDelay}
 	wait := p.WaitTime

@@ -144,16 +144,22 @@ type BatchStore interface {
 	CompleteBatch(ctx context.Context, reqs []CompleteRequest) []error
 }
 
-// TxStore is a Store that records keys inside the caller's transactions, of
-// type TTx (pgx.Tx for pgstore): the record and the job's effects commit
-// together, or neither does.
+// TxStore is a Store that records keys inside transactions of type TTx
+// (pgx.Tx for pgstore): the record and the job's effects commit together,
+// or neither does. core.NewTxGuard turns it into the transactional mode.
 type TxStore[TTx any] interface {
 	Store
 	// RecordTx records req.Key as done in tx, unless the key is done, held
 	// by a live claim, or held by another transaction that does not commit
 	// within the store's bound; it then reports that state (StateDone or
 	// StateRunning) and leaves tx as it was and usable. StateClaimed means
-	// recorded: the caller's commit makes it durable. An error means the
-	// record could not be written; tx is then left as it was when possible.
+	// recorded: the commit of tx makes it durable. An error means the record
+	// could not be written; tx is then left as it was when possible.
 	RecordTx(ctx context.Context, tx TTx, req RecordRequest) (ClaimReply, error)
+	// BeginTx begins a transaction on the store's database.
+	BeginTx(ctx context.Context) (TTx, error)
+	// CommitTx commits tx.
+	CommitTx(ctx context.Context, tx TTx) error
+	// RollbackTx rolls tx back; after a commit it does nothing.
+	RollbackTx(ctx context.Context, tx TTx) error
 }

@@ -96,7 +96,7 @@ func BenchmarkTxEffect(b *testing.B) {
 			pool = bigPool(b, schema, 20, "synchronous_commit", "off")
 		}
 		warm(b, pool, 17)
-		s := migratedStore(b, pool, nil)
+		mode := txOf(b, migratedStore(b, pool, nil))
 		variants := []struct {
 			name string
 			run  func(key string) error
@@ -106,7 +106,7 @@ func BenchmarkTxEffect(b *testing.B) {
 			}},
 			{"dotx", func(key string) error {
 				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-					out, err := s.DoTx(ctx, tx, key, insertEffect(key))
+					out, err := mode.DoTx(ctx, tx, key, insertEffect(key))
 					if err == nil && out != core.Ran {
 						err = fmt.Errorf("outcome %s", out)
 					}

@@ -12,7 +12,7 @@ import (
 // Config configures a Store. The zero value, or a nil *Config, gives the
 // defaults. New copies the Config; later changes to it have no effect.
 type Config struct {
-	// Schema holds the table. Set it when the transactions passed to DoTx may
+	// Schema holds the table. Set it when the transactions passed to TxGuard.Do may
 	// run on connections with another search_path than the Store's pool.
 	// Defaults to "" (unqualified: each connection's search_path decides).
 	Schema string
@@ -24,26 +24,6 @@ type Config struct {
 	// (see Migrate). Defaults to false: New only checks that the table exists
 	// and returns an error matching ErrNotMigrated when it does not.
 	Migrate bool
-
-	// KeyPrefix is prepended to the keys of the transactional calls (DoTx,
-	// DoTxJob, DoInTx); a core.Guard applies its own prefix to the keys it
-	// passes to Claim. The default equals core.Config's, so a key recorded by
-	// DoTx and the same key run through a core.Guard with the default prefix
-	// are one row. Defaults to "jobonce:".
-	KeyPrefix string
-
-	// PlainKeys stores the transactional calls' keys as given (prefixed;
-	// hashed only beyond core.MaxKeyLen bytes, see core.PlainKey), as a
-	// core.Guard does with core.Config.PlainKeys. Set both or neither, so the
-	// two modes share rows. Defaults to false: keys are hashed to a fixed
-	// length after the prefix (see core.HashedKey), as a core.Guard does by
-	// default.
-	PlainKeys bool
-
-	// Retention is how long a transactional record is kept: copies of the job
-	// arriving within it are duplicates. It must be at least 1ms; any longer
-	// time.Duration is accepted. Defaults to 24h.
-	Retention time.Duration
 
 	// LockTimeout bounds how long a claim or a transactional record waits for
 	// another transaction that holds the same key and has not committed. When
@@ -99,18 +79,6 @@ func (c *Config) withDefaults() (Config, error) {
 		if err := checkIdentifier("Schema", cfg.Schema, maxIdentifier); err != nil {
 			return cfg, err
 		}
-	}
-	if cfg.KeyPrefix == "" {
-		cfg.KeyPrefix = "jobonce:"
-	}
-	if cfg.Retention < 0 {
-		return cfg, fmt.Errorf("jobonce: pgstore.Config.Retention must be positive, got %s", cfg.Retention)
-	}
-	if cfg.Retention == 0 {
-		cfg.Retention = 24 * time.Hour
-	}
-	if cfg.Retention < time.Millisecond {
-		return cfg, fmt.Errorf("jobonce: pgstore.Config.Retention must be at least 1ms, got %s", cfg.Retention)
 	}
 	if cfg.LockTimeout < 0 {
 		return cfg, fmt.Errorf("jobonce: pgstore.Config.LockTimeout must be positive, got %s", cfg.LockTimeout)

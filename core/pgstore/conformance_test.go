@@ -47,16 +47,16 @@ func TestConformanceWithoutPreparedStatements(t *testing.T) {
 				ctx := ctxT(t)
 				effects(t, unprepared)
 				for _, want := range []core.Outcome{core.Ran, core.Duplicate} {
-					out, err := s.DoInTx(ctx, "k", insertEffect("k"))
+					out, err := txOf(t, s).DoInTx(ctx, "k", insertEffect("k"))
 					require.NoError(t, err)
 					require.Equal(t, want, out)
 				}
 				tx, err := unprepared.Begin(ctx)
 				require.NoError(t, err)
 				defer tx.Rollback(ctx)
-				_, err = s.DoTx(ctx, tx, "k2", insertEffect("k2"))
+				_, err = txOf(t, s).DoTx(ctx, tx, "k2", insertEffect("k2"))
 				require.NoError(t, err)
-				out, err := s.DoInTx(ctx, "k2", insertEffect("k2"))
+				out, err := txOf(t, s).DoInTx(ctx, "k2", insertEffect("k2"))
 				require.ErrorIs(t, err, core.ErrRunning, "an uncommitted record: %s", out)
 				var lt string
 				require.NoError(t, tx.QueryRow(ctx, "SHOW lock_timeout").Scan(&lt))

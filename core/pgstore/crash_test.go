@@ -24,6 +24,7 @@ import (
 const (
 	envCrashWorker = "JOBONCE_PGSTORE_CRASH_WORKER" // the schema to work in
 	envCrashJobs   = "JOBONCE_PGSTORE_CRASH_JOBS"
+	envCrashHold   = "JOBONCE_PGSTORE_CRASH_HOLD" // from this job on, hold each transaction open until killed
 )
 
 // TestCrashWorker is the worker process of TestCrashMidTransaction. It does
@@ -40,15 +41,25 @@ func TestCrashWorker(t *testing.T) {
 	ctx := context.Background()
 	s, err := pgstore.New(ctx, bigPool(t, schema, 2), &pgstore.Config{LockTimeout: 20 * time.Millisecond})
 	require.NoError(t, err)
+	hold := jobs
+	if v := os.Getenv(envCrashHold); v != "" {
+		hold, err = strconv.Atoi(v)
+		require.NoError(t, err)
+	}
+	mode := txOf(t, s)
 	for j := range jobs {
 		key := fmt.Sprintf("job-%03d", j)
+		pause := "0.005"
+		if j >= hold {
+			pause = "60" // the test kills this process meanwhile
+		}
 		for {
-			out, err := s.DoInTx(ctx, key, func(ctx context.Context, tx pgx.Tx) error {
+			out, err := mode.DoInTx(ctx, key, func(ctx context.Context, tx pgx.Tx) error {
 				if _, err := tx.Exec(ctx, "INSERT INTO effects (key) VALUES ($1)", key); err != nil {
 					return err
 				}
 				fmt.Printf("tx %s\n", key)
-				_, err := tx.Exec(ctx, "SELECT pg_sleep(0.005)")
+				_, err := tx.Exec(ctx, "SELECT pg_sleep("+pause+")")
 				return err
 			})
 			if errors.Is(err, core.ErrRunning) {
@@ -73,13 +84,13 @@ func TestCrashMidTransaction(t *testing.T) {
 	effects(t, pool)
 	const jobs = 200
 
-	worker := func() *exec.Cmd {
+	worker := func(env ...string) *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashWorker$", "-test.count=1")
-		cmd.Env = append(os.Environ(), envCrashWorker+"="+schema, envCrashJobs+"="+strconv.Itoa(jobs))
+		cmd.Env = append(append(os.Environ(), envCrashWorker+"="+schema, envCrashJobs+"="+strconv.Itoa(jobs)), env...)
 		return cmd
 	}
 
-	first := worker()
+	first := worker(envCrashHold + "=60")
 	first.Stderr = os.Stderr
 	stdout, err := first.StdoutPipe()
 	require.NoError(t, err)

@@ -29,23 +29,25 @@
 //
 // # Transactional mode
 //
-// DoTx records a key as done in the caller's pgx.Tx and then runs the job's
-// function in that same transaction. Commit makes the record and the job's
-// database effects durable together; a rollback, or a connection that dies
-// mid-transaction, leaves neither, so a later copy runs. For effects that live
-// in the same database this is exactly once: no duplicate, nothing missing. A
-// copy that meets the key's uncommitted record waits at most
-// Config.LockTimeout and then gets core.ErrRunning, so no worker hangs behind
-// a long transaction. DoInTx runs its own transaction; DoTxJob adds a
-// payload fingerprint (core.ErrConflict on a mismatch).
+// The Store implements driver.TxStore for pgx.Tx, so core.NewTxGuard gives
+// a Guard on it a transactional mode: TxGuard.Do records a key as done in the
+// caller's pgx.Tx and then runs the job's function in that same transaction.
+// Commit makes the record and the job's database effects durable together; a
+// rollback, or a connection that dies mid-transaction, leaves neither, so a
+// later copy runs. For effects that live in the same database this is exactly
+// once: no duplicate, nothing missing. A copy that meets the key's
+// uncommitted record waits at most Config.LockTimeout and then gets
+// core.ErrRunning, so no worker hangs behind a long transaction.
+// TxGuard.DoInTx runs a transaction of its own on the Store's pool. The
+// outcomes are the Guard's: logged, counted and observed as its own.
 //
-// DoTx stores keys exactly as a core.Guard with the same KeyPrefix and
-// PlainKeys setting does (see Store.StoredKey), so both modes share rows: a
-// live leased claim turns a transactional copy away with core.ErrRunning, an
-// expired one is taken over, and a Guard sees a transactional record as done.
+// Both modes share rows, since the Guard derives the stored key once: a live
+// leased claim turns a transactional copy away with core.ErrRunning, an
+// expired one is taken over, and the Guard sees a transactional record as
+// done.
 //
 // The record is written inside a savepoint, which PostgreSQL keeps as a
-// subtransaction until commit; keep to a few dozen DoTx calls per
+// subtransaction until commit; keep to a few dozen records per
 // transaction. Use READ COMMITTED, PostgreSQL's default: under REPEATABLE
 // READ a copy that finds a key committed after its snapshot gets a
 // serialization failure instead of a duplicate.
@@ -71,8 +73,9 @@
 // pgxpool.Config.ConnConfig.RuntimeParams): claims and done markers then
 // answer without waiting for the flush, and a crash of the database server
 // (not of a worker) can lose the last fraction of a second of them, the
-// trade-off Redis makes with appendfsync everysec. DoInTx commits on that
-// pool too; DoTx follows the caller's transaction and is unaffected.
+// trade-off Redis makes with appendfsync everysec. TxGuard.DoInTx commits on
+// that pool too; TxGuard.Do follows the caller's transaction and is
+// unaffected.
 //
 // # Pruning
 //

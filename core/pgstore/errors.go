@@ -38,7 +38,7 @@ func (s *Store) wrap(err error) error {
 	case codeUndefinedTable, codeUndefinedColumn:
 		return fmt.Errorf("%w (table %s): %w", ErrNotMigrated, s.table, err)
 	case codeLimitExceeded:
-		return fmt.Errorf("jobonce: pgstore: the key is too long for the primary key index of %s (about 2700 bytes at most; a core.Guard stores long keys hashed, see core.StoredKey): %w", s.table, err)
+		return fmt.Errorf("jobonce: pgstore: the key is too long for the primary key index of %s (about 2700 bytes at most; a core.Guard stores long keys hashed, see core.Config.PlainKeys): %w", s.table, err)
 	}
 	return err
 }

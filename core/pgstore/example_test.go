@@ -2,7 +2,6 @@ package pgstore_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -15,12 +14,13 @@ import (
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 // A Guard on PostgreSQL: leased claims and done markers in a table.
 func Example() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	pool, err := pgxpool.New(ctx, testenv.DatabaseURL())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -30,72 +30,98 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	guard, err := core.New(store, nil)
+	guard, err := core.New(store, &core.Config{KeyPrefix: exampleRun()})
 	if err != nil {
 		log.Fatal(err)
 	}
-	out, err := guard.Do(ctx, "email:welcome:user-42", func(ctx context.Context) error {
-		return nil // send the email
-	})
-	fmt.Println(out, err)
+	for range 2 { // the job is delivered twice
+		out, err := guard.Do(ctx, "email:welcome:user-42", func(ctx context.Context) error {
+			fmt.Println("sending the email")
+			return nil
+		})
+		fmt.Println(out, err)
+	}
+	// Output:
+	// sending the email
+	// ran <nil>
+	// duplicate <nil>
 }
 
-// Exactly once for a database effect: the key is recorded in the same
-// transaction as the effect.
-func ExampleStore_DoTx() {
+// Exactly once for a database effect: the transactional mode records the
+// key in the same transaction as the effect, so both commit or neither does.
+func Example_transactional() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	pool, err := pgxpool.New(ctx, testenv.DatabaseURL())
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	store, err := pgstore.New(ctx, pool, nil)
+	store, err := pgstore.New(ctx, pool, &pgstore.Config{Migrate: true})
 	if err != nil {
-		log.Fatal(err) // errors.Is(err, pgstore.ErrNotMigrated): run pgstore.Migrate first
+		log.Fatal(err) // without Migrate: errors.Is(err, pgstore.ErrNotMigrated)
 	}
-
-	tx, err := pool.Begin(ctx)
+	guard, err := core.New(store, &core.Config{KeyPrefix: exampleRun()})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer tx.Rollback(ctx)
-	out, err := store.DoTx(ctx, tx, "invoice:42:credit", func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, "UPDATE accounts SET balance = balance + 100 WHERE id = 7")
+	txg, err := core.NewTxGuard[pgx.Tx](guard) // the same Guard's outcomes, logs and metrics
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS example_credits (invoice text, amount int)"); err != nil {
+		log.Fatal(err)
+	}
+	credit := func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO example_credits VALUES ('42', 100)")
 		return err
-	})
-	switch {
-	case errors.Is(err, core.ErrRunning):
-		after, _ := core.RetryAfter(err)
-		fmt.Println("another copy holds the key; retry in", after)
-	case err != nil:
-		log.Fatal(err) // the effect failed: the deferred rollback leaves no record
-	case out == core.Ran:
-		if err := tx.Commit(ctx); err != nil {
-			log.Fatal(err) // nothing recorded either: a retry runs it
+	}
+	for range 2 { // the job is delivered twice
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { // commits when it returns nil
+			out, err := txg.Do(ctx, tx, "invoice:42:credit", credit)
+			fmt.Println(out)
+			return err // core.ErrRunning: another copy's transaction is open; retry later
+		})
+		if err != nil {
+			log.Fatal(err)
 		}
-	case out == core.Duplicate:
-		fmt.Println("already credited")
 	}
+	// Output:
+	// ran
+	// duplicate
 }
 
-// DoInTx runs the transaction itself.
-func ExampleStore_DoInTx() {
+// TxGuard.DoInTx runs a transaction of its own on the store's pool.
+func Example_doInTx() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	pool, err := pgxpool.New(ctx, testenv.DatabaseURL())
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	store, err := pgstore.New(ctx, pool, nil)
+	store, err := pgstore.New(ctx, pool, &pgstore.Config{Migrate: true})
 	if err != nil {
 		log.Fatal(err)
 	}
-	out, err := store.DoInTx(ctx, "order:9:ship", func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, "INSERT INTO shipments (order_id) VALUES (9)")
+	guard, err := core.New(store, &core.Config{KeyPrefix: exampleRun()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	txg, err := core.NewTxGuard[pgx.Tx](guard)
+	if err != nil {
+		log.Fatal(err)
+	}
+	out, err := txg.DoInTx(ctx, core.Job{Key: "order:9:ship"}, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "SELECT 1") // the shipment's writes
 		return err
 	})
 	fmt.Println(out, err)
+	// Output:
+	// ran <nil>
 }
+
+// exampleRun returns a key prefix of its own for each run of an example, so
+// that examples run again against the same database start afresh.
+func exampleRun() string { return "example:" + testenv.RandomID(8) + ":" }
 
 // Pruning in the background, stopped with the program's context.
 func ExampleStore_RunPruner() {

@@ -2,12 +2,15 @@ package pgstore_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/pgstore"
 	"github.com/jobonce/jobonce/internal/testenv"
@@ -66,3 +69,40 @@ func count(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) int {
 	require.NoError(t, pool.QueryRow(context.Background(), sql, args...).Scan(&n))
 	return n
 }
+
+// txMode is the transactional mode of a Guard on a Store, under the names
+// the tests use.
+type txMode struct {
+	g  *core.Guard
+	tg *core.TxGuard[pgx.Tx]
+}
+
+// txOf returns the transactional mode of a Guard with the default
+// configuration on s.
+func txOf(t testing.TB, s *pgstore.Store) txMode { return txWith(t, s, nil) }
+
+// txWith returns the transactional mode of a Guard configured by cfg on s.
+func txWith(t testing.TB, s *pgstore.Store, cfg *core.Config) txMode {
+	t.Helper()
+	g, err := core.New(s, cfg)
+	require.NoError(t, err)
+	tg, err := core.NewTxGuard[pgx.Tx](g)
+	require.NoError(t, err)
+	return txMode{g: g, tg: tg}
+}
+
+func (m txMode) DoTx(ctx context.Context, tx pgx.Tx, key string, fn func(context.Context, pgx.Tx) error) (core.Outcome, error) {
+	return m.tg.Do(ctx, tx, key, fn)
+}
+
+func (m txMode) DoTxJob(ctx context.Context, tx pgx.Tx, job core.Job, fn func(context.Context, pgx.Tx) error) (core.Outcome, error) {
+	return m.tg.DoJob(ctx, tx, job, fn)
+}
+
+func (m txMode) DoInTx(ctx context.Context, key string, fn func(context.Context, pgx.Tx) error) (core.Outcome, error) {
+	return m.tg.DoInTx(ctx, core.Job{Key: key}, fn)
+}
+
+func (m txMode) StoredKey(key string) (string, error) { return m.g.StoredKey(key) }
+
+func TestMain(m *testing.M) { os.Exit(testenv.RunExamples(m, testenv.NeedPostgres)) }

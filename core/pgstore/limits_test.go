@@ -37,20 +37,21 @@ func TestLockTimeoutRange(t *testing.T) {
 		r, err := s.Claim(ctx, claimReq("lt-"+lt.String(), time.Minute))
 		require.NoError(t, err, "a claim with LockTimeout %s", lt)
 		require.Equal(t, driver.StateClaimed, r.State)
-		out, err := s.DoInTx(ctx, "tx-"+lt.String(), func(context.Context, pgx.Tx) error { return nil })
+		out, err := txOf(t, s).DoInTx(ctx, "tx-"+lt.String(), func(context.Context, pgx.Tx) error { return nil })
 		require.NoError(t, err, "a transactional record with LockTimeout %s", lt)
 		require.Equal(t, core.Ran, out)
 	}
 }
 
 // TestLongestRetentionInTx: the longest time.Duration works as
-// Config.Retention for transactional records.
+// the Guard's Retention for transactional records.
 func TestLongestRetentionInTx(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	s, _ := newStore(t, &pgstore.Config{Retention: time.Duration(math.MaxInt64)})
+	s, _ := newStore(t, nil)
+	mode := txWith(t, s, &core.Config{Retention: time.Duration(math.MaxInt64)})
 	for _, want := range []core.Outcome{core.Ran, core.Duplicate} {
-		out, err := s.DoInTx(ctx, "k", func(context.Context, pgx.Tx) error { return nil })
+		out, err := mode.DoInTx(ctx, "k", func(context.Context, pgx.Tx) error { return nil })
 		require.NoError(t, err)
 		require.Equal(t, want, out)
 	}
@@ -172,9 +173,9 @@ func TestClaimCancelledWhileWaiting(t *testing.T) {
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	_, err = s.DoTx(ctx, tx, "held", func(context.Context, pgx.Tx) error { return nil })
+	_, err = txOf(t, s).DoTx(ctx, tx, "held", func(context.Context, pgx.Tx) error { return nil })
 	require.NoError(t, err)
-	held, err := s.StoredKey("held")
+	held, err := txOf(t, s).StoredKey("held")
 	require.NoError(t, err)
 
 	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)

@@ -40,8 +40,7 @@ func TestPruneDeletesOnlyExpiredRows(t *testing.T) {
 	}
 	// An uncommitted transactional record stays, even once its retention
 	// has run out: the pruner cannot see it.
-	shortLived, err := pgstore.New(ctx, pool, &pgstore.Config{Retention: time.Millisecond})
-	require.NoError(t, err)
+	shortLived := txWith(t, s, &core.Config{Lease: 3 * time.Millisecond, Retention: 3 * time.Millisecond})
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)

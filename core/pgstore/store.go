@@ -17,8 +17,8 @@ import (
 )
 
 // Store keeps jobonce claims and done markers in a PostgreSQL table. It
-// implements driver.Store and driver.BatchStore, and records keys inside callers'
-// transactions with DoTx. It is safe for concurrent use.
+// implements driver.Store, driver.BatchStore and driver.TxStore (the
+// transactional mode of core.TxGuard). It is safe for concurrent use.
 type Store struct {
 	pool        *pgxpool.Pool
 	cfg         Config

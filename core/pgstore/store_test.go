@@ -37,8 +37,6 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{pgstore.Config{Table: "a\x00b"}, "Table"},
 		{pgstore.Config{Schema: "\xff"}, "Schema"},
 		{pgstore.Config{Schema: strings.Repeat("s", 64)}, "Schema"},
-		{pgstore.Config{Retention: -time.Second}, "Retention"},
-		{pgstore.Config{Retention: time.Microsecond}, "Retention"},
 		{pgstore.Config{LockTimeout: -1}, "LockTimeout"},
 		{pgstore.Config{LockTimeout: time.Microsecond}, "LockTimeout"},
 		{pgstore.Config{RetryAfter: -1}, "RetryAfter"},
@@ -80,7 +78,7 @@ func TestNewMissingTableSaysMigrate(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Claim(ctx, claimReq("k", time.Second))
 	require.ErrorIs(t, err, pgstore.ErrNotMigrated)
-	_, err = s.DoInTx(ctx, "k", func(context.Context, pgx.Tx) error { return nil })
+	_, err = txOf(t, s).DoInTx(ctx, "k", func(context.Context, pgx.Tx) error { return nil })
 	require.ErrorIs(t, err, pgstore.ErrNotMigrated)
 	require.ErrorIs(t, err, core.ErrStoreUnavailable)
 }
@@ -468,13 +466,13 @@ func TestLiveRowsAnswerWithoutLocks(t *testing.T) {
 	tx, err := pool.Begin(qctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	key, err := s.StoredKey("dup")
+	key, err := txOf(t, s).StoredKey("dup")
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, "INSERT INTO jobonce_keys (key, expires_at) VALUES ($1, clock_timestamp() + interval '1 hour')", []byte(key))
 	require.NoError(t, err)
 	_, err = locker.Exec(ctx, "SELECT FROM jobonce_keys WHERE key = $1 FOR UPDATE", []byte(key))
 	require.NoError(t, err)
-	out, err := s.DoTx(qctx, tx, "dup", func(context.Context, pgx.Tx) error { return errors.New("must not run") })
+	out, err := txOf(t, s).DoTx(qctx, tx, "dup", func(context.Context, pgx.Tx) error { return errors.New("must not run") })
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out)
 	require.NoError(t, tx.QueryRow(qctx, "SELECT pg_current_xact_id_if_assigned()::text::bigint").Scan(&xid))

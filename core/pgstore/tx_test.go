@@ -47,11 +47,11 @@ func TestDoTxRunsOnceThenDuplicate(t *testing.T) {
 	s, pool := newStore(t, nil)
 	effects(t, pool)
 
-	out, err := s.DoInTx(ctx, "order-1", insertEffect("order-1"))
+	out, err := txOf(t, s).DoInTx(ctx, "order-1", insertEffect("order-1"))
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, out)
 
-	out, err = s.DoInTx(ctx, "order-1", insertEffect("order-1"))
+	out, err = txOf(t, s).DoInTx(ctx, "order-1", insertEffect("order-1"))
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out)
 
@@ -60,7 +60,7 @@ func TestDoTxRunsOnceThenDuplicate(t *testing.T) {
 	require.NoError(t, err)
 	outs := map[string]core.Outcome{}
 	for _, key := range []string{"order-1", "order-2", "order-3", "order-2"} {
-		out, err := s.DoTx(ctx, tx, key, insertEffect(key))
+		out, err := txOf(t, s).DoTx(ctx, tx, key, insertEffect(key))
 		require.NoError(t, err)
 		outs[key] = out // the last outcome per key
 	}
@@ -71,7 +71,7 @@ func TestDoTxRunsOnceThenDuplicate(t *testing.T) {
 	require.Equal(t, 3, count(t, pool, "SELECT count(DISTINCT key) FROM effects"))
 	var stored [][]byte
 	for _, key := range []string{"order-1", "order-2", "order-3"} {
-		k, err := s.StoredKey(key)
+		k, err := txOf(t, s).StoredKey(key)
 		require.NoError(t, err)
 		stored = append(stored, []byte(k))
 	}
@@ -86,7 +86,7 @@ func TestDoTxRollbackLeavesNoRecord(t *testing.T) {
 
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
-	out, err := s.DoTx(ctx, tx, "k", insertEffect("k"))
+	out, err := txOf(t, s).DoTx(ctx, tx, "k", insertEffect("k"))
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, out)
 	require.NoError(t, tx.Rollback(ctx))
@@ -95,7 +95,7 @@ func TestDoTxRollbackLeavesNoRecord(t *testing.T) {
 
 	// fn's error comes back unchanged; DoInTx rolls back.
 	boom := errors.New("boom")
-	out, err = s.DoInTx(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
+	out, err = txOf(t, s).DoInTx(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
 		require.NoError(t, insertEffect("k")(ctx, tx))
 		return boom
 	})
@@ -105,7 +105,7 @@ func TestDoTxRollbackLeavesNoRecord(t *testing.T) {
 
 	// A panic propagates and leaves nothing either.
 	require.PanicsWithValue(t, "kaboom", func() {
-		_, _ = s.DoInTx(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
+		_, _ = txOf(t, s).DoInTx(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
 			require.NoError(t, insertEffect("k")(ctx, tx))
 			panic("kaboom")
 		})
@@ -113,7 +113,7 @@ func TestDoTxRollbackLeavesNoRecord(t *testing.T) {
 	require.Equal(t, 0, records(t, pool))
 	require.Equal(t, 0, count(t, pool, "SELECT count(*) FROM effects"))
 
-	out, err = s.DoInTx(ctx, "k", insertEffect("k"))
+	out, err = txOf(t, s).DoInTx(ctx, "k", insertEffect("k"))
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, out)
 	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM effects"))
@@ -131,7 +131,7 @@ func TestDoTxUncommittedCopyGetsRunning(t *testing.T) {
 	first, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer first.Rollback(ctx)
-	out, err := s.DoTx(ctx, first, "k", insertEffect("k"))
+	out, err := txOf(t, s).DoTx(ctx, first, "k", insertEffect("k"))
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, out)
 
@@ -142,7 +142,7 @@ func TestDoTxUncommittedCopyGetsRunning(t *testing.T) {
 	require.NoError(t, err)
 	began := time.Now()
 	ran := false
-	out, err = s.DoTx(ctx, second, "k", func(context.Context, pgx.Tx) error { ran = true; return nil })
+	out, err = txOf(t, s).DoTx(ctx, second, "k", func(context.Context, pgx.Tx) error { ran = true; return nil })
 	waited := time.Since(began)
 	require.ErrorIs(t, err, core.ErrRunning)
 	require.Equal(t, core.Running, out)
@@ -165,7 +165,7 @@ func TestDoTxUncommittedCopyGetsRunning(t *testing.T) {
 	require.Equal(t, core.Running, out)
 
 	require.NoError(t, first.Commit(ctx))
-	out, err = s.DoTx(ctx, second, "k", func(context.Context, pgx.Tx) error { ran = true; return nil })
+	out, err = txOf(t, s).DoTx(ctx, second, "k", func(context.Context, pgx.Tx) error { ran = true; return nil })
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out)
 	require.NoError(t, second.Commit(ctx))
@@ -191,7 +191,7 @@ func TestDoTxWaitsForRollback(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		defer first.Rollback(ctx)
-		out, err := s.DoTx(ctx, first, "k", func(ctx context.Context, tx pgx.Tx) error {
+		out, err := txOf(t, s).DoTx(ctx, first, "k", func(ctx context.Context, tx pgx.Tx) error {
 			close(recorded)
 			<-rollback
 			return errors.New("rolled back")
@@ -201,7 +201,7 @@ func TestDoTxWaitsForRollback(t *testing.T) {
 	})
 	<-recorded
 	time.AfterFunc(200*time.Millisecond, func() { close(rollback) })
-	out, err := s.DoInTx(ctx, "k", insertEffect("k"))
+	out, err := txOf(t, s).DoInTx(ctx, "k", insertEffect("k"))
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, out)
 	wg.Wait()
@@ -217,7 +217,7 @@ func TestDoTxRestoresDefaultLockTimeout(t *testing.T) {
 	defer tx.Rollback(ctx)
 	var inside, before, after string
 	require.NoError(t, tx.QueryRow(ctx, "SHOW lock_timeout").Scan(&before))
-	_, err = s.DoTx(ctx, tx, "k", func(ctx context.Context, tx pgx.Tx) error {
+	_, err = txOf(t, s).DoTx(ctx, tx, "k", func(ctx context.Context, tx pgx.Tx) error {
 		return tx.QueryRow(ctx, "SHOW lock_timeout").Scan(&inside)
 	})
 	require.NoError(t, err)
@@ -239,21 +239,21 @@ func TestDoTxAndLeasedClaimsShareKeys(t *testing.T) {
 	// A live leased claim: the transactional copy is told to come back later.
 	keyA, err := g.StoredKey("a")
 	require.NoError(t, err)
-	stored, err := s.StoredKey("a")
+	stored, err := txOf(t, s).StoredKey("a")
 	require.NoError(t, err)
 	require.Equal(t, keyA, stored)
 	held := driver.ClaimRequest{Key: keyA, Token: driver.NewToken(), Lease: time.Minute}
 	r, err := s.Claim(ctx, held)
 	require.NoError(t, err)
 	require.Equal(t, driver.StateClaimed, r.State)
-	out, err := s.DoInTx(ctx, "a", insertEffect("a"))
+	out, err := txOf(t, s).DoInTx(ctx, "a", insertEffect("a"))
 	require.ErrorIs(t, err, core.ErrRunning)
 	require.Equal(t, core.Running, out)
 	after, _ := core.RetryAfter(err)
-	require.InDelta(t, time.Minute, after, float64(5*time.Second))
+	require.Equal(t, 10*time.Second, after, "the held claim's remaining minute, bounded by the Guard's MaxRetryAfter (Lease/3)")
 
 	require.NoError(t, s.Complete(ctx, driver.CompleteRequest{Key: keyA, Token: held.Token, Retention: time.Hour}))
-	out, err = s.DoInTx(ctx, "a", insertEffect("a"))
+	out, err = txOf(t, s).DoInTx(ctx, "a", insertEffect("a"))
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out)
 
@@ -263,7 +263,7 @@ func TestDoTxAndLeasedClaimsShareKeys(t *testing.T) {
 	_, err = s.Claim(ctx, driver.ClaimRequest{Key: keyB, Token: driver.NewToken(), Lease: 20 * time.Millisecond})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		out, err := s.DoInTx(ctx, "b", insertEffect("b"))
+		out, err := txOf(t, s).DoInTx(ctx, "b", insertEffect("b"))
 		return err == nil && out == core.Ran
 	}, 5*time.Second, 10*time.Millisecond)
 	out, err = g.Do(ctx, "b", func(context.Context) error { return errors.New("must not run") })
@@ -275,16 +275,16 @@ func TestDoTxAndLeasedClaimsShareKeys(t *testing.T) {
 func TestDoTxRetention(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	s, pool := newStore(t, &pgstore.Config{Retention: 100 * time.Millisecond})
+	s, pool := newStore(t, nil)
 	effects(t, pool)
-	out, err := s.DoInTx(ctx, "k", insertEffect("k"))
+	out, err := txWith(t, s, &core.Config{Lease: 3 * time.Millisecond, Retention: 100 * time.Millisecond}).DoInTx(ctx, "k", insertEffect("k"))
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, out)
 	var leftMs float64
 	require.NoError(t, pool.QueryRow(ctx, "SELECT extract(epoch FROM expires_at - clock_timestamp()) * 1000 FROM jobonce_keys").Scan(&leftMs))
 	require.LessOrEqual(t, leftMs, 100.0)
 	require.Eventually(t, func() bool {
-		out, err := s.DoInTx(ctx, "k", insertEffect("k"))
+		out, err := txOf(t, s).DoInTx(ctx, "k", insertEffect("k"))
 		return err == nil && out == core.Ran
 	}, 5*time.Second, 20*time.Millisecond)
 	require.Equal(t, 2, count(t, pool, "SELECT count(*) FROM effects"))
@@ -299,7 +299,7 @@ func TestDoTxJobConflict(t *testing.T) {
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
 		defer tx.Commit(ctx)
-		return s.DoTxJob(ctx, tx, job, func(context.Context, pgx.Tx) error { return nil })
+		return txOf(t, s).DoTxJob(ctx, tx, job, func(context.Context, pgx.Tx) error { return nil })
 	}
 	out, err := run(job)
 	require.NoError(t, err)
@@ -315,7 +315,7 @@ func TestDoTxJobConflict(t *testing.T) {
 	require.Equal(t, core.Duplicate, out, "no fingerprint, no check")
 
 	// A live leased claim with another fingerprint is a conflict too.
-	held, err := s.StoredKey("held")
+	held, err := txOf(t, s).StoredKey("held")
 	require.NoError(t, err)
 	_, err = s.Claim(ctx, driver.ClaimRequest{Key: held, Token: driver.NewToken(), Fingerprint: "fp-a", Lease: time.Minute})
 	require.NoError(t, err)
@@ -334,32 +334,32 @@ func TestDoTxBadInput(t *testing.T) {
 	s, pool := newStore(t, nil)
 	nop := func(context.Context, pgx.Tx) error { return nil }
 
-	out, err := s.DoTx(ctx, nil, "k", nop)
-	require.ErrorContains(t, err, "tx is nil")
+	out, err := txOf(t, s).DoTx(ctx, nil, "k", nop)
+	require.ErrorContains(t, err, "transaction is nil")
 	require.Equal(t, core.Rejected, out)
 
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	out, err = s.DoTx(ctx, tx, "k", nil)
+	out, err = txOf(t, s).DoTx(ctx, tx, "k", nil)
 	require.ErrorContains(t, err, "function is nil")
 	require.Equal(t, core.Rejected, out)
-	out, err = s.DoTx(ctx, tx, "", nop)
+	out, err = txOf(t, s).DoTx(ctx, tx, "", nop)
 	require.ErrorIs(t, err, core.ErrInvalidKey)
 	require.Equal(t, core.Rejected, out)
-	out, err = s.DoInTx(ctx, "", nop)
+	out, err = txOf(t, s).DoInTx(ctx, "", nop)
 	require.ErrorIs(t, err, core.ErrInvalidKey)
 	require.Equal(t, core.Rejected, out)
-	out, err = s.DoInTx(ctx, "k", nil)
+	out, err = txOf(t, s).DoInTx(ctx, "k", nil)
 	require.ErrorContains(t, err, "function is nil")
 	require.Equal(t, core.Rejected, out)
 
 	// Long and binary keys are fine; a long key is stored hashed.
 	long := strings.Repeat("x", 10_000)
-	out, err = s.DoTx(ctx, tx, long, nop)
+	out, err = txOf(t, s).DoTx(ctx, tx, long, nop)
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, out)
-	out, err = s.DoTx(ctx, tx, "\x00\xff", nop)
+	out, err = txOf(t, s).DoTx(ctx, tx, "\x00\xff", nop)
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, out)
 	var maxLen int
@@ -410,10 +410,10 @@ func TestDoTxConcurrentCopiesExactlyOnce(t *testing.T) {
 				var out core.Outcome
 				var err error
 				if w%2 == 0 {
-					out, err = s.DoInTx(ctx, key, effect)
+					out, err = txOf(t, s).DoInTx(ctx, key, effect)
 				} else { // the caller's own transaction
 					err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-						out, err = s.DoTx(ctx, tx, key, effect)
+						out, err = txOf(t, s).DoTx(ctx, tx, key, effect)
 						return err
 					})
 				}
@@ -458,12 +458,12 @@ func TestDoTxTerminatedBackend(t *testing.T) {
 	require.NoError(t, err)
 	var pid int
 	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
-	out, err := s.DoTx(ctx, tx, "k", func(ctx context.Context, tx pgx.Tx) error {
+	out, err := txOf(t, s).DoTx(ctx, tx, "k", func(ctx context.Context, tx pgx.Tx) error {
 		if err := insertEffect("k")(ctx, tx); err != nil {
 			return err
 		}
 		// A concurrent copy is told the job is running...
-		out, err := s.DoInTx(ctx, "k", insertEffect("k"))
+		out, err := txOf(t, s).DoInTx(ctx, "k", insertEffect("k"))
 		require.ErrorIs(t, err, core.ErrRunning)
 		require.Equal(t, core.Running, out)
 		// ...then the worker's connection dies before it commits.
@@ -478,10 +478,10 @@ func TestDoTxTerminatedBackend(t *testing.T) {
 	require.Equal(t, 0, records(t, pool))
 	require.Equal(t, 0, count(t, pool, "SELECT count(*) FROM effects"))
 
-	out, err = s.DoInTx(ctx, "k", insertEffect("k"))
+	out, err = txOf(t, s).DoInTx(ctx, "k", insertEffect("k"))
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, out)
-	out, err = s.DoInTx(ctx, "k", insertEffect("k"))
+	out, err = txOf(t, s).DoInTx(ctx, "k", insertEffect("k"))
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out)
 	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM effects"))
@@ -492,10 +492,10 @@ func TestDoTxTerminatedBackend(t *testing.T) {
 func TestDoTxPlainKeys(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	s, pool := newStore(t, &pgstore.Config{KeyPrefix: "app:", PlainKeys: true})
+	s, pool := newStore(t, nil)
 	g, err := core.New(s, &core.Config{KeyPrefix: "app:", PlainKeys: true})
 	require.NoError(t, err)
-	out, err := s.DoInTx(ctx, "invoice-1", func(context.Context, pgx.Tx) error { return nil })
+	out, err := txWith(t, s, &core.Config{KeyPrefix: "app:", PlainKeys: true}).DoInTx(ctx, "invoice-1", func(context.Context, pgx.Tx) error { return nil })
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, out)
 	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM jobonce_keys WHERE key = $1", []byte("app:invoice-1")))
@@ -513,20 +513,20 @@ func TestDoTxCancelledWhileWaiting(t *testing.T) {
 	first, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer first.Rollback(ctx)
-	_, err = s.DoTx(ctx, first, "k", func(context.Context, pgx.Tx) error { return nil })
+	_, err = txOf(t, s).DoTx(ctx, first, "k", func(context.Context, pgx.Tx) error { return nil })
 	require.NoError(t, err)
 
 	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	began := time.Now()
-	out, err := s.DoInTx(wctx, "k", func(context.Context, pgx.Tx) error { return errors.New("must not run") })
+	out, err := txOf(t, s).DoInTx(wctx, "k", func(context.Context, pgx.Tx) error { return errors.New("must not run") })
 	require.NotErrorIs(t, err, core.ErrStoreUnavailable, "the caller's own deadline is not an outage")
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the error says the caller's context ended")
 	require.Equal(t, core.Canceled, out)
 	require.Less(t, time.Since(began), 10*time.Second)
 
 	require.NoError(t, first.Commit(ctx))
-	out, err = s.DoInTx(ctx, "k", func(context.Context, pgx.Tx) error { return errors.New("must not run") })
+	out, err = txOf(t, s).DoInTx(ctx, "k", func(context.Context, pgx.Tx) error { return errors.New("must not run") })
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out)
 }

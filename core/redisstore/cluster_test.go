@@ -128,7 +128,7 @@ func TestCluster(t *testing.T) {
 		}
 		claims := g.Claim(context.Background(), jobs...)
 		for _, c := range claims {
-			require.True(t, c.Held())
+			require.True(t, c.Runs())
 			_, err := c.Work(context.Background(), func(context.Context) ([]byte, error) { return nil, nil })
 			require.NoError(t, err)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/core/memstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -33,6 +34,10 @@ func doneMarkerMemory(b *testing.B, fp string) {
 	run := testenv.RandomID(4)
 	store := newStore(b, client)
 	ctx := context.Background()
+	keyer, err := core.New(memstore.New(), nil) // derives the stored keys a Guard uses by default
+	if err != nil {
+		b.Fatal(err)
+	}
 	for b.Loop() {
 		var keys []string
 		before := usedMemory(b, client)
@@ -41,7 +46,7 @@ func doneMarkerMemory(b *testing.B, fp string) {
 		completes := make([]driver.CompleteRequest, batch)
 		for n := 0; n < markers; n += batch {
 			for i := range batch {
-				key, err := core.HashedKey("jobonce:", "email:welcome:user-"+run+"-"+strconv.Itoa(n+i))
+				key, err := keyer.StoredKey("email:welcome:user-" + run + "-" + strconv.Itoa(n+i))
 				if err != nil {
 					b.Fatal(err)
 				}

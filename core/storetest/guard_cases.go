@@ -380,10 +380,10 @@ func claimWorkFinish(t *testing.T, s *suite) {
 	jobs := []core.Job{{Key: "b1"}, {Key: "b2"}, {Key: "b1"}, {Key: ""}, {Key: "b3"}}
 	claims := g.Claim(ctx, jobs...)
 	require.Len(t, claims, len(jobs))
-	require.True(t, claims[0].Held())
-	require.True(t, claims[1].Held())
-	require.False(t, claims[2].Held(), "the second copy of b1 in one batch does not hold it")
-	require.False(t, claims[3].Held())
+	require.True(t, claims[0].Runs())
+	require.True(t, claims[1].Runs())
+	require.False(t, claims[2].Runs(), "the second copy of b1 in one batch does not hold it")
+	require.False(t, claims[3].Runs())
 	var pending []*core.Claim
 	for i, c := range claims {
 		res, err := c.Work(ctx, func(context.Context) ([]byte, error) {
@@ -406,7 +406,15 @@ func claimWorkFinish(t *testing.T, s *suite) {
 		}
 	}
 	require.Equal(t, []core.Outcome{core.Ran, core.Ran}, g.Finish(ctx, pending...))
-	require.Equal(t, []core.Outcome{core.Rejected}, g.Finish(ctx, pending[0]), "a claim is finished once")
+	require.Equal(t, []core.Outcome{core.Ran}, g.Finish(ctx, pending[0]), "a claim is finished once; Finish repeats its outcome")
+	require.Equal(t, []core.Outcome{core.Running, core.Rejected, core.Failed, core.Rejected}, g.Finish(ctx, claims[2], claims[3], claims[4], nil),
+		"Finish repeats the final outcome Work gave, and rejects a nil claim")
+	unused := g.Claim(ctx, core.Job{Key: "b9"})[0]
+	require.Equal(t, []core.Outcome{core.Rejected}, g.Finish(ctx, unused), "a claim Work was not called on is not finished")
+	res0, err := unused.Work(ctx, func(context.Context) ([]byte, error) { return nil, nil })
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, res0.Outcome)
+	require.Equal(t, []core.Outcome{core.Ran}, g.Finish(ctx, unused))
 	res, err := g.Run(ctx, core.Job{Key: "b2"}, func(context.Context) ([]byte, error) { return nil, nil })
 	require.NoError(t, err)
 	require.Equal(t, core.Result{Outcome: core.Duplicate, Value: []byte{1}}, res)
@@ -421,7 +429,7 @@ func longFingerprints(t *testing.T, s *suite) {
 	for _, cfg := range []core.Config{{}, {DisableBatching: true}} {
 		g := s.guard(s.store, cfg)
 		ctx := ctx(t)
-		for _, n := range []int{core.MaxFingerprintLen, core.MaxFingerprintLen + 1, 256, 70_000} {
+		for _, n := range []int{64, 65, 256, 70_000} {
 			key := fmt.Sprintf("fp-%d-%t", n, cfg.DisableBatching)
 			fp := strings.Repeat("f", n-1)
 			job := core.Job{Key: key, Fingerprint: fp + "\x00"}

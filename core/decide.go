@@ -1,0 +1,30 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/jobonce/jobonce/core/driver"
+)
+
+// decide turns a store's reply to a claim, or to a transactional record,
+// into an outcome: 0 when the key is now this caller's (claimed, or
+// recorded in its transaction), else the final outcome (Duplicate, Running,
+// Conflict, Unavailable) and its error. fp is the caller's fingerprint as
+// stored. It is the one place these outcomes are decided.
+func (g *Guard) decide(job Job, fp string, reply driver.ClaimReply) (Outcome, error) {
+	switch reply.State {
+	case driver.StateClaimed:
+		return 0, nil
+	case driver.StateDone, driver.StateRunning:
+		if fp != "" && reply.Fingerprint != "" && fp != reply.Fingerprint {
+			return Conflict, fmt.Errorf("%w: key %q is %s with fingerprint %q, this delivery has %q",
+				ErrConflict, job.Key, reply.State, reply.Fingerprint, fp)
+		}
+		if reply.State == driver.StateDone {
+			return Duplicate, nil
+		}
+		return Running, &RunningError{RetryAfter: g.retryAfter(reply.Remaining)}
+	default:
+		return Unavailable, fmt.Errorf("%w: store replied with unknown state %d", ErrStoreUnavailable, reply.State)
+	}
+}

@@ -1,0 +1,30 @@
+// Package jobkey derives the jobs of deliveries for the adapters, so that
+// Asynq, SQS and River name jobs by the same rules.
+package jobkey
+
+import "github.com/jobonce/jobonce/core"
+
+// Job returns the job of one delivery.
+//
+// When the user's configuration named a key (named is true), key is used as
+// it is, even when empty, so that the Guard rejects it (core.ErrInvalidKey)
+// rather than guarding the delivery under a key nobody chose; its
+// fingerprint is fingerprint() when set, else core.Fingerprint(payload).
+//
+// Otherwise the key is the default: kind, ":" and core.Fingerprint of the
+// payload (128 bits of SHA-256), so copies of one delivery share it and
+// different payloads do not. No fingerprint is stored with it, since the key
+// holds one already, unless fingerprint is set.
+func Job(kind string, payload []byte, key string, named bool, fingerprint func() string) core.Job {
+	var fp string
+	switch {
+	case fingerprint != nil:
+		fp = fingerprint()
+	case named:
+		fp = core.Fingerprint(payload)
+	}
+	if !named {
+		key = kind + ":" + core.Fingerprint(payload)
+	}
+	return core.Job{Key: key, Fingerprint: fp}
+}
