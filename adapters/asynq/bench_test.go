@@ -51,10 +51,10 @@ func BenchmarkServer(b *testing.B) {
 			switch variant {
 			case "jobonce":
 				g, _ := newGuard(b, nil)
-				h = asynqonce.Middleware(g, nil)(h)
+				h = asynqonce.MustMiddleware(g, nil)(h)
 			case "unbatched":
 				g, _ := newGuard(b, &core.Config{DisableBatching: true})
-				h = asynqonce.Middleware(g, nil)(h)
+				h = asynqonce.MustMiddleware(g, nil)(h)
 			case "naive":
 				h = naive(b, h)
 			}
@@ -115,7 +115,7 @@ func BenchmarkHandler(b *testing.B) {
 					h = naive(b, noop)
 				} else {
 					g, _ := newGuard(b, &core.Config{DisableBatching: variant == "unbatched"})
-					h = asynqonce.Middleware(g, nil)(noop)
+					h = asynqonce.MustMiddleware(g, nil)(noop)
 				}
 				var next atomic.Int64
 				ctx := context.Background()

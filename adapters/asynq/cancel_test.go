@@ -45,7 +45,7 @@ func TestCanceledClaim(t *testing.T) {
 		g, _ := hangingGuard(t, core.Config{StoreTimeout: time.Minute, FailOpen: true}, &outs)
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
-		err := asynqonce.Middleware(g, nil)(handler).ProcessTask(ctx, asynq.NewTask("email", []byte("deadline")))
+		err := asynqonce.MustMiddleware(g, nil)(handler).ProcessTask(ctx, asynq.NewTask("email", []byte("deadline")))
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.NotErrorIs(t, err, core.ErrStoreUnavailable)
 		require.False(t, asynqonce.IsFailure(err), "nothing ran: no retry is charged")
@@ -61,7 +61,7 @@ func TestCanceledClaim(t *testing.T) {
 			<-store.Hung
 			cancel()
 		}()
-		err := asynqonce.Middleware(g, nil)(handler).ProcessTask(ctx, asynq.NewTask("email", []byte("cancel")))
+		err := asynqonce.MustMiddleware(g, nil)(handler).ProcessTask(ctx, asynq.NewTask("email", []byte("cancel")))
 		require.ErrorIs(t, err, context.Canceled)
 		require.NotErrorIs(t, err, core.ErrStoreUnavailable)
 		require.False(t, asynqonce.IsFailure(err))
@@ -72,7 +72,7 @@ func TestCanceledClaim(t *testing.T) {
 		t.Parallel()
 		var outs testenv.Outcomes
 		g, _ := hangingGuard(t, core.Config{StoreTimeout: 300 * time.Millisecond}, &outs)
-		err := asynqonce.Middleware(g, nil)(handler).ProcessTask(background(t), asynq.NewTask("email", []byte("timeout")))
+		err := asynqonce.MustMiddleware(g, nil)(handler).ProcessTask(background(t), asynq.NewTask("email", []byte("timeout")))
 		require.ErrorIs(t, err, core.ErrStoreUnavailable)
 		require.True(t, asynqonce.IsFailure(err))
 		require.EqualValues(t, 1, outs.Get(core.Unavailable))
@@ -90,7 +90,7 @@ func TestWaitEndsWithContext(t *testing.T) {
 	g, _ := newGuard(t, &core.Config{Observer: outs.Observe, Logger: quiet})
 	started, release := make(chan struct{}), make(chan struct{})
 	var runs atomic.Int64
-	h := asynqonce.Middleware(g, &asynqonce.Config{WaitRunning: time.Minute, PollInterval: 50 * time.Millisecond})(
+	h := asynqonce.MustMiddleware(g, &asynqonce.Config{WaitRunning: time.Minute, PollInterval: 50 * time.Millisecond})(
 		asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 			if runs.Add(1) == 1 {
 				close(started)
@@ -126,7 +126,7 @@ func TestServerTaskTimeoutDuringHungClaim(t *testing.T) {
 	var outs testenv.Outcomes
 	g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute}, &outs)
 	fx := newEffects()
-	h := asynqonce.Middleware(g, nil)(asynq.HandlerFunc(func(_ context.Context, task *asynq.Task) error {
+	h := asynqonce.MustMiddleware(g, nil)(asynq.HandlerFunc(func(_ context.Context, task *asynq.Task) error {
 		fx.add(string(task.Payload()))
 		return nil
 	}))
@@ -154,7 +154,7 @@ func TestServerShutdownDuringHungClaim(t *testing.T) {
 	var outs testenv.Outcomes
 	g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute}, &outs)
 	fx := newEffects()
-	h := asynqonce.Middleware(g, nil)(asynq.HandlerFunc(func(_ context.Context, task *asynq.Task) error {
+	h := asynqonce.MustMiddleware(g, nil)(asynq.HandlerFunc(func(_ context.Context, task *asynq.Task) error {
 		fx.add(string(task.Payload()))
 		return nil
 	}))

@@ -138,7 +138,7 @@ func TestCrashWorker(t *testing.T) {
 	require.NoError(t, err)
 
 	mux := asynq.NewServeMux()
-	mux.Use(asynqonce.Middleware(g, nil))
+	mux.Use(asynqonce.MustMiddleware(g, nil))
 	mux.HandleFunc("crash", func(ctx context.Context, task *asynq.Task) error {
 		i, err := strconv.Atoi(string(task.Payload()))
 		if err != nil {

@@ -33,7 +33,7 @@ func ExampleMiddleware() {
 		RetryDelayFunc: asynqonce.RetryDelay(asynq.DefaultRetryDelayFunc),
 	})
 	mux := asynq.NewServeMux()
-	mux.Use(asynqonce.Middleware(guard, nil))
+	mux.Use(asynqonce.MustMiddleware(guard, nil))
 	mux.HandleFunc("email:welcome", func(ctx context.Context, t *asynq.Task) error {
 		fmt.Printf("welcome, %s\n", t.Payload())
 		return nil
@@ -47,7 +47,7 @@ func ExampleMiddleware() {
 // it once.
 func ExampleMiddleware_handler() {
 	guard, _ := core.New(memstore.New(), nil)
-	h := asynqonce.Middleware(guard, nil)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+	h := asynqonce.MustMiddleware(guard, nil)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		fmt.Printf("welcome, %s\n", t.Payload())
 		return nil
 	}))
@@ -66,7 +66,7 @@ func ExampleMiddleware_handler() {
 func ExampleConfig_key() {
 	guard, _ := core.New(memstore.New(), nil)
 	cfg := &asynqonce.Config{Key: func(t *asynq.Task) string { return "charge:" + t.Headers()["order"] }}
-	h := asynqonce.Middleware(guard, cfg)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+	h := asynqonce.MustMiddleware(guard, cfg)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		fmt.Printf("charged %s\n", t.Payload())
 		return nil
 	}))
@@ -97,7 +97,7 @@ func ExampleRetryDelay() {
 // ResultWriter and stored, and duplicates write the same bytes.
 func ExampleSetResult() {
 	guard, _ := core.New(memstore.New(), nil)
-	h := asynqonce.Middleware(guard, nil)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+	h := asynqonce.MustMiddleware(guard, nil)(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		return asynqonce.SetResult(ctx, []byte("receipt-1"))
 	}))
 	task := asynq.NewTask("pay", []byte("invoice-9"))

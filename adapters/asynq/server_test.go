@@ -64,7 +64,7 @@ func TestEveryCopyOnce(t *testing.T) {
 		e.enqueue(t, asynq.NewTask("effect", payload))
 	}
 	mux := asynq.NewServeMux()
-	mux.Use(asynqonce.Middleware(g, nil))
+	mux.Use(asynqonce.MustMiddleware(g, nil))
 	mux.HandleFunc("effect", func(ctx context.Context, task *asynq.Task) error {
 		time.Sleep(2 * time.Millisecond) // the work
 		fx.add(string(task.Payload()))
@@ -99,7 +99,7 @@ func TestNoRetriesLeftWaitsForRunningCopy(t *testing.T) {
 	started := make(chan struct{})
 	release := make(chan struct{})
 
-	h := asynqonce.Middleware(g, nil)(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+	h := asynqonce.MustMiddleware(g, nil)(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
 		close(started) // a second run would panic here
 		<-release      // the slow copy
 		fx.add("slow")
@@ -137,9 +137,9 @@ func TestNoRetriesLeftRunsWhenClaimLapses(t *testing.T) {
 
 	// A copy that claimed the key and died: its claim is never finished.
 	dead := g.Claim(background(t), core.Job{Key: asynqonce.DefaultKey(task), Fingerprint: core.Fingerprint(task.Payload())})
-	require.True(t, dead[0].Held())
+	require.True(t, dead[0].Runs())
 
-	h := asynqonce.Middleware(g, nil)(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+	h := asynqonce.MustMiddleware(g, nil)(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
 		fx.add("lapse")
 		return nil
 	}))
@@ -159,7 +159,7 @@ func TestHandlerErrorIsRetried(t *testing.T) {
 	g, _ := newGuard(t, nil)
 	fx := newEffects()
 	var attempts atomic.Int64
-	h := asynqonce.Middleware(g, nil)(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+	h := asynqonce.MustMiddleware(g, nil)(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
 		if attempts.Add(1) == 1 {
 			return errors.New("transient")
 		}
@@ -187,7 +187,7 @@ func TestConflictIsArchived(t *testing.T) {
 	g, _ := newGuard(t, &core.Config{Observer: outs.Observe})
 	fx := newEffects()
 	cfg := &asynqonce.Config{Key: func(t *asynq.Task) string { return "order:" + t.Headers()["order"] }}
-	h := asynqonce.Middleware(g, cfg)(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+	h := asynqonce.MustMiddleware(g, cfg)(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
 		fx.add(string(task.Payload()))
 		return nil
 	}))
@@ -215,7 +215,7 @@ func TestUnguardedTypes(t *testing.T) {
 	g, _ := newGuard(t, &core.Config{Observer: outs.Observe})
 	fx := newEffects()
 	mux := asynq.NewServeMux()
-	mux.Use(asynqonce.Middleware(g, &asynqonce.Config{UnguardedTypes: []string{"ping"}}))
+	mux.Use(asynqonce.MustMiddleware(g, &asynqonce.Config{UnguardedTypes: []string{"ping"}}))
 	mux.HandleFunc("ping", func(ctx context.Context, task *asynq.Task) error {
 		fx.add("ping")
 		return nil

@@ -40,7 +40,7 @@ func TestStoreUnavailableFailsClosed(t *testing.T) {
 	require.NoError(t, err)
 
 	fx := newEffects()
-	h := asynqonce.Middleware(g, nil)(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+	h := asynqonce.MustMiddleware(g, nil)(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
 		fx.add(string(task.Payload()))
 		return nil
 	}))

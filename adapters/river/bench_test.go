@@ -40,12 +40,12 @@ func BenchmarkNoOpJobs(b *testing.B) {
 	b.Run("middleware", func(b *testing.B) {
 		b.StopTimer()
 		g := redisGuard(b, nil)
-		benchNoOp(b, []rivertype.Middleware{Middleware(g, nil)})
+		benchNoOp(b, []rivertype.Middleware{MustMiddleware(g, nil)})
 	})
 	b.Run("middleware-unbatched", func(b *testing.B) {
 		b.StopTimer()
 		g := redisGuard(b, &core.Config{DisableBatching: true})
-		benchNoOp(b, []rivertype.Middleware{Middleware(g, nil)})
+		benchNoOp(b, []rivertype.Middleware{MustMiddleware(g, nil)})
 	})
 	b.Run("naive", func(b *testing.B) {
 		b.StopTimer()
@@ -161,9 +161,9 @@ func BenchmarkWork(b *testing.B) {
 		})
 	})
 	b.Run("middleware", func(b *testing.B) {
-		run(b, Middleware(redisGuard(b, nil), nil).Work)
+		run(b, MustMiddleware(redisGuard(b, nil), nil).Work)
 	})
 	b.Run("middleware-unbatched", func(b *testing.B) {
-		run(b, Middleware(redisGuard(b, &core.Config{DisableBatching: true}), nil).Work)
+		run(b, MustMiddleware(redisGuard(b, &core.Config{DisableBatching: true}), nil).Work)
 	})
 }

@@ -54,7 +54,7 @@ func TestCanceledClaim(t *testing.T) {
 		g, _ := hangingGuard(t, core.Config{StoreTimeout: time.Minute, FailOpen: true}, &outs)
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
-		err := Middleware(g, nil).Work(ctx, row(1, "k", `{"n":1}`), count(&runs))
+		err := MustMiddleware(g, nil).Work(ctx, row(1, "k", `{"n":1}`), count(&runs))
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.NotErrorIs(t, err, core.ErrStoreUnavailable)
 		requireRetried(t, err)
@@ -70,7 +70,7 @@ func TestCanceledClaim(t *testing.T) {
 			<-store.Hung
 			cancel()
 		}()
-		w := Wrap[noopArgs](g, river.WorkFunc(func(context.Context, *river.Job[noopArgs]) error {
+		w := MustWrap[noopArgs](g, river.WorkFunc(func(context.Context, *river.Job[noopArgs]) error {
 			runs.Add(1)
 			return nil
 		}), nil)
@@ -85,7 +85,7 @@ func TestCanceledClaim(t *testing.T) {
 		t.Parallel()
 		var outs testenv.Outcomes
 		g, _ := hangingGuard(t, core.Config{StoreTimeout: 300 * time.Millisecond}, &outs)
-		err := Middleware(g, nil).Work(context.Background(), row(3, "k", `{"n":3}`), count(&runs))
+		err := MustMiddleware(g, nil).Work(context.Background(), row(3, "k", `{"n":3}`), count(&runs))
 		require.ErrorIs(t, err, core.ErrStoreUnavailable)
 		requireRetried(t, err)
 		require.EqualValues(t, 1, outs.Get(core.Unavailable))
@@ -105,7 +105,7 @@ func TestJobTimeoutDuringHungClaim(t *testing.T) {
 	var outs testenv.Outcomes
 	g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute}, &outs)
 	workers := river.NewWorkers()
-	river.AddWorker(workers, Wrap[effectArgs](g, &effectWorker{pool: pool}, nil))
+	river.AddWorker(workers, MustWrap[effectArgs](g, &effectWorker{pool: pool}, nil))
 	cfg := clientConfig(schema, workers, 2)
 	cfg.JobTimeout = 300 * time.Millisecond
 	cfg.Logger = discardLogger()
@@ -138,7 +138,7 @@ func TestClientStopDuringHungClaim(t *testing.T) {
 	var outs testenv.Outcomes
 	g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute}, &outs)
 	workers := river.NewWorkers()
-	river.AddWorker(workers, Wrap[effectArgs](g, &effectWorker{pool: pool}, nil))
+	river.AddWorker(workers, MustWrap[effectArgs](g, &effectWorker{pool: pool}, nil))
 	cfg := clientConfig(schema, workers, 2)
 	cfg.Logger = discardLogger()
 	client, err := river.NewClient(riverDriver(pool), cfg)
@@ -193,12 +193,14 @@ func TestWorkTxCanceled(t *testing.T) {
 		one, err := pgxpool.NewWithConfig(context.Background(), cfg)
 		require.NoError(t, err)
 		t.Cleanup(one.Close)
+		onOne, err := pgstore.New(context.Background(), one, nil)
+		require.NoError(t, err)
 		held, err := one.Acquire(context.Background())
 		require.NoError(t, err)
 		defer held.Release()
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
-		err = WorkTx(ctx, store, one, job, work)
+		err = WorkTx(ctx, txGuard(t, onOne), job, work)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.NotErrorIs(t, err, core.ErrStoreUnavailable)
 		requireRetried(t, err)
@@ -209,22 +211,25 @@ func TestWorkTxCanceled(t *testing.T) {
 		require.NoError(t, err)
 		defer func() { _ = other.Rollback(context.Background()) }()
 		var cfg Config
-		out, err := store.DoTxJob(context.Background(), other, cfg.job(job.JobRow, job.Args), func(context.Context, pgx.Tx) error { return nil })
+		out, err := txGuard(t, store).DoJob(context.Background(), other, cfg.job(job.JobRow, job.Args), func(context.Context, pgx.Tx) error { return nil })
 		require.NoError(t, err)
 		require.Equal(t, core.Ran, out)
 
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(300*time.Millisecond, cancel)
-		err = WorkTx(ctx, store, pool, job, work)
+		err = WorkTx(ctx, txGuard(t, store), job, work)
 		require.ErrorIs(t, err, context.Canceled)
 		require.NotErrorIs(t, err, core.ErrStoreUnavailable)
 		requireRetried(t, err)
 	})
 	t.Run("begin fails", func(t *testing.T) {
-		down := txBeginnerFunc(func(context.Context) (pgx.Tx, error) { return nil, errDown })
-		err := WorkTx(context.Background(), store, down, job, work)
+		closed, err := pgxpool.NewWithConfig(context.Background(), pool.Config())
+		require.NoError(t, err)
+		down, err := pgstore.New(context.Background(), closed, nil)
+		require.NoError(t, err)
+		closed.Close()
+		err = WorkTx(context.Background(), txGuard(t, down), job, work)
 		require.ErrorIs(t, err, core.ErrStoreUnavailable)
-		require.ErrorIs(t, err, errDown)
 	})
 	require.Zero(t, runs.Load(), "the job ran")
 }

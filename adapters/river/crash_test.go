@@ -134,7 +134,7 @@ func TestCrashWorker(t *testing.T) {
 			},
 		})
 		require.NoError(t, err)
-		river.AddWorker(workers, Wrap[crashArgs](g, &crashWorker{pool: pool, block: blockAfter("blocked-before-effect")}, nil))
+		river.AddWorker(workers, MustWrap[crashArgs](g, &crashWorker{pool: pool, block: blockAfter("blocked-before-effect")}, nil))
 	case "tx":
 		store, err := pgstore.New(ctx, pool, nil)
 		require.NoError(t, err)
@@ -159,7 +159,7 @@ func TestCrashWorker(t *testing.T) {
 				<-never
 			}
 		}
-		river.AddWorker(workers, river.Worker[crashArgs](reportDone{WrapTx[crashArgs](store, pool, w, nil)}))
+		river.AddWorker(workers, river.Worker[crashArgs](reportDone{MustWrapTx[crashArgs](txGuard(t, store), w, nil)}))
 	default:
 		t.Fatalf("unknown %s %q", crashEnv, mode)
 	}
@@ -251,7 +251,7 @@ func TestCrashGuard(t *testing.T) {
 	g, err := core.New(store, &core.Config{KeyPrefix: prefix, Lease: crashLease})
 	require.NoError(t, err)
 	workers := river.NewWorkers()
-	river.AddWorker(workers, Wrap[crashArgs](g, &crashWorker{pool: pool}, nil))
+	river.AddWorker(workers, MustWrap[crashArgs](g, &crashWorker{pool: pool}, nil))
 	waitStuck(t, pool)
 	startClient(t, pool, rescueConfig(schema, workers))
 
@@ -284,7 +284,7 @@ func TestCrashTx(t *testing.T) {
 	require.GreaterOrEqual(t, effects.Rows, run)
 
 	workers := river.NewWorkers()
-	river.AddWorker(workers, WrapTx[crashArgs](store, pool, &crashTxWorker{}, nil))
+	river.AddWorker(workers, MustWrapTx[crashArgs](txGuard(t, store), &crashTxWorker{}, nil))
 	waitStuck(t, pool)
 	startClient(t, pool, rescueConfig(schema, workers))
 

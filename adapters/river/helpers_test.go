@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/pgstore"
 	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -188,3 +189,13 @@ func waitFinished(t testing.TB, pool *pgxpool.Pool, want int, timeout time.Durat
 }
 
 func riverDriver(pool *pgxpool.Pool) *riverpgxv5.Driver { return riverpgxv5.New(pool) }
+
+// txGuard returns the transactional mode of a Guard on store.
+func txGuard(t testing.TB, store *pgstore.Store) *core.TxGuard[pgx.Tx] {
+	t.Helper()
+	g, err := core.New(store, nil)
+	require.NoError(t, err)
+	tg, err := core.NewTxGuard[pgx.Tx](g)
+	require.NoError(t, err)
+	return tg
+}

@@ -38,15 +38,15 @@ func TestEveryCopyOnce(t *testing.T) {
 			switch form {
 			case "Wrap":
 				g := redisGuard(t, &core.Config{MaxRetryAfter: 200 * time.Millisecond})
-				river.AddWorker(workers, Wrap[effectArgs](g, &effectWorker{pool: pool}, nil))
+				river.AddWorker(workers, MustWrap[effectArgs](g, &effectWorker{pool: pool}, nil))
 			case "Middleware":
 				g := redisGuard(t, &core.Config{MaxRetryAfter: 200 * time.Millisecond})
 				river.AddWorker(workers, &effectWorker{pool: pool})
-				cfg.Middleware = []rivertype.Middleware{Middleware(g, nil)}
+				cfg.Middleware = []rivertype.Middleware{MustMiddleware(g, nil)}
 			case "WrapTx":
 				store, err := pgstore.New(context.Background(), pool, &pgstore.Config{Migrate: true, RetryAfter: 200 * time.Millisecond})
 				require.NoError(t, err)
-				river.AddWorker(workers, WrapTx[effectArgs](store, pool, effectTxWorker{}, nil))
+				river.AddWorker(workers, MustWrapTx[effectArgs](txGuard(t, store), effectTxWorker{}, nil))
 			}
 
 			const n = 500
@@ -125,7 +125,7 @@ func TestRescueWhileRunning(t *testing.T) {
 	g := redisGuard(t, &core.Config{Lease: 600 * time.Millisecond})
 	worker := &longWorker{pool: pool, started: make(chan struct{}), release: make(chan struct{})}
 	workers := river.NewWorkers()
-	river.AddWorker(workers, Wrap[longArgs](g, worker, nil))
+	river.AddWorker(workers, MustWrap[longArgs](g, worker, nil))
 
 	newConfig := func() *river.Config {
 		cfg := clientConfig(schema, workers, 4)
@@ -198,7 +198,7 @@ func TestHandlerError(t *testing.T) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &flakyWorker{pool: pool})
 	cfg := clientConfig(schema, workers, 4)
-	cfg.Middleware = []rivertype.Middleware{Middleware(g, nil)}
+	cfg.Middleware = []rivertype.Middleware{MustMiddleware(g, nil)}
 	startClient(t, pool, cfg)
 	_, err := insertClient(t, pool, schema).Insert(context.Background(), flakyArgs{N: 1}, nil)
 	require.NoError(t, err)
@@ -234,7 +234,7 @@ func TestStoreOutage(t *testing.T) {
 	require.NoError(t, err)
 
 	workers := river.NewWorkers()
-	river.AddWorker(workers, Wrap[effectArgs](g, &effectWorker{pool: pool}, nil))
+	river.AddWorker(workers, MustWrap[effectArgs](g, &effectWorker{pool: pool}, nil))
 	cfg := clientConfig(schema, workers, 4)
 	cfg.Logger = discardLogger()
 	startClient(t, pool, cfg)
@@ -290,7 +290,7 @@ func TestMiddlewareKeyer(t *testing.T) {
 		defer mu.Unlock()
 		keys = append(keys, e.Outcome.String()+" "+e.Key)
 	}})
-	mw := Middleware(g, nil)
+	mw := MustMiddleware(g, nil)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &keyedWorker{pool: pool})
 	cfg := clientConfig(schema, workers, 4)

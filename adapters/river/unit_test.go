@@ -72,7 +72,7 @@ func TestKeyPrecedence(t *testing.T) {
 
 func TestInsertRecordsKeyerKey(t *testing.T) {
 	t.Parallel()
-	mw := Middleware(memGuard(t), nil).(rivertype.JobInsertMiddleware)
+	mw := MustMiddleware(memGuard(t), nil).(rivertype.JobInsertMiddleware)
 	keyed := &rivertype.JobInsertParams{Args: keyedArgs{User: "7"}, Kind: "welcome_email", Metadata: []byte(`{"tenant":"a"}`)}
 	plain := &rivertype.JobInsertParams{Args: noopArgs{N: 1}, Kind: "riveronce_noop", Metadata: []byte(`{"tenant":"b"}`)}
 	called := false
@@ -105,7 +105,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("RanThenDuplicate", func(t *testing.T) {
 		t.Parallel()
-		mw := Middleware(memGuard(t), nil)
+		mw := MustMiddleware(memGuard(t), nil)
 		var runs atomic.Int32
 		require.NoError(t, mw.Work(ctx, row(1, "k", `{"n":1}`), count(&runs)))
 		require.NoError(t, mw.Work(ctx, row(2, "k", `{"n":1}`), count(&runs)), "a duplicate completes")
@@ -114,7 +114,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("RunningSnoozes", func(t *testing.T) {
 		t.Parallel()
-		mw := Middleware(memGuard(t), nil)
+		mw := MustMiddleware(memGuard(t), nil)
 		started, release := make(chan struct{}), make(chan struct{})
 		done := make(chan error, 1)
 		go func() {
@@ -137,7 +137,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("ConflictCancels", func(t *testing.T) {
 		t.Parallel()
-		mw := Middleware(memGuard(t), &Config{Key: func(*rivertype.JobRow) string { return "same" }})
+		mw := MustMiddleware(memGuard(t), &Config{Key: func(*rivertype.JobRow) string { return "same" }})
 		var runs atomic.Int32
 		require.NoError(t, mw.Work(ctx, row(1, "k", `{"n":1}`), count(&runs)))
 		err := mw.Work(ctx, row(2, "k", `{"n":2}`), count(&runs))
@@ -149,7 +149,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("EmptyKeyCancels", func(t *testing.T) {
 		t.Parallel()
-		mw := Middleware(memGuard(t), &Config{Key: func(*rivertype.JobRow) string { return "" }})
+		mw := MustMiddleware(memGuard(t), &Config{Key: func(*rivertype.JobRow) string { return "" }})
 		var runs atomic.Int32
 		err := mw.Work(ctx, row(1, "k", `{}`), count(&runs))
 		var cancel *river.JobCancelError
@@ -161,7 +161,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("ErrorReleasesAndPassesThrough", func(t *testing.T) {
 		t.Parallel()
-		mw := Middleware(memGuard(t), nil)
+		mw := MustMiddleware(memGuard(t), nil)
 		boom := errors.New("boom")
 		err := mw.Work(ctx, row(1, "k", `{}`), func(context.Context) error { return boom })
 		require.Same(t, boom, err, "the worker's error reaches River unchanged")
@@ -175,7 +175,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 		g, err := core.New(downStore{}, &core.Config{Logger: discardLogger()})
 		require.NoError(t, err)
 		var runs atomic.Int32
-		err = Middleware(g, nil).Work(ctx, row(1, "k", `{}`), count(&runs))
+		err = MustMiddleware(g, nil).Work(ctx, row(1, "k", `{}`), count(&runs))
 		require.ErrorIs(t, err, core.ErrStoreUnavailable)
 		var snooze *river.JobSnoozeError
 		var cancel *river.JobCancelError
@@ -185,7 +185,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("Skip", func(t *testing.T) {
 		t.Parallel()
-		mw := Middleware(memGuard(t), &Config{Skip: func(job *rivertype.JobRow) bool { return job.Kind == "free" }})
+		mw := MustMiddleware(memGuard(t), &Config{Skip: func(job *rivertype.JobRow) bool { return job.Kind == "free" }})
 		var runs atomic.Int32
 		require.NoError(t, mw.Work(ctx, row(1, "free", `{}`), count(&runs)))
 		require.NoError(t, mw.Work(ctx, row(2, "free", `{}`), count(&runs)))
@@ -196,12 +196,12 @@ func TestMiddlewareOutcomes(t *testing.T) {
 		t.Parallel()
 		g := memGuard(t)
 		var runs atomic.Int32
-		w := Wrap[noopArgs](g, river.WorkFunc(func(context.Context, *river.Job[noopArgs]) error {
+		w := MustWrap[noopArgs](g, river.WorkFunc(func(context.Context, *river.Job[noopArgs]) error {
 			runs.Add(1)
 			return nil
 		}), nil)
 		r := row(1, "riveronce_noop", `{"n":1}`)
-		err := Middleware(g, nil).Work(ctx, r, func(ctx context.Context) error {
+		err := MustMiddleware(g, nil).Work(ctx, r, func(ctx context.Context) error {
 			return w.Work(ctx, &river.Job[noopArgs]{JobRow: r, Args: noopArgs{N: 1}})
 		})
 		require.NoError(t, err)
@@ -239,8 +239,8 @@ func TestWrapPassesThrough(t *testing.T) {
 	inner := &tunedWorker{mw: []rivertype.WorkerMiddleware{&river.WorkerMiddlewareDefaults{}}}
 	job := &river.Job[noopArgs]{JobRow: row(1, "riveronce_noop", `{}`)}
 	for name, w := range map[string]river.Worker[noopArgs]{
-		"Wrap":   Wrap[noopArgs](memGuard(t), inner, nil),
-		"WrapTx": WrapTx[noopArgs](txStoreFunc(nil), txBeginnerFunc(nil), txTuned{inner}, nil),
+		"Wrap":   MustWrap[noopArgs](memGuard(t), inner, nil),
+		"WrapTx": MustWrapTx[noopArgs](fakeTxGuard(t), txTuned{inner}, nil),
 	} {
 		require.Equal(t, 7*time.Second, w.Timeout(job), name)
 		require.Equal(t, retryAt, w.NextRetry(job), name)
@@ -248,10 +248,27 @@ func TestWrapPassesThrough(t *testing.T) {
 	}
 }
 
-func TestConfigValidation(t *testing.T) {
+// TestMisconfiguration: every constructor returns an error naming the
+// problem, and its Must form panics with that error.
+func TestMisconfiguration(t *testing.T) {
 	t.Parallel()
-	require.PanicsWithValue(t, "riveronce: Middleware: guard is nil", func() { Middleware(nil, nil) })
-	require.PanicsWithValue(t, "riveronce: Wrap: worker is nil", func() { Wrap[noopArgs](memGuard(t), nil, nil) })
+	g, tg := memGuard(t), fakeTxGuard(t)
+	for _, c := range []struct {
+		name string
+		new  func() error
+		must func()
+		want string
+	}{
+		{"NewMiddleware", func() error { _, err := NewMiddleware(nil, nil); return err }, func() { MustMiddleware(nil, nil) }, "jobonce: riveronce: NewMiddleware: Guard is nil"},
+		{"Wrap guard", func() error { _, err := Wrap[noopArgs](nil, &tunedWorker{}, nil); return err }, func() { MustWrap[noopArgs](nil, &tunedWorker{}, nil) }, "jobonce: riveronce: Wrap: Guard is nil"},
+		{"Wrap worker", func() error { _, err := Wrap[noopArgs](g, nil, nil); return err }, func() { MustWrap[noopArgs](g, nil, nil) }, "jobonce: riveronce: Wrap: worker is nil"},
+		{"WrapTx guard", func() error { _, err := WrapTx[noopArgs](nil, txTuned{}, nil); return err }, func() { MustWrapTx[noopArgs](nil, txTuned{}, nil) }, "jobonce: riveronce: WrapTx: TxGuard and worker must not be nil"},
+		{"WrapTx worker", func() error { _, err := WrapTx[noopArgs](tg, nil, nil); return err }, func() { MustWrapTx[noopArgs](tg, nil, nil) }, "jobonce: riveronce: WrapTx: TxGuard and worker must not be nil"},
+	} {
+		err := c.new()
+		require.EqualError(t, err, c.want, c.name)
+		require.PanicsWithError(t, c.want, c.must, c.name)
+	}
 }
 
 // txTuned is tunedWorker as a TxWorker.
@@ -259,12 +276,21 @@ type txTuned struct{ *tunedWorker }
 
 func (txTuned) WorkTx(context.Context, pgx.Tx, *river.Job[noopArgs]) error { return nil }
 
-type txStoreFunc func(ctx context.Context, tx pgx.Tx, job core.Job, fn func(context.Context, pgx.Tx) error) (core.Outcome, error)
+// fakeTxStore is a memstore with a transactional mode that is never
+// called: enough to build a TxGuard for tests of construction alone.
+type fakeTxStore struct{ *memstore.Store }
 
-func (f txStoreFunc) DoTxJob(ctx context.Context, tx pgx.Tx, job core.Job, fn func(context.Context, pgx.Tx) error) (core.Outcome, error) {
-	return f(ctx, tx, job, fn)
+func (fakeTxStore) RecordTx(context.Context, pgx.Tx, driver.RecordRequest) (driver.ClaimReply, error) {
+	panic("not called")
 }
+func (fakeTxStore) BeginTx(context.Context) (pgx.Tx, error)  { panic("not called") }
+func (fakeTxStore) CommitTx(context.Context, pgx.Tx) error   { panic("not called") }
+func (fakeTxStore) RollbackTx(context.Context, pgx.Tx) error { panic("not called") }
 
-type txBeginnerFunc func(ctx context.Context) (pgx.Tx, error)
-
-func (f txBeginnerFunc) Begin(ctx context.Context) (pgx.Tx, error) { return f(ctx) }
+func fakeTxGuard(t testing.TB) *core.TxGuard[pgx.Tx] {
+	g, err := core.New(fakeTxStore{memstore.New()}, nil)
+	require.NoError(t, err)
+	tg, err := core.NewTxGuard[pgx.Tx](g)
+	require.NoError(t, err)
+	return tg
+}

@@ -215,7 +215,7 @@ func TestDecorateHungClaim(t *testing.T) {
 
 		t.Run("context ends", func(t *testing.T) {
 			g := hangingGuard(t, store, prefix, core.Config{StoreTimeout: time.Minute, FailOpen: true})
-			h := sqsonce.Decorate(g, vis, q.url, handler, cfg)
+			h := mustDecorate(t, g, vis, q.url, handler, cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
 			err := h(ctx, msgs["caller-stops"])
@@ -225,7 +225,7 @@ func TestDecorateHungClaim(t *testing.T) {
 		})
 		t.Run("store times out", func(t *testing.T) {
 			g := hangingGuard(t, store, prefix, core.Config{StoreTimeout: 300 * time.Millisecond})
-			h := sqsonce.Decorate(g, vis, q.url, handler, cfg)
+			h := mustDecorate(t, g, vis, q.url, handler, cfg)
 			err := h(context.Background(), msgs["store-hangs"])
 			require.ErrorIs(t, err, core.ErrStoreUnavailable)
 			require.False(t, errors.Is(err, context.Canceled))

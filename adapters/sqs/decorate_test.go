@@ -55,7 +55,7 @@ func TestDecorateRunDuplicateConflict(t *testing.T) {
 		q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 2})
 		eff := newEffects(rdb, prefix)
 		g := newGuard(t, rdb, prefix, nil)
-		h := sqsonce.Decorate(g, c, q.url, func(ctx context.Context, m types.Message) error {
+		h := mustDecorate(t, g, c, q.url, func(ctx context.Context, m types.Message) error {
 			return eff.record(ctx, aws.ToString(m.Body))
 		}, &sqsonce.Config{KeyAttribute: "job"})
 
@@ -99,8 +99,7 @@ func TestDecorateRunning(t *testing.T) {
 		rdb := testenv.Redis(t, prefix)
 		q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 5})
 		g := newGuard(t, rdb, prefix, &core.Config{Lease: 12 * time.Second})
-		require.Equal(t, 4*time.Second, g.Config().MaxRetryAfter)
-		h := sqsonce.Decorate(g, c, q.url, func(context.Context, types.Message) error {
+		h := mustDecorate(t, g, c, q.url, func(context.Context, types.Message) error {
 			return errors.New("must not run")
 		}, &sqsonce.Config{KeyAttribute: "job"})
 

@@ -420,3 +420,11 @@ func (h *handles) body(handle *string) string {
 	defer h.mu.Unlock()
 	return h.bodies[aws.ToString(handle)]
 }
+
+// mustDecorate is sqsonce.Decorate for a configuration known to be valid.
+func mustDecorate(t testing.TB, g *core.Guard, client sqsonce.Client, queueURL string, h sqsonce.HandlerFunc, cfg *sqsonce.Config) sqsonce.HandlerFunc {
+	t.Helper()
+	handler, err := sqsonce.Decorate(g, client, queueURL, h, cfg)
+	require.NoError(t, err)
+	return handler
+}

@@ -198,14 +198,29 @@ func TestConfigErrors(t *testing.T) {
 	require.Equal(t, &Config{}, cfg, "defaults must not be written to the caller's Config")
 }
 
-func TestDecorateInvalid(t *testing.T) {
+// TestDecorateMisconfigured: Decorate returns an error naming the problem
+// and no handler.
+func TestDecorateMisconfigured(t *testing.T) {
 	t.Parallel()
-	h := Decorate(nil, nil, testQueueURL, nil, nil)
-	err := h(context.Background(), types.Message{ReceiptHandle: aws.String("r")})
-	require.ErrorContains(t, err, "Guard is nil")
-
-	h = Decorate(testGuard(t), nil, testQueueURL, func(context.Context, types.Message) error { return nil }, nil)
-	require.ErrorContains(t, h(context.Background(), types.Message{}), "client is nil")
+	g := testGuard(t)
+	noop := func(context.Context, types.Message) error { return nil }
+	for _, c := range []struct {
+		name string
+		h    func() (HandlerFunc, error)
+		want string
+	}{
+		{"guard", func() (HandlerFunc, error) { return Decorate(nil, nopClient{}, testQueueURL, noop, nil) }, "jobonce: sqsonce: Guard is nil"},
+		{"client", func() (HandlerFunc, error) { return Decorate(g, nil, testQueueURL, noop, nil) }, "jobonce: sqsonce: Decorate: client is nil"},
+		{"handler", func() (HandlerFunc, error) { return Decorate(g, nopClient{}, testQueueURL, nil, nil) }, "jobonce: sqsonce: Decorate: handler is nil"},
+		{"queue", func() (HandlerFunc, error) { return Decorate(g, nopClient{}, "", noop, nil) }, "jobonce: sqsonce: queue URL is empty"},
+		{"config", func() (HandlerFunc, error) {
+			return Decorate(g, nopClient{}, testQueueURL, noop, &Config{MaxDelay: 13 * time.Hour})
+		}, "jobonce: sqsonce: Config.MaxDelay must not exceed SQS's 12h limit, got 13h0m0s"},
+	} {
+		h, err := c.h()
+		require.EqualError(t, err, c.want, c.name)
+		require.Nil(t, h, c.name)
+	}
 }
 
 func TestPollerErrors(t *testing.T) {
