@@ -153,18 +153,61 @@ func TestConflictSkipsRetry(t *testing.T) {
 	require.NoError(t, h.ProcessTask(ctx, asynq.NewTaskWithHeaders("charge", []byte("99"), id)))
 }
 
-func TestEmptyKeyRunsUnguarded(t *testing.T) {
+// TestKeyPolicy: the policy every adapter shares. An empty key is invalid:
+// the handler does not run and the task is archived (asynq.SkipRetry),
+// reported as Rejected. A type listed in UnguardedTypes runs every time,
+// reported as Unguarded.
+func TestKeyPolicy(t *testing.T) {
 	t.Parallel()
-	var outs testenv.Outcomes
-	var runs atomic.Int64
-	cfg := &asynqonce.Config{Key: func(t *asynq.Task) string { return t.Headers()["id"] }}
-	h := asynqonce.MustMiddleware(memGuard(t, &core.Config{Observer: outs.Observe}), cfg)(
-		asynq.HandlerFunc(func(context.Context, *asynq.Task) error { runs.Add(1); return nil }))
-	for range 2 {
-		require.NoError(t, h.ProcessTask(context.Background(), asynq.NewTask("ping", nil)))
+	for _, c := range []struct {
+		name     string
+		task     *asynq.Task
+		runs     int64
+		outcome  core.Outcome // reported …
+		observed int64        // … this many times for the two deliveries
+		rejected bool
+	}{
+		{"empty key", asynq.NewTask("ping", nil), 0, core.Rejected, 2, true},
+		{"unguarded type", asynq.NewTask("free", nil), 2, core.Unguarded, 2, false},
+		{"named key", asynq.NewTaskWithHeaders("ping", nil, map[string]string{"id": "1"}), 1, core.Duplicate, 1, false},
+	} {
+		var outs testenv.Outcomes
+		var runs atomic.Int64
+		cfg := &asynqonce.Config{Key: func(t *asynq.Task) string { return t.Headers()["id"] }, UnguardedTypes: []string{"free"}}
+		h := asynqonce.MustMiddleware(memGuard(t, &core.Config{Observer: outs.Observe}), cfg)(
+			asynq.HandlerFunc(func(context.Context, *asynq.Task) error { runs.Add(1); return nil }))
+		for range 2 {
+			err := h.ProcessTask(context.Background(), c.task)
+			if c.rejected {
+				require.ErrorIs(t, err, core.ErrInvalidKey, c.name)
+				require.ErrorIs(t, err, asynq.SkipRetry, c.name)
+			} else {
+				require.NoError(t, err, c.name)
+			}
+		}
+		require.Equal(t, c.runs, runs.Load(), c.name)
+		require.Equal(t, c.observed, outs.Get(c.outcome), c.name)
 	}
-	require.EqualValues(t, 2, runs.Load())
-	require.EqualValues(t, 2, outs.Get(core.Unguarded))
+}
+
+// TestMisconfiguration: NewMiddleware returns an error naming the problem,
+// and MustMiddleware panics with it.
+func TestMisconfiguration(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		g    *core.Guard
+		cfg  *asynqonce.Config
+		want string
+	}{
+		{nil, nil, "jobonce: asynqonce: NewMiddleware: Guard is nil"},
+		{memGuard(t, nil), &asynqonce.Config{WaitRunning: -1}, "jobonce: asynqonce: Config.WaitRunning must not be negative, got -1ns"},
+		{memGuard(t, nil), &asynqonce.Config{PollInterval: -1}, "jobonce: asynqonce: Config.PollInterval must not be negative, got -1ns"},
+	} {
+		mw, err := asynqonce.NewMiddleware(c.g, c.cfg)
+		require.EqualError(t, err, c.want)
+		require.Nil(t, mw)
+		require.PanicsWithError(t, c.want, func() { asynqonce.MustMiddleware(c.g, c.cfg) })
+	}
 }
 
 func TestSetResultIsStored(t *testing.T) {

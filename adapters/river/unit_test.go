@@ -16,6 +16,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 type keyedArgs struct {
@@ -185,11 +186,15 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("Skip", func(t *testing.T) {
 		t.Parallel()
-		mw := MustMiddleware(memGuard(t), &Config{Skip: func(job *rivertype.JobRow) bool { return job.Kind == "free" }})
+		var outs testenv.Outcomes
+		g, err := core.New(memstore.New(), &core.Config{Observer: outs.Observe})
+		require.NoError(t, err)
+		mw := MustMiddleware(g, &Config{Skip: func(job *rivertype.JobRow) bool { return job.Kind == "free" }})
 		var runs atomic.Int32
 		require.NoError(t, mw.Work(ctx, row(1, "free", `{}`), count(&runs)))
 		require.NoError(t, mw.Work(ctx, row(2, "free", `{}`), count(&runs)))
 		require.EqualValues(t, 2, runs.Load())
+		require.EqualValues(t, 2, outs.Get(core.Unguarded), "skipped jobs are reported as Unguarded")
 	})
 
 	t.Run("WrapInsideMiddlewareClaimsOnce", func(t *testing.T) {

@@ -3,6 +3,7 @@ package sqsonce_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -172,4 +173,41 @@ func testSend(t *testing.T, c *sqs.Client) {
 
 	v, f := depth(t, c, q.url)
 	require.Equal(t, 1, v+f)
+}
+
+// TestDecorateKeyPolicy: the policy every adapter shares. An empty key is
+// invalid: the handler does not run, the error matches core.ErrInvalidKey,
+// it is reported as Rejected, and the message is left for the dead-letter
+// queue.
+func TestDecorateKeyPolicy(t *testing.T) {
+	t.Parallel()
+	eachServer(t, func(t *testing.T, s server) {
+		c := s.client
+		prefix := testenv.Prefix(t)
+		rdb := testenv.Redis(t, prefix)
+		q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 1})
+		var outs testenv.Outcomes
+		g := newGuard(t, rdb, prefix, &core.Config{Observer: outs.Observe})
+		var runs atomic.Int32
+		h := mustDecorate(t, g, c, q.url, func(context.Context, types.Message) error {
+			runs.Add(1)
+			return nil
+		}, &sqsonce.Config{Key: func(m types.Message) string {
+			if aws.ToString(m.Body) == "no key" {
+				return ""
+			}
+			return aws.ToString(m.Body)
+		}})
+		sendAll(t, c, q.url, []string{"no key"})
+		m := receiveOne(t, c, q.url)
+		require.NotNil(t, m)
+		require.ErrorIs(t, h(context.Background(), *m), core.ErrInvalidKey)
+		require.Zero(t, runs.Load(), "the handler ran")
+		require.EqualValues(t, 1, outs.Get(core.Rejected))
+		require.Eventually(t, func() bool {
+			receiveOne(t, c, q.url) // moves it once its receives are used up
+			v, _ := depth(t, c, q.dlq)
+			return v == 1
+		}, s.within(20*time.Second), 10*time.Millisecond, "left for the dead-letter queue")
+	})
 }

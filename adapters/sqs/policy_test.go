@@ -135,11 +135,11 @@ func TestKey(t *testing.T) {
 	body := "ship order 1"
 	m := types.Message{Body: aws.String(body)}
 	o := testOptions(t, nil)
-	require.Equal(t, core.Job{Key: "orders:" + core.Fingerprint([]byte(body)), Fingerprint: core.Fingerprint([]byte(body))}, o.job(m))
+	require.Equal(t, core.Job{Key: "orders:" + core.Fingerprint([]byte(body))}, o.job(m), "the default key holds the body's fingerprint; none is stored")
 
 	fifo := m
 	fifo.Attributes = map[string]string{attrDeduplication: "dedup-1"}
-	require.Equal(t, "orders:dedup:dedup-1", o.job(fifo).Key)
+	require.Equal(t, core.Job{Key: "orders:dedup:dedup-1", Fingerprint: core.Fingerprint([]byte(body))}, o.job(fifo))
 
 	attr := fifo
 	attr.MessageAttributes = map[string]types.MessageAttributeValue{
