@@ -74,7 +74,7 @@ func run(users int) error {
 	// rather than going back to Asynq to be retried after the claim's lease.
 	var sent atomic.Int64
 	mux := asynq.NewServeMux()
-	mux.Use(asynqonce.Middleware(guard, &asynqonce.Config{WaitRunning: time.Second}))
+	mux.Use(asynqonce.MustMiddleware(guard, &asynqonce.Config{WaitRunning: time.Second}))
 	mux.HandleFunc("email:welcome", func(ctx context.Context, t *asynq.Task) error {
 		time.Sleep(20 * time.Millisecond) // talking to the mail provider
 		sent.Add(1)

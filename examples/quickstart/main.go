@@ -66,7 +66,7 @@ Checking a done marker lets copies that check at the same moment both act; a cla
 without a lease outlives the killed consumer, so its jobs are never done. jobonce's
 lease expires with the dead consumer and a later copy runs; its one remaining risk is
 a kill landing between an effect and its done marker (an occasional duplicate here).
-The transactional mode (core/pgstore DoTx) commits the key with a database effect in
+The transactional mode (core.TxGuard on core/pgstore) commits the key with a database effect in
 one Postgres transaction and closes that gap: exactly once.
 `)
 }

@@ -123,10 +123,16 @@ func run(users int) error {
 	if err != nil {
 		return err
 	}
+	// The same Guard's transactional mode: its outcomes are logged, counted
+	// and observed with the rest.
+	txGuard, err := core.NewTxGuard[pgx.Tx](guard)
+	if err != nil {
+		return err
+	}
 	welcome := &WelcomeWorker{}
 	workers := river.NewWorkers()
-	river.AddWorker(workers, riveronce.Wrap[WelcomeArgs](guard, welcome, nil))
-	river.AddWorker(workers, riveronce.WrapTx[CreditArgs](store, pool, &CreditWorker{}, nil))
+	river.AddWorker(workers, riveronce.MustWrap[WelcomeArgs](guard, welcome, nil))
+	river.AddWorker(workers, riveronce.MustWrapTx[CreditArgs](txGuard, &CreditWorker{}, nil))
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		FetchCooldown: 10 * time.Millisecond,
 		Logger:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
