@@ -12,28 +12,16 @@ import (
 
 	asynqonce "github.com/jobonce/jobonce/adapters/asynq"
 	"github.com/jobonce/jobonce/core"
-	"github.com/jobonce/jobonce/core/memstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 // These tests call the wrapped handler directly, as a server without a
 // ServeMux would, with the in-process store.
 
-func memGuard(t *testing.T, cfg *core.Config) *core.Guard {
-	t.Helper()
-	if cfg == nil {
-		cfg = &core.Config{}
-	}
-	cfg.Logger = quiet
-	g, err := core.New(memstore.New(), cfg)
-	require.NoError(t, err)
-	return g
-}
-
 func TestDuplicateIsAcknowledged(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
-	h := asynqonce.Middleware(memGuard(t, nil), nil)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+	h := asynqonce.Middleware(testenv.MemGuard(t, nil), nil)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 		runs.Add(1)
 		return nil
 	}))
@@ -48,7 +36,7 @@ func TestDuplicateIsAcknowledged(t *testing.T) {
 func TestRunningCopyIsNotAFailure(t *testing.T) {
 	t.Parallel()
 	started, release := make(chan struct{}), make(chan struct{})
-	h := asynqonce.Middleware(memGuard(t, &core.Config{Lease: 10 * time.Second, MaxRetryAfter: 10 * time.Second}), nil)(
+	h := asynqonce.Middleware(testenv.MemGuard(t, &core.Config{Lease: 10 * time.Second, MaxRetryAfter: 10 * time.Second}), nil)(
 		asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 			close(started)
 			<-release
@@ -77,7 +65,7 @@ func TestWaitRunning(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
 	started, release := make(chan struct{}), make(chan struct{})
-	h := asynqonce.Middleware(memGuard(t, nil), &asynqonce.Config{WaitRunning: 10 * time.Second, PollInterval: 20 * time.Millisecond})(
+	h := asynqonce.Middleware(testenv.MemGuard(t, nil), &asynqonce.Config{WaitRunning: 10 * time.Second, PollInterval: 20 * time.Millisecond})(
 		asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 			if runs.Add(1) == 1 {
 				close(started)
@@ -103,7 +91,7 @@ func TestWaitRunning(t *testing.T) {
 
 	// The wait is bounded by WaitRunning.
 	stuck := make(chan struct{})
-	h = asynqonce.Middleware(memGuard(t, nil), &asynqonce.Config{WaitRunning: 50 * time.Millisecond})(
+	h = asynqonce.Middleware(testenv.MemGuard(t, nil), &asynqonce.Config{WaitRunning: 50 * time.Millisecond})(
 		asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error { close(stuck); <-ctx.Done(); return ctx.Err() }))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -120,7 +108,7 @@ func TestHandlerErrorPassesThrough(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("boom")
 	var runs atomic.Int64
-	h := asynqonce.Middleware(memGuard(t, nil), nil)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+	h := asynqonce.Middleware(testenv.MemGuard(t, nil), nil)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 		if runs.Add(1) == 1 {
 			return boom
 		}
@@ -137,7 +125,7 @@ func TestHandlerErrorPassesThrough(t *testing.T) {
 func TestConflictSkipsRetry(t *testing.T) {
 	t.Parallel()
 	cfg := &asynqonce.Config{Key: func(t *asynq.Task) string { return t.Headers()["id"] }}
-	h := asynqonce.Middleware(memGuard(t, nil), cfg)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil }))
+	h := asynqonce.Middleware(testenv.MemGuard(t, nil), cfg)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil }))
 	ctx := context.Background()
 	id := map[string]string{"id": "order-1"}
 	require.NoError(t, h.ProcessTask(ctx, asynq.NewTaskWithHeaders("charge", []byte("10"), id)))
@@ -148,7 +136,7 @@ func TestConflictSkipsRetry(t *testing.T) {
 
 	// A Fingerprint of "" turns the check off.
 	cfg.Fingerprint = func(*asynq.Task) string { return "" }
-	h = asynqonce.Middleware(memGuard(t, nil), cfg)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil }))
+	h = asynqonce.Middleware(testenv.MemGuard(t, nil), cfg)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil }))
 	require.NoError(t, h.ProcessTask(ctx, asynq.NewTaskWithHeaders("charge", []byte("10"), id)))
 	require.NoError(t, h.ProcessTask(ctx, asynq.NewTaskWithHeaders("charge", []byte("99"), id)))
 }
@@ -158,7 +146,7 @@ func TestEmptyKeyRunsUnguarded(t *testing.T) {
 	var outs testenv.Outcomes
 	var runs atomic.Int64
 	cfg := &asynqonce.Config{Key: func(t *asynq.Task) string { return t.Headers()["id"] }}
-	h := asynqonce.Middleware(memGuard(t, &core.Config{Observer: outs.Observe}), cfg)(
+	h := asynqonce.Middleware(testenv.MemGuard(t, &core.Config{Observer: outs.Observe}), cfg)(
 		asynq.HandlerFunc(func(context.Context, *asynq.Task) error { runs.Add(1); return nil }))
 	for range 2 {
 		require.NoError(t, h.ProcessTask(context.Background(), asynq.NewTask("ping", nil)))
@@ -169,7 +157,7 @@ func TestEmptyKeyRunsUnguarded(t *testing.T) {
 
 func TestSetResultIsStored(t *testing.T) {
 	t.Parallel()
-	g := memGuard(t, nil)
+	g := testenv.MemGuard(t, nil)
 	h := asynqonce.Middleware(g, nil)(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
 		return asynqonce.SetResult(ctx, []byte("receipt-1"))
 	}))
@@ -189,7 +177,7 @@ func TestSetResultIsStored(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	g := memGuard(t, nil)
+	g := testenv.MemGuard(t, nil)
 	_, err := asynqonce.NewMiddleware(nil, nil)
 	require.ErrorContains(t, err, "Guard")
 	_, err = asynqonce.NewMiddleware(g, &asynqonce.Config{WaitRunning: -time.Second})
@@ -229,7 +217,7 @@ func TestHeartbeatKeepsRedeliveryOut(t *testing.T) {
 	const lease = 150 * time.Millisecond
 	var runs atomic.Int64
 	started, release := make(chan struct{}), make(chan struct{})
-	h := asynqonce.Middleware(memGuard(t, &core.Config{Lease: lease, MinRetryAfter: 10 * time.Millisecond}), nil)(
+	h := asynqonce.Middleware(testenv.MemGuard(t, &core.Config{Lease: lease, MinRetryAfter: 10 * time.Millisecond}), nil)(
 		asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 			if runs.Add(1) == 1 {
 				close(started)

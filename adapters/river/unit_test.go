@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
-	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 type keyedArgs struct {
@@ -27,13 +27,6 @@ func (a keyedArgs) OnceKey() string { return "email:welcome:" + a.User }
 
 func row(id int64, kind, args string) *rivertype.JobRow {
 	return &rivertype.JobRow{ID: id, Kind: kind, EncodedArgs: []byte(args), Metadata: []byte(`{}`), State: rivertype.JobStateRunning}
-}
-
-func memGuard(t *testing.T) *core.Guard {
-	t.Helper()
-	g, err := core.New(memstore.New(), &core.Config{Logger: discardLogger()})
-	require.NoError(t, err)
-	return g
 }
 
 func TestDefaultKey(t *testing.T) {
@@ -71,7 +64,7 @@ func TestKeyPrecedence(t *testing.T) {
 
 func TestInsertRecordsKeyerKey(t *testing.T) {
 	t.Parallel()
-	mw := Middleware(memGuard(t), nil).(rivertype.JobInsertMiddleware)
+	mw := Middleware(testenv.MemGuard(t, nil), nil).(rivertype.JobInsertMiddleware)
 	keyed := &rivertype.JobInsertParams{Args: keyedArgs{User: "7"}, Kind: "welcome_email", Metadata: []byte(`{"tenant":"a"}`)}
 	plain := &rivertype.JobInsertParams{Args: noopArgs{N: 1}, Kind: "riveronce_noop", Metadata: []byte(`{"tenant":"b"}`)}
 	called := false
@@ -104,7 +97,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("RanThenDuplicate", func(t *testing.T) {
 		t.Parallel()
-		mw := Middleware(memGuard(t), nil)
+		mw := Middleware(testenv.MemGuard(t, nil), nil)
 		var runs atomic.Int32
 		require.NoError(t, mw.Work(ctx, row(1, "k", `{"n":1}`), count(&runs)))
 		require.NoError(t, mw.Work(ctx, row(2, "k", `{"n":1}`), count(&runs)), "a duplicate completes")
@@ -113,7 +106,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("RunningSnoozes", func(t *testing.T) {
 		t.Parallel()
-		mw := Middleware(memGuard(t), nil)
+		mw := Middleware(testenv.MemGuard(t, nil), nil)
 		started, release := make(chan struct{}), make(chan struct{})
 		done := make(chan error, 1)
 		go func() {
@@ -136,7 +129,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("ConflictCancels", func(t *testing.T) {
 		t.Parallel()
-		mw := Middleware(memGuard(t), &Config{Key: func(*rivertype.JobRow) string { return "same" }})
+		mw := Middleware(testenv.MemGuard(t, nil), &Config{Key: func(*rivertype.JobRow) string { return "same" }})
 		var runs atomic.Int32
 		require.NoError(t, mw.Work(ctx, row(1, "k", `{"n":1}`), count(&runs)))
 		err := mw.Work(ctx, row(2, "k", `{"n":2}`), count(&runs))
@@ -148,7 +141,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("EmptyKeyCancels", func(t *testing.T) {
 		t.Parallel()
-		mw := Middleware(memGuard(t), &Config{Key: func(*rivertype.JobRow) string { return "" }})
+		mw := Middleware(testenv.MemGuard(t, nil), &Config{Key: func(*rivertype.JobRow) string { return "" }})
 		var runs atomic.Int32
 		err := mw.Work(ctx, row(1, "k", `{}`), count(&runs))
 		var cancel *river.JobCancelError
@@ -160,7 +153,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("ErrorReleasesAndPassesThrough", func(t *testing.T) {
 		t.Parallel()
-		mw := Middleware(memGuard(t), nil)
+		mw := Middleware(testenv.MemGuard(t, nil), nil)
 		boom := errors.New("boom")
 		err := mw.Work(ctx, row(1, "k", `{}`), func(context.Context) error { return boom })
 		require.Same(t, boom, err, "the worker's error reaches River unchanged")
@@ -184,7 +177,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("Skip", func(t *testing.T) {
 		t.Parallel()
-		mw := Middleware(memGuard(t), &Config{Skip: func(job *rivertype.JobRow) bool { return job.Kind == "free" }})
+		mw := Middleware(testenv.MemGuard(t, nil), &Config{Skip: func(job *rivertype.JobRow) bool { return job.Kind == "free" }})
 		var runs atomic.Int32
 		require.NoError(t, mw.Work(ctx, row(1, "free", `{}`), count(&runs)))
 		require.NoError(t, mw.Work(ctx, row(2, "free", `{}`), count(&runs)))
@@ -193,7 +186,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("WrapInsideMiddlewareClaimsOnce", func(t *testing.T) {
 		t.Parallel()
-		g := memGuard(t)
+		g := testenv.MemGuard(t, nil)
 		var runs atomic.Int32
 		w := Wrap[noopArgs](g, river.WorkFunc(func(context.Context, *river.Job[noopArgs]) error {
 			runs.Add(1)
@@ -238,7 +231,7 @@ func TestWrapPassesThrough(t *testing.T) {
 	inner := &tunedWorker{mw: []rivertype.WorkerMiddleware{&river.WorkerMiddlewareDefaults{}}}
 	job := &river.Job[noopArgs]{JobRow: row(1, "riveronce_noop", `{}`)}
 	for name, w := range map[string]river.Worker[noopArgs]{
-		"Wrap":   Wrap[noopArgs](memGuard(t), inner, nil),
+		"Wrap":   Wrap[noopArgs](testenv.MemGuard(t, nil), inner, nil),
 		"WrapTx": WrapTx[noopArgs](txStoreFunc(nil), txBeginnerFunc(nil), txTuned{inner}, nil),
 	} {
 		require.Equal(t, 7*time.Second, w.Timeout(job), name)
@@ -250,7 +243,7 @@ func TestWrapPassesThrough(t *testing.T) {
 func TestConfigValidation(t *testing.T) {
 	t.Parallel()
 	require.PanicsWithValue(t, "riveronce: Middleware: guard is nil", func() { Middleware(nil, nil) })
-	require.PanicsWithValue(t, "riveronce: Wrap: worker is nil", func() { Wrap[noopArgs](memGuard(t), nil, nil) })
+	require.PanicsWithValue(t, "riveronce: Wrap: worker is nil", func() { Wrap[noopArgs](testenv.MemGuard(t, nil), nil, nil) })
 }
 
 // txTuned is tunedWorker as a TxWorker.

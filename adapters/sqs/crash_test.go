@@ -84,7 +84,7 @@ func TestPollerCrash(t *testing.T) {
 	require.Equal(t, made, eff.count(), "effects before the kill")
 	t.Logf("killed the worker after %d effects, with %d handlers in flight", made, held)
 
-	g := newGuard(t, rdb, prefix, &core.Config{Lease: 2 * time.Second})
+	g := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{Lease: 2 * time.Second})
 	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, Concurrency: 16, WaitTime: time.Second,
 		VisibilityTimeout: 3 * time.Second,
 		Handler: func(ctx context.Context, m types.Message) error {
@@ -111,7 +111,7 @@ func TestCrashWorker(t *testing.T) {
 	eff := newEffects(rdb, prefix)
 
 	var made, recorded, passing, held atomic.Int64
-	g := newGuard(t, rdb, prefix, &core.Config{
+	g := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{
 		Lease: 2 * time.Second,
 		Observer: func(_ context.Context, e core.Event) {
 			switch e.Outcome {

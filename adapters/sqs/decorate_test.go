@@ -54,7 +54,7 @@ func TestDecorateRunDuplicateConflict(t *testing.T) {
 		rdb := testenv.Redis(t, prefix)
 		q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 2})
 		eff := newEffects(rdb, prefix)
-		g := newGuard(t, rdb, prefix, nil)
+		g := testenv.RedisGuardOn(t, rdb, prefix, nil)
 		h := sqsonce.Decorate(g, c, q.url, func(ctx context.Context, m types.Message) error {
 			return eff.record(ctx, aws.ToString(m.Body))
 		}, &sqsonce.Config{KeyAttribute: "job"})
@@ -98,7 +98,7 @@ func TestDecorateRunning(t *testing.T) {
 		prefix := testenv.Prefix(t)
 		rdb := testenv.Redis(t, prefix)
 		q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 5})
-		g := newGuard(t, rdb, prefix, &core.Config{Lease: 12 * time.Second})
+		g := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{Lease: 12 * time.Second})
 		require.Equal(t, 4*time.Second, g.Config().MaxRetryAfter)
 		h := sqsonce.Decorate(g, c, q.url, func(context.Context, types.Message) error {
 			return errors.New("must not run")
@@ -153,7 +153,7 @@ func testSend(t *testing.T, c *sqs.Client) {
 	prefix := testenv.Prefix(t)
 	rdb := testenv.Redis(t, prefix)
 	q := createQueue(t, c, queueSpec{})
-	g := newGuard(t, rdb, prefix, nil)
+	g := testenv.RedisGuardOn(t, rdb, prefix, nil)
 	ctx := context.Background()
 
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(q.url + "-missing"), MessageBody: aws.String("invoice 9")}

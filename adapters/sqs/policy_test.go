@@ -13,21 +13,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
-	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 const testQueueURL = "http://127.0.0.1:4566/000000000000/orders"
 
-func testGuard(t *testing.T) *core.Guard {
-	t.Helper()
-	g, err := core.New(memstore.New(), nil)
-	require.NoError(t, err)
-	return g
-}
-
 func testOptions(t *testing.T, cfg *Config) *options {
 	t.Helper()
-	o, err := cfg.options(testGuard(t), testQueueURL)
+	o, err := cfg.options(testenv.MemGuard(t, nil), testQueueURL)
 	require.NoError(t, err)
 	return o
 }
@@ -171,7 +164,7 @@ func TestReceiveCount(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	t.Parallel()
-	g := testGuard(t)
+	g := testenv.MemGuard(t, nil)
 	for _, tc := range []struct {
 		cfg  *Config
 		url  string
@@ -204,13 +197,13 @@ func TestDecorateInvalid(t *testing.T) {
 	err := h(context.Background(), types.Message{ReceiptHandle: aws.String("r")})
 	require.ErrorContains(t, err, "Guard is nil")
 
-	h = Decorate(testGuard(t), nil, testQueueURL, func(context.Context, types.Message) error { return nil }, nil)
+	h = Decorate(testenv.MemGuard(t, nil), nil, testQueueURL, func(context.Context, types.Message) error { return nil }, nil)
 	require.ErrorContains(t, h(context.Background(), types.Message{}), "client is nil")
 }
 
 func TestPollerErrors(t *testing.T) {
 	t.Parallel()
-	g := testGuard(t)
+	g := testenv.MemGuard(t, nil)
 	noop := func(context.Context, types.Message) error { return nil }
 	valid := func() *Poller {
 		return &Poller{Client: nopClient{}, QueueURL: testQueueURL, Guard: g, Handler: noop}
