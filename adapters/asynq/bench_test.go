@@ -50,10 +50,10 @@ func BenchmarkServer(b *testing.B) {
 			})
 			switch variant {
 			case "jobonce":
-				g, _ := newGuard(b, nil)
+				g := testenv.RedisGuard(b, nil)
 				h = asynqonce.MustMiddleware(g, nil)(h)
 			case "unbatched":
-				g, _ := newGuard(b, &core.Config{DisableBatching: true})
+				g := testenv.RedisGuard(b, &core.Config{DisableBatching: true})
 				h = asynqonce.MustMiddleware(g, nil)(h)
 			case "naive":
 				h = naive(b, h)
@@ -114,7 +114,7 @@ func BenchmarkHandler(b *testing.B) {
 				if variant == "naive" {
 					h = naive(b, noop)
 				} else {
-					g, _ := newGuard(b, &core.Config{DisableBatching: variant == "unbatched"})
+					g := testenv.RedisGuard(b, &core.Config{DisableBatching: variant == "unbatched"})
 					h = asynqonce.MustMiddleware(g, nil)(noop)
 				}
 				var next atomic.Int64

@@ -14,18 +14,6 @@ import (
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
-// hangingGuard returns a Guard on a hanging store on the test Redis, under a
-// prefix of the test's own, reporting outcomes to outs.
-func hangingGuard(t testing.TB, cfg core.Config, outs *testenv.Outcomes) (*core.Guard, *testenv.HangingStore) {
-	t.Helper()
-	prefix := testenv.Prefix(t)
-	store := testenv.HangingRedis(t, testenv.Redis(t, prefix))
-	cfg.KeyPrefix, cfg.Observer, cfg.Logger = prefix, outs.Observe, quiet
-	g, err := core.New(store, &cfg)
-	require.NoError(t, err)
-	return g, store
-}
-
 // A task whose context ends before its claim is answered gets the context's
 // error: the handler does not run, even with FailOpen, it is not reported as
 // a store outage, and IsFailure does not charge it a retry. A store that
@@ -42,7 +30,7 @@ func TestCanceledClaim(t *testing.T) {
 	t.Run("deadline", func(t *testing.T) {
 		t.Parallel()
 		var outs testenv.Outcomes
-		g, _ := hangingGuard(t, core.Config{StoreTimeout: time.Minute, FailOpen: true}, &outs)
+		g, _ := testenv.HangingGuard(t, &core.Config{StoreTimeout: time.Minute, FailOpen: true, Observer: outs.Observe})
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		err := asynqonce.MustMiddleware(g, nil)(handler).ProcessTask(ctx, asynq.NewTask("email", []byte("deadline")))
@@ -55,7 +43,7 @@ func TestCanceledClaim(t *testing.T) {
 	t.Run("cancel", func(t *testing.T) {
 		t.Parallel()
 		var outs testenv.Outcomes
-		g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute, FailOpen: true}, &outs)
+		g, store := testenv.HangingGuard(t, &core.Config{StoreTimeout: time.Minute, FailOpen: true, Observer: outs.Observe})
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
 			<-store.Hung
@@ -71,7 +59,7 @@ func TestCanceledClaim(t *testing.T) {
 	t.Run("store timeout", func(t *testing.T) {
 		t.Parallel()
 		var outs testenv.Outcomes
-		g, _ := hangingGuard(t, core.Config{StoreTimeout: 300 * time.Millisecond}, &outs)
+		g, _ := testenv.HangingGuard(t, &core.Config{StoreTimeout: 300 * time.Millisecond, Observer: outs.Observe})
 		err := asynqonce.MustMiddleware(g, nil)(handler).ProcessTask(background(t), asynq.NewTask("email", []byte("timeout")))
 		require.ErrorIs(t, err, core.ErrStoreUnavailable)
 		require.True(t, asynqonce.IsFailure(err))
@@ -87,7 +75,7 @@ func TestCanceledClaim(t *testing.T) {
 func TestWaitEndsWithContext(t *testing.T) {
 	t.Parallel()
 	var outs testenv.Outcomes
-	g, _ := newGuard(t, &core.Config{Observer: outs.Observe, Logger: quiet})
+	g := testenv.RedisGuard(t, &core.Config{Observer: outs.Observe, Logger: quiet})
 	started, release := make(chan struct{}), make(chan struct{})
 	var runs atomic.Int64
 	h := asynqonce.MustMiddleware(g, &asynqonce.Config{WaitRunning: time.Minute, PollInterval: 50 * time.Millisecond})(
@@ -124,7 +112,7 @@ func TestServerTaskTimeoutDuringHungClaim(t *testing.T) {
 	t.Parallel()
 	e := newAsynqEnv(t)
 	var outs testenv.Outcomes
-	g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute}, &outs)
+	g, store := testenv.HangingGuard(t, &core.Config{StoreTimeout: time.Minute, Observer: outs.Observe})
 	fx := newEffects()
 	h := asynqonce.MustMiddleware(g, nil)(asynq.HandlerFunc(func(_ context.Context, task *asynq.Task) error {
 		fx.add(string(task.Payload()))
@@ -152,7 +140,7 @@ func TestServerShutdownDuringHungClaim(t *testing.T) {
 	t.Parallel()
 	e := newAsynqEnv(t)
 	var outs testenv.Outcomes
-	g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute}, &outs)
+	g, store := testenv.HangingGuard(t, &core.Config{StoreTimeout: time.Minute, Observer: outs.Observe})
 	fx := newEffects()
 	h := asynqonce.MustMiddleware(g, nil)(asynq.HandlerFunc(func(_ context.Context, task *asynq.Task) error {
 		fx.add(string(task.Payload()))

@@ -3,7 +3,6 @@ package asynqonce_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"syscall"
@@ -16,7 +15,6 @@ import (
 
 	asynqonce "github.com/jobonce/jobonce/adapters/asynq"
 	"github.com/jobonce/jobonce/core"
-	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -68,15 +66,13 @@ func TestCrashRecovery(t *testing.T) {
 	done, err := rdb.HLen(ctx, prefix+"effects").Result()
 	require.NoError(t, err)
 	require.EqualValues(t, blockFrom, done, "jobs before blockFrom are done before the kill")
-	require.NoError(t, first.Process.Kill())
-	_ = first.Wait()
+	require.NoError(t, first.Kill())
 	killed := time.Now()
 
 	second := startCrashWorker(t, e.queue, prefix, -1)
 	qi := e.waitEmpty(t, 150*time.Second)
 	t.Logf("queue drained %s after the kill", time.Since(killed).Round(time.Second))
-	require.NoError(t, second.Process.Signal(syscall.SIGTERM))
-	require.NoError(t, second.Wait())
+	require.NoError(t, second.Stop(time.Minute))
 
 	counts, err := rdb.HGetAll(ctx, prefix+"effects").Result()
 	require.NoError(t, err)
@@ -99,29 +95,19 @@ func crashTask(i int) *asynq.Task {
 	return asynq.NewTask("crash", []byte(strconv.Itoa(i)))
 }
 
-func startCrashWorker(t *testing.T, queue, prefix string, blockFrom int) *exec.Cmd {
+func startCrashWorker(t *testing.T, queue, prefix string, blockFrom int) *testenv.Worker {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashWorker$", "-test.count=1")
-	cmd.Env = append(os.Environ(),
+	return testenv.StartWorker(t, "TestCrashWorker",
 		crashEnvQueue+"="+queue, crashEnvPrefix+"="+prefix, crashEnvBlockFrom+"="+strconv.Itoa(blockFrom))
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	return cmd
 }
 
 // TestCrashWorker is the worker process of TestCrashRecovery; it returns at
 // once unless run by it. It serves the queue until SIGTERM.
 func TestCrashWorker(t *testing.T) {
-	queue := os.Getenv(crashEnvQueue)
-	if queue == "" {
+	if !testenv.IsWorker(t) {
 		return
 	}
+	queue := os.Getenv(crashEnvQueue)
 	prefix := os.Getenv(crashEnvPrefix)
 	blockFrom, err := strconv.Atoi(os.Getenv(crashEnvBlockFrom))
 	require.NoError(t, err)
@@ -132,10 +118,7 @@ func TestCrashWorker(t *testing.T) {
 	require.NoError(t, err)
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	store, err := redisstore.New(rdb, nil)
-	require.NoError(t, err)
-	g, err := core.New(store, &core.Config{KeyPrefix: prefix, Lease: crashLease})
-	require.NoError(t, err)
+	g := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{Lease: crashLease})
 
 	mux := asynq.NewServeMux()
 	mux.Use(asynqonce.MustMiddleware(g, nil))

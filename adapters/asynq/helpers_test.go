@@ -7,12 +7,9 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	asynqonce "github.com/jobonce/jobonce/adapters/asynq"
-	"github.com/jobonce/jobonce/core"
-	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -94,23 +91,6 @@ func (e *asynqEnv) waitEmpty(t testing.TB, within time.Duration) *asynq.QueueInf
 		return qi.Pending+qi.Active+qi.Scheduled+qi.Retry == 0
 	}, within, 50*time.Millisecond, "queue did not drain")
 	return qi
-}
-
-// newGuard returns a Guard on redisstore with a key prefix of the test's own.
-func newGuard(t testing.TB, cfg *core.Config) (*core.Guard, *redis.Client) {
-	t.Helper()
-	prefix := testenv.Prefix(t)
-	rdb := testenv.Redis(t, prefix)
-	store, err := redisstore.New(rdb, nil)
-	require.NoError(t, err)
-	var c core.Config
-	if cfg != nil {
-		c = *cfg
-	}
-	c.KeyPrefix = prefix
-	g, err := core.New(store, &c)
-	require.NoError(t, err)
-	return g, rdb
 }
 
 // quiet discards the Guard's log records in tests that provoke warnings.

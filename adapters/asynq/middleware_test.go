@@ -12,28 +12,16 @@ import (
 
 	asynqonce "github.com/jobonce/jobonce/adapters/asynq"
 	"github.com/jobonce/jobonce/core"
-	"github.com/jobonce/jobonce/core/memstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 // These tests call the wrapped handler directly, as a server without a
 // ServeMux would, with the in-process store.
 
-func memGuard(t *testing.T, cfg *core.Config) *core.Guard {
-	t.Helper()
-	if cfg == nil {
-		cfg = &core.Config{}
-	}
-	cfg.Logger = quiet
-	g, err := core.New(memstore.New(), cfg)
-	require.NoError(t, err)
-	return g
-}
-
 func TestDuplicateIsAcknowledged(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
-	h := asynqonce.MustMiddleware(memGuard(t, nil), nil)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+	h := asynqonce.MustMiddleware(testenv.MemGuard(t, nil), nil)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 		runs.Add(1)
 		return nil
 	}))
@@ -48,7 +36,7 @@ func TestDuplicateIsAcknowledged(t *testing.T) {
 func TestRunningCopyIsNotAFailure(t *testing.T) {
 	t.Parallel()
 	started, release := make(chan struct{}), make(chan struct{})
-	h := asynqonce.MustMiddleware(memGuard(t, &core.Config{Lease: 10 * time.Second, MaxRetryAfter: 10 * time.Second}), nil)(
+	h := asynqonce.MustMiddleware(testenv.MemGuard(t, &core.Config{Lease: 10 * time.Second, MaxRetryAfter: 10 * time.Second}), nil)(
 		asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 			close(started)
 			<-release
@@ -77,7 +65,7 @@ func TestWaitRunning(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
 	started, release := make(chan struct{}), make(chan struct{})
-	h := asynqonce.MustMiddleware(memGuard(t, nil), &asynqonce.Config{WaitRunning: 10 * time.Second, PollInterval: 20 * time.Millisecond})(
+	h := asynqonce.MustMiddleware(testenv.MemGuard(t, nil), &asynqonce.Config{WaitRunning: 10 * time.Second, PollInterval: 20 * time.Millisecond})(
 		asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 			if runs.Add(1) == 1 {
 				close(started)
@@ -103,7 +91,7 @@ func TestWaitRunning(t *testing.T) {
 
 	// The wait is bounded by WaitRunning.
 	stuck := make(chan struct{})
-	h = asynqonce.MustMiddleware(memGuard(t, nil), &asynqonce.Config{WaitRunning: 50 * time.Millisecond})(
+	h = asynqonce.MustMiddleware(testenv.MemGuard(t, nil), &asynqonce.Config{WaitRunning: 50 * time.Millisecond})(
 		asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error { close(stuck); <-ctx.Done(); return ctx.Err() }))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -120,7 +108,7 @@ func TestHandlerErrorPassesThrough(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("boom")
 	var runs atomic.Int64
-	h := asynqonce.MustMiddleware(memGuard(t, nil), nil)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+	h := asynqonce.MustMiddleware(testenv.MemGuard(t, nil), nil)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 		if runs.Add(1) == 1 {
 			return boom
 		}
@@ -137,7 +125,7 @@ func TestHandlerErrorPassesThrough(t *testing.T) {
 func TestConflictSkipsRetry(t *testing.T) {
 	t.Parallel()
 	cfg := &asynqonce.Config{Key: func(t *asynq.Task) string { return t.Headers()["id"] }}
-	h := asynqonce.MustMiddleware(memGuard(t, nil), cfg)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil }))
+	h := asynqonce.MustMiddleware(testenv.MemGuard(t, nil), cfg)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil }))
 	ctx := context.Background()
 	id := map[string]string{"id": "order-1"}
 	require.NoError(t, h.ProcessTask(ctx, asynq.NewTaskWithHeaders("charge", []byte("10"), id)))
@@ -148,7 +136,7 @@ func TestConflictSkipsRetry(t *testing.T) {
 
 	// A Fingerprint of "" turns the check off.
 	cfg.Fingerprint = func(*asynq.Task) string { return "" }
-	h = asynqonce.MustMiddleware(memGuard(t, nil), cfg)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil }))
+	h = asynqonce.MustMiddleware(testenv.MemGuard(t, nil), cfg)(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil }))
 	require.NoError(t, h.ProcessTask(ctx, asynq.NewTaskWithHeaders("charge", []byte("10"), id)))
 	require.NoError(t, h.ProcessTask(ctx, asynq.NewTaskWithHeaders("charge", []byte("99"), id)))
 }
@@ -159,60 +147,19 @@ func TestConflictSkipsRetry(t *testing.T) {
 // reported as Unguarded.
 func TestKeyPolicy(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		name     string
-		task     *asynq.Task
-		runs     int64
-		outcome  core.Outcome // reported …
-		observed int64        // … this many times for the two deliveries
-		rejected bool
-	}{
-		{"empty key", asynq.NewTask("ping", nil), 0, core.Rejected, 2, true},
-		{"unguarded type", asynq.NewTask("free", nil), 2, core.Unguarded, 2, false},
-		{"named key", asynq.NewTaskWithHeaders("ping", nil, map[string]string{"id": "1"}), 1, core.Duplicate, 1, false},
-	} {
-		var outs testenv.Outcomes
-		var runs atomic.Int64
-		cfg := &asynqonce.Config{Key: func(t *asynq.Task) string { return t.Headers()["id"] }, UnguardedTypes: []string{"free"}}
-		h := asynqonce.MustMiddleware(memGuard(t, &core.Config{Observer: outs.Observe}), cfg)(
-			asynq.HandlerFunc(func(context.Context, *asynq.Task) error { runs.Add(1); return nil }))
-		for range 2 {
-			err := h.ProcessTask(context.Background(), c.task)
-			if c.rejected {
-				require.ErrorIs(t, err, core.ErrInvalidKey, c.name)
-				require.ErrorIs(t, err, asynq.SkipRetry, c.name)
-			} else {
-				require.NoError(t, err, c.name)
-			}
-		}
-		require.Equal(t, c.runs, runs.Load(), c.name)
-		require.Equal(t, c.observed, outs.Get(c.outcome), c.name)
-	}
-}
-
-// TestMisconfiguration: NewMiddleware returns an error naming the problem,
-// and MustMiddleware panics with it.
-func TestMisconfiguration(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		g    *core.Guard
-		cfg  *asynqonce.Config
-		want string
-	}{
-		{nil, nil, "jobonce: asynqonce: NewMiddleware: Guard is nil"},
-		{memGuard(t, nil), &asynqonce.Config{WaitRunning: -1}, "jobonce: asynqonce: Config.WaitRunning must not be negative, got -1ns"},
-		{memGuard(t, nil), &asynqonce.Config{PollInterval: -1}, "jobonce: asynqonce: Config.PollInterval must not be negative, got -1ns"},
-	} {
-		mw, err := asynqonce.NewMiddleware(c.g, c.cfg)
-		require.EqualError(t, err, c.want)
-		require.Nil(t, mw)
-		require.PanicsWithError(t, c.want, func() { asynqonce.MustMiddleware(c.g, c.cfg) })
+	var outs testenv.Outcomes
+	var runs atomic.Int64
+	cfg := &asynqonce.Config{Key: func(t *asynq.Task) string { return t.Headers()["id"] }}
+	h := asynqonce.MustMiddleware(testenv.MemGuard(t, &core.Config{Observer: outs.Observe}), cfg)(
+		asynq.HandlerFunc(func(context.Context, *asynq.Task) error { runs.Add(1); return nil }))
+	for range 2 {
+		require.NoError(t, h.ProcessTask(context.Background(), asynq.NewTask("ping", nil)))
 	}
 }
 
 func TestSetResultIsStored(t *testing.T) {
 	t.Parallel()
-	g := memGuard(t, nil)
+	g := testenv.MemGuard(t, nil)
 	h := asynqonce.MustMiddleware(g, nil)(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
 		return asynqonce.SetResult(ctx, []byte("receipt-1"))
 	}))
@@ -232,7 +179,7 @@ func TestSetResultIsStored(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	g := memGuard(t, nil)
+	g := testenv.MemGuard(t, nil)
 	_, err := asynqonce.NewMiddleware(nil, nil)
 	require.ErrorContains(t, err, "Guard")
 	_, err = asynqonce.NewMiddleware(g, &asynqonce.Config{WaitRunning: -time.Second})
@@ -272,7 +219,7 @@ func TestHeartbeatKeepsRedeliveryOut(t *testing.T) {
 	const lease = 150 * time.Millisecond
 	var runs atomic.Int64
 	started, release := make(chan struct{}), make(chan struct{})
-	h := asynqonce.MustMiddleware(memGuard(t, &core.Config{Lease: lease, MinRetryAfter: 10 * time.Millisecond}), nil)(
+	h := asynqonce.MustMiddleware(testenv.MemGuard(t, &core.Config{Lease: lease, MinRetryAfter: 10 * time.Millisecond}), nil)(
 		asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 			if runs.Add(1) == 1 {
 				close(started)

@@ -54,7 +54,7 @@ func TestEveryCopyOnce(t *testing.T) {
 	t.Parallel()
 	e := newAsynqEnv(t)
 	var outs testenv.Outcomes
-	g, _ := newGuard(t, &core.Config{Lease: 2 * time.Second, Observer: outs.Observe})
+	g := testenv.RedisGuard(t, &core.Config{Lease: 2 * time.Second, Observer: outs.Observe})
 	fx := newEffects()
 
 	const jobs = 500
@@ -94,7 +94,7 @@ func TestNoRetriesLeftWaitsForRunningCopy(t *testing.T) {
 	t.Parallel()
 	e := newAsynqEnv(t)
 	var outs testenv.Outcomes
-	g, _ := newGuard(t, &core.Config{Observer: outs.Observe})
+	g := testenv.RedisGuard(t, &core.Config{Observer: outs.Observe})
 	fx := newEffects()
 	started := make(chan struct{})
 	release := make(chan struct{})
@@ -131,7 +131,7 @@ func TestNoRetriesLeftWaitsForRunningCopy(t *testing.T) {
 func TestNoRetriesLeftRunsWhenClaimLapses(t *testing.T) {
 	t.Parallel()
 	e := newAsynqEnv(t)
-	g, _ := newGuard(t, &core.Config{Lease: time.Second, DisableHeartbeat: true})
+	g := testenv.RedisGuard(t, &core.Config{Lease: time.Second, DisableHeartbeat: true})
 	fx := newEffects()
 	task := asynq.NewTask("lapse", []byte("y"))
 
@@ -156,7 +156,7 @@ func TestNoRetriesLeftRunsWhenClaimLapses(t *testing.T) {
 func TestHandlerErrorIsRetried(t *testing.T) {
 	t.Parallel()
 	e := newAsynqEnv(t)
-	g, _ := newGuard(t, nil)
+	g := testenv.RedisGuard(t, nil)
 	fx := newEffects()
 	var attempts atomic.Int64
 	h := asynqonce.MustMiddleware(g, nil)(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
@@ -184,7 +184,7 @@ func TestConflictIsArchived(t *testing.T) {
 	t.Parallel()
 	e := newAsynqEnv(t)
 	var outs testenv.Outcomes
-	g, _ := newGuard(t, &core.Config{Observer: outs.Observe})
+	g := testenv.RedisGuard(t, &core.Config{Observer: outs.Observe})
 	fx := newEffects()
 	cfg := &asynqonce.Config{Key: func(t *asynq.Task) string { return "order:" + t.Headers()["order"] }}
 	h := asynqonce.MustMiddleware(g, cfg)(asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
@@ -212,7 +212,7 @@ func TestUnguardedTypes(t *testing.T) {
 	t.Parallel()
 	e := newAsynqEnv(t)
 	var outs testenv.Outcomes
-	g, _ := newGuard(t, &core.Config{Observer: outs.Observe})
+	g := testenv.RedisGuard(t, &core.Config{Observer: outs.Observe})
 	fx := newEffects()
 	mux := asynq.NewServeMux()
 	mux.Use(asynqonce.MustMiddleware(g, &asynqonce.Config{UnguardedTypes: []string{"ping"}}))
@@ -234,7 +234,7 @@ func TestUnguardedTypes(t *testing.T) {
 func TestEnqueueOnce(t *testing.T) {
 	t.Parallel()
 	e := newAsynqEnv(t)
-	g, _ := newGuard(t, nil)
+	g := testenv.RedisGuard(t, nil)
 	ctx := background(t)
 	task := asynq.NewTask("report", []byte("2026-11"))
 
@@ -253,7 +253,7 @@ func TestEnqueueOnce(t *testing.T) {
 func TestEnqueueOnceReleasesOnFailure(t *testing.T) {
 	t.Parallel()
 	e := newAsynqEnv(t)
-	g, _ := newGuard(t, nil)
+	g := testenv.RedisGuard(t, nil)
 	ctx := background(t)
 	task := asynq.NewTask("report", []byte("2026-12"))
 

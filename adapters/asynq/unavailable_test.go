@@ -2,7 +2,6 @@ package asynqonce_test
 
 import (
 	"context"
-	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -26,10 +25,7 @@ func TestStoreUnavailableFailsClosed(t *testing.T) {
 	direct := testenv.Redis(t, prefix) // deletes the keys at cleanup
 
 	// The Guard's Redis address: a closed port for now.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
+	addr := testenv.ClosedAddr(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr, DB: direct.Options().DB, Password: direct.Options().Password,
 		DialTimeout: 200 * time.Millisecond, MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { _ = rdb.Close() })

@@ -39,12 +39,12 @@ func BenchmarkNoOpJobs(b *testing.B) {
 	b.Run("plain", func(b *testing.B) { benchNoOp(b, nil) })
 	b.Run("middleware", func(b *testing.B) {
 		b.StopTimer()
-		g := redisGuard(b, nil)
+		g := testenv.RedisGuard(b, nil)
 		benchNoOp(b, []rivertype.Middleware{MustMiddleware(g, nil)})
 	})
 	b.Run("middleware-unbatched", func(b *testing.B) {
 		b.StopTimer()
-		g := redisGuard(b, &core.Config{DisableBatching: true})
+		g := testenv.RedisGuard(b, &core.Config{DisableBatching: true})
 		benchNoOp(b, []rivertype.Middleware{MustMiddleware(g, nil)})
 	})
 	b.Run("naive", func(b *testing.B) {
@@ -161,9 +161,9 @@ func BenchmarkWork(b *testing.B) {
 		})
 	})
 	b.Run("middleware", func(b *testing.B) {
-		run(b, MustMiddleware(redisGuard(b, nil), nil).Work)
+		run(b, MustMiddleware(testenv.RedisGuard(b, nil), nil).Work)
 	})
 	b.Run("middleware-unbatched", func(b *testing.B) {
-		run(b, MustMiddleware(redisGuard(b, &core.Config{DisableBatching: true}), nil).Work)
+		run(b, MustMiddleware(testenv.RedisGuard(b, &core.Config{DisableBatching: true}), nil).Work)
 	})
 }

@@ -17,18 +17,6 @@ import (
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
-// hangingGuard returns a Guard on a hanging store on the test Redis, under a
-// prefix of the test's own, reporting outcomes to outs.
-func hangingGuard(t testing.TB, cfg core.Config, outs *testenv.Outcomes) (*core.Guard, *testenv.HangingStore) {
-	t.Helper()
-	prefix := testenv.Prefix(t)
-	store := testenv.HangingRedis(t, testenv.Redis(t, prefix))
-	cfg.KeyPrefix, cfg.Observer, cfg.Logger = prefix, outs.Observe, discardLogger()
-	g, err := core.New(store, &cfg)
-	require.NoError(t, err)
-	return g, store
-}
-
 // requireRetried requires err to be an ordinary error for River: neither a
 // snooze nor a cancellation.
 func requireRetried(t *testing.T, err error) {
@@ -51,7 +39,7 @@ func TestCanceledClaim(t *testing.T) {
 	t.Run("deadline", func(t *testing.T) {
 		t.Parallel()
 		var outs testenv.Outcomes
-		g, _ := hangingGuard(t, core.Config{StoreTimeout: time.Minute, FailOpen: true}, &outs)
+		g, _ := testenv.HangingGuard(t, &core.Config{StoreTimeout: time.Minute, FailOpen: true, Observer: outs.Observe})
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		err := MustMiddleware(g, nil).Work(ctx, row(1, "k", `{"n":1}`), count(&runs))
@@ -64,7 +52,7 @@ func TestCanceledClaim(t *testing.T) {
 	t.Run("client stop", func(t *testing.T) {
 		t.Parallel()
 		var outs testenv.Outcomes
-		g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute, FailOpen: true}, &outs)
+		g, store := testenv.HangingGuard(t, &core.Config{StoreTimeout: time.Minute, FailOpen: true, Observer: outs.Observe})
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
 			<-store.Hung
@@ -84,7 +72,7 @@ func TestCanceledClaim(t *testing.T) {
 	t.Run("store timeout", func(t *testing.T) {
 		t.Parallel()
 		var outs testenv.Outcomes
-		g, _ := hangingGuard(t, core.Config{StoreTimeout: 300 * time.Millisecond}, &outs)
+		g, _ := testenv.HangingGuard(t, &core.Config{StoreTimeout: 300 * time.Millisecond, Observer: outs.Observe})
 		err := MustMiddleware(g, nil).Work(context.Background(), row(3, "k", `{"n":3}`), count(&runs))
 		require.ErrorIs(t, err, core.ErrStoreUnavailable)
 		requireRetried(t, err)
@@ -103,7 +91,7 @@ func TestJobTimeoutDuringHungClaim(t *testing.T) {
 	t.Parallel()
 	pool, schema := riverSchema(t)
 	var outs testenv.Outcomes
-	g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute}, &outs)
+	g, store := testenv.HangingGuard(t, &core.Config{StoreTimeout: time.Minute, Observer: outs.Observe})
 	workers := river.NewWorkers()
 	river.AddWorker(workers, MustWrap[effectArgs](g, &effectWorker{pool: pool}, nil))
 	cfg := clientConfig(schema, workers, 2)
@@ -136,7 +124,7 @@ func TestClientStopDuringHungClaim(t *testing.T) {
 	t.Parallel()
 	pool, schema := riverSchema(t)
 	var outs testenv.Outcomes
-	g, store := hangingGuard(t, core.Config{StoreTimeout: time.Minute}, &outs)
+	g, store := testenv.HangingGuard(t, &core.Config{StoreTimeout: time.Minute, Observer: outs.Observe})
 	workers := river.NewWorkers()
 	river.AddWorker(workers, MustWrap[effectArgs](g, &effectWorker{pool: pool}, nil))
 	cfg := clientConfig(schema, workers, 2)

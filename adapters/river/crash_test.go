@@ -1,11 +1,9 @@
 package riveronce
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,13 +19,12 @@ import (
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/pgstore"
-	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 // The crash tests run a River worker in a child process (this test binary,
-// re-executed with crashEnv set), kill it with SIGKILL mid-run, and let a
-// client in the test process rescue and finish the jobs.
+// re-executed by testenv.StartWorker), kill it with SIGKILL mid-run, and let
+// a client in the test process rescue and finish the jobs.
 const (
 	crashEnv       = "RIVERONCE_CRASH_WORKER" // "guard" or "tx"
 	crashSchemaEnv = "RIVERONCE_CRASH_SCHEMA"
@@ -91,19 +88,15 @@ func (w reportDone) Work(ctx context.Context, job *river.Job[crashArgs]) error {
 }
 
 // TestCrashWorker is the child process of the crash tests; it does nothing
-// unless crashEnv is set.
+// unless started by one.
 func TestCrashWorker(t *testing.T) {
-	mode := os.Getenv(crashEnv)
-	if mode == "" {
+	if !testenv.IsWorker(t) {
 		return
 	}
+	mode := os.Getenv(crashEnv)
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL())
-	require.NoError(t, err)
 	schema := os.Getenv(crashSchemaEnv)
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
+	pool := testenv.PostgresOn(t, schema, 0)
 	run, err := strconv.Atoi(os.Getenv(crashRunEnv))
 	require.NoError(t, err)
 
@@ -123,17 +116,14 @@ func TestCrashWorker(t *testing.T) {
 	workers := river.NewWorkers()
 	switch mode {
 	case "guard":
-		store, err := redisstore.New(testenv.Redis(t, ""), nil)
-		require.NoError(t, err)
-		g, err := core.New(store, &core.Config{
-			KeyPrefix: os.Getenv(crashPrefixEnv), Lease: crashLease,
+		g := testenv.RedisGuardOn(t, testenv.Redis(t, ""), os.Getenv(crashPrefixEnv), &core.Config{
+			Lease: crashLease,
 			Observer: func(_ context.Context, e core.Event) {
 				if e.Outcome == core.Ran {
 					fmt.Println("ran", e.Key)
 				}
 			},
 		})
-		require.NoError(t, err)
 		river.AddWorker(workers, MustWrap[crashArgs](g, &crashWorker{pool: pool, block: blockAfter("blocked-before-effect")}, nil))
 	case "tx":
 		store, err := pgstore.New(ctx, pool, nil)
@@ -172,50 +162,26 @@ func TestCrashWorker(t *testing.T) {
 	t.Fatal("the crash worker was not killed")
 }
 
-// crashChild starts the child worker and returns a channel of its output
-// lines, closed when it exits.
-func crashChild(t *testing.T, mode, schema, prefix string, run int) (*exec.Cmd, <-chan string) {
+// crashChild starts the child worker.
+func crashChild(t *testing.T, mode, schema, prefix string, run int) *testenv.Worker {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashWorker$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashEnv+"="+mode, crashSchemaEnv+"="+schema,
+	return testenv.StartWorker(t, "TestCrashWorker", crashEnv+"="+mode, crashSchemaEnv+"="+schema,
 		crashPrefixEnv+"="+prefix, crashRunEnv+"="+strconv.Itoa(run))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	lines := make(chan string, 1024)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	return cmd, lines
 }
 
 // killWhen reads the child's lines until ready says so, then kills it with
 // SIGKILL and waits for it to exit. It returns how many lines started with
 // each word.
-func killWhen(t *testing.T, cmd *exec.Cmd, lines <-chan string, ready func(seen map[string]int) bool) map[string]int {
+func killWhen(t *testing.T, w *testenv.Worker, ready func(seen map[string]int) bool) map[string]int {
 	t.Helper()
 	seen := map[string]int{}
-	timeout := time.After(90 * time.Second)
-	for !ready(seen) {
-		select {
-		case line, ok := <-lines:
-			require.True(t, ok, "the crash worker exited early; seen %v", seen)
-			word, _, _ := strings.Cut(line, " ")
-			seen[word]++
-		case <-timeout:
-			t.Fatalf("the crash worker did not get ready; seen %v", seen)
-		}
-	}
-	require.NoError(t, cmd.Process.Kill())
-	_ = cmd.Wait()
-	for range lines {
-	}
+	_, err := w.WaitFor(90*time.Second, func(line string) bool {
+		word, _, _ := strings.Cut(line, " ")
+		seen[word]++
+		return ready(seen)
+	})
+	require.NoError(t, err, "the crash worker did not get ready; seen %v", seen)
+	require.NoError(t, w.Kill())
 	return seen
 }
 
@@ -239,17 +205,13 @@ func TestCrashGuard(t *testing.T) {
 
 	const n, run = 60, 20
 	insertCrashJobs(t, pool, schema, n)
-	cmd, lines := crashChild(t, "guard", schema, prefix, run)
-	seen := killWhen(t, cmd, lines, func(seen map[string]int) bool {
+	seen := killWhen(t, crashChild(t, "guard", schema, prefix, run), func(seen map[string]int) bool {
 		return seen["ran"] == run && seen["blocked-before-effect"] >= 1
 	})
 	require.Equal(t, effectStats{Rows: run, Keys: run}, readEffectStats(t, pool), "effects at the kill")
 	t.Logf("killed the worker with %d jobs done and %d blocked mid-run", seen["ran"], seen["blocked-before-effect"])
 
-	store, err := redisstore.New(rdb, nil)
-	require.NoError(t, err)
-	g, err := core.New(store, &core.Config{KeyPrefix: prefix, Lease: crashLease})
-	require.NoError(t, err)
+	g := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{Lease: crashLease})
 	workers := river.NewWorkers()
 	river.AddWorker(workers, MustWrap[crashArgs](g, &crashWorker{pool: pool}, nil))
 	waitStuck(t, pool)
@@ -273,8 +235,7 @@ func TestCrashTx(t *testing.T) {
 
 	const n, run = 60, 20
 	insertCrashJobs(t, pool, schema, n)
-	cmd, lines := crashChild(t, "tx", schema, "", run)
-	seen := killWhen(t, cmd, lines, func(seen map[string]int) bool {
+	seen := killWhen(t, crashChild(t, "tx", schema, "", run), func(seen map[string]int) bool {
 		return seen["done"] >= run && seen["blocked-after-effect"] >= 1 && seen["blocked-before-commit"] >= 1
 	})
 	t.Logf("killed the worker: %v", seen)

@@ -19,7 +19,6 @@ import (
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/pgstore"
-	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -74,23 +73,6 @@ func quietLogger() *slog.Logger {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// redisGuard returns a guard on the test Redis under a prefix of the test's own.
-func redisGuard(t testing.TB, cfg *core.Config) *core.Guard {
-	t.Helper()
-	prefix := testenv.Prefix(t)
-	client := testenv.Redis(t, prefix)
-	store, err := redisstore.New(client, nil)
-	require.NoError(t, err)
-	c := core.Config{}
-	if cfg != nil {
-		c = *cfg
-	}
-	c.KeyPrefix = prefix
-	g, err := core.New(store, &c)
-	require.NoError(t, err)
-	return g
-}
 
 // quickRetry retries failed and rescued jobs after 50ms.
 type quickRetry struct{}

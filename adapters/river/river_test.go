@@ -3,7 +3,6 @@ package riveronce
 import (
 	"context"
 	"errors"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,10 +36,10 @@ func TestEveryCopyOnce(t *testing.T) {
 			cfg := clientConfig(schema, workers, 16)
 			switch form {
 			case "Wrap":
-				g := redisGuard(t, &core.Config{MaxRetryAfter: 200 * time.Millisecond})
+				g := testenv.RedisGuard(t, &core.Config{MaxRetryAfter: 200 * time.Millisecond})
 				river.AddWorker(workers, MustWrap[effectArgs](g, &effectWorker{pool: pool}, nil))
 			case "Middleware":
-				g := redisGuard(t, &core.Config{MaxRetryAfter: 200 * time.Millisecond})
+				g := testenv.RedisGuard(t, &core.Config{MaxRetryAfter: 200 * time.Millisecond})
 				river.AddWorker(workers, &effectWorker{pool: pool})
 				cfg.Middleware = []rivertype.Middleware{MustMiddleware(g, nil)}
 			case "WrapTx":
@@ -122,7 +121,7 @@ func TestRescueWhileRunning(t *testing.T) {
 	t.Parallel()
 	pool, schema := riverSchema(t)
 	// The lease is far shorter than the job: only the heartbeat keeps it.
-	g := redisGuard(t, &core.Config{Lease: 600 * time.Millisecond})
+	g := testenv.RedisGuard(t, &core.Config{Lease: 600 * time.Millisecond})
 	worker := &longWorker{pool: pool, started: make(chan struct{}), release: make(chan struct{})}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, MustWrap[longArgs](g, worker, nil))
@@ -194,7 +193,7 @@ func TestHandlerError(t *testing.T) {
 	testenv.Short(t)
 	t.Parallel()
 	pool, schema := riverSchema(t)
-	g := redisGuard(t, nil)
+	g := testenv.RedisGuard(t, nil)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &flakyWorker{pool: pool})
 	cfg := clientConfig(schema, workers, 4)
@@ -222,10 +221,7 @@ func TestStoreOutage(t *testing.T) {
 	real := testenv.Redis(t, prefix)
 
 	// A port nothing listens on, for now.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
+	addr := testenv.ClosedAddr(t)
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = client.Close() })
 	store, err := redisstore.New(client, &redisstore.Config{SkipEvictionCheck: true})
@@ -285,7 +281,7 @@ func TestMiddlewareKeyer(t *testing.T) {
 	pool, schema := riverSchema(t)
 	var mu sync.Mutex
 	var keys []string
-	g := redisGuard(t, &core.Config{MaxRetryAfter: 200 * time.Millisecond, Observer: func(_ context.Context, e core.Event) {
+	g := testenv.RedisGuard(t, &core.Config{MaxRetryAfter: 200 * time.Millisecond, Observer: func(_ context.Context, e core.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		keys = append(keys, e.Outcome.String()+" "+e.Key)

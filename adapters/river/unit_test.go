@@ -31,13 +31,6 @@ func row(id int64, kind, args string) *rivertype.JobRow {
 	return &rivertype.JobRow{ID: id, Kind: kind, EncodedArgs: []byte(args), Metadata: []byte(`{}`), State: rivertype.JobStateRunning}
 }
 
-func memGuard(t *testing.T) *core.Guard {
-	t.Helper()
-	g, err := core.New(memstore.New(), &core.Config{Logger: discardLogger()})
-	require.NoError(t, err)
-	return g
-}
-
 func TestDefaultKey(t *testing.T) {
 	t.Parallel()
 	var cfg Config
@@ -73,7 +66,7 @@ func TestKeyPrecedence(t *testing.T) {
 
 func TestInsertRecordsKeyerKey(t *testing.T) {
 	t.Parallel()
-	mw := MustMiddleware(memGuard(t), nil).(rivertype.JobInsertMiddleware)
+	mw := MustMiddleware(testenv.MemGuard(t, nil), nil).(rivertype.JobInsertMiddleware)
 	keyed := &rivertype.JobInsertParams{Args: keyedArgs{User: "7"}, Kind: "welcome_email", Metadata: []byte(`{"tenant":"a"}`)}
 	plain := &rivertype.JobInsertParams{Args: noopArgs{N: 1}, Kind: "riveronce_noop", Metadata: []byte(`{"tenant":"b"}`)}
 	called := false
@@ -106,7 +99,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("RanThenDuplicate", func(t *testing.T) {
 		t.Parallel()
-		mw := MustMiddleware(memGuard(t), nil)
+		mw := MustMiddleware(testenv.MemGuard(t, nil), nil)
 		var runs atomic.Int32
 		require.NoError(t, mw.Work(ctx, row(1, "k", `{"n":1}`), count(&runs)))
 		require.NoError(t, mw.Work(ctx, row(2, "k", `{"n":1}`), count(&runs)), "a duplicate completes")
@@ -115,7 +108,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("RunningSnoozes", func(t *testing.T) {
 		t.Parallel()
-		mw := MustMiddleware(memGuard(t), nil)
+		mw := MustMiddleware(testenv.MemGuard(t, nil), nil)
 		started, release := make(chan struct{}), make(chan struct{})
 		done := make(chan error, 1)
 		go func() {
@@ -138,7 +131,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("ConflictCancels", func(t *testing.T) {
 		t.Parallel()
-		mw := MustMiddleware(memGuard(t), &Config{Key: func(*rivertype.JobRow) string { return "same" }})
+		mw := MustMiddleware(testenv.MemGuard(t, nil), &Config{Key: func(*rivertype.JobRow) string { return "same" }})
 		var runs atomic.Int32
 		require.NoError(t, mw.Work(ctx, row(1, "k", `{"n":1}`), count(&runs)))
 		err := mw.Work(ctx, row(2, "k", `{"n":2}`), count(&runs))
@@ -150,7 +143,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("EmptyKeyCancels", func(t *testing.T) {
 		t.Parallel()
-		mw := MustMiddleware(memGuard(t), &Config{Key: func(*rivertype.JobRow) string { return "" }})
+		mw := MustMiddleware(testenv.MemGuard(t, nil), &Config{Key: func(*rivertype.JobRow) string { return "" }})
 		var runs atomic.Int32
 		err := mw.Work(ctx, row(1, "k", `{}`), count(&runs))
 		var cancel *river.JobCancelError
@@ -162,7 +155,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("ErrorReleasesAndPassesThrough", func(t *testing.T) {
 		t.Parallel()
-		mw := MustMiddleware(memGuard(t), nil)
+		mw := MustMiddleware(testenv.MemGuard(t, nil), nil)
 		boom := errors.New("boom")
 		err := mw.Work(ctx, row(1, "k", `{}`), func(context.Context) error { return boom })
 		require.Same(t, boom, err, "the worker's error reaches River unchanged")
@@ -187,9 +180,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 	t.Run("Skip", func(t *testing.T) {
 		t.Parallel()
 		var outs testenv.Outcomes
-		g, err := core.New(memstore.New(), &core.Config{Observer: outs.Observe})
-		require.NoError(t, err)
-		mw := MustMiddleware(g, &Config{Skip: func(job *rivertype.JobRow) bool { return job.Kind == "free" }})
+		mw := MustMiddleware(testenv.MemGuard(t, &core.Config{Observer: outs.Observe}), &Config{Skip: func(job *rivertype.JobRow) bool { return job.Kind == "free" }})
 		var runs atomic.Int32
 		require.NoError(t, mw.Work(ctx, row(1, "free", `{}`), count(&runs)))
 		require.NoError(t, mw.Work(ctx, row(2, "free", `{}`), count(&runs)))
@@ -199,7 +190,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 
 	t.Run("WrapInsideMiddlewareClaimsOnce", func(t *testing.T) {
 		t.Parallel()
-		g := memGuard(t)
+		g := testenv.MemGuard(t, nil)
 		var runs atomic.Int32
 		w := MustWrap[noopArgs](g, river.WorkFunc(func(context.Context, *river.Job[noopArgs]) error {
 			runs.Add(1)
@@ -244,7 +235,7 @@ func TestWrapPassesThrough(t *testing.T) {
 	inner := &tunedWorker{mw: []rivertype.WorkerMiddleware{&river.WorkerMiddlewareDefaults{}}}
 	job := &river.Job[noopArgs]{JobRow: row(1, "riveronce_noop", `{}`)}
 	for name, w := range map[string]river.Worker[noopArgs]{
-		"Wrap":   MustWrap[noopArgs](memGuard(t), inner, nil),
+		"Wrap":   MustWrap[noopArgs](testenv.MemGuard(t, nil), inner, nil),
 		"WrapTx": MustWrapTx[noopArgs](fakeTxGuard(t), txTuned{inner}, nil),
 	} {
 		require.Equal(t, 7*time.Second, w.Timeout(job), name)
@@ -257,7 +248,7 @@ func TestWrapPassesThrough(t *testing.T) {
 // problem, and its Must form panics with that error.
 func TestMisconfiguration(t *testing.T) {
 	t.Parallel()
-	g, tg := memGuard(t), fakeTxGuard(t)
+	g, tg := testenv.MemGuard(t, nil), fakeTxGuard(t)
 	for _, c := range []struct {
 		name string
 		new  func() error

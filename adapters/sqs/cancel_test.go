@@ -18,15 +18,6 @@ import (
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
-// hangingGuard returns a Guard on a hangingStore under the test's prefix.
-func hangingGuard(t testing.TB, s *testenv.HangingStore, prefix string, cfg core.Config) *core.Guard {
-	t.Helper()
-	cfg.KeyPrefix = prefix
-	g, err := core.New(s, &cfg)
-	require.NoError(t, err)
-	return g
-}
-
 // visibilities passes every call through to the real client and records the
 // visibility changes and deletes it makes, by message body.
 type visibilities struct {
@@ -99,7 +90,7 @@ func testPollerHungStoreIsUnavailable(t *testing.T, s server) {
 	rdb := testenv.Redis(t, prefix)
 	q := createQueue(t, c, queueSpec{visibility: 2})
 	store := testenv.HangingRedis(t, rdb)
-	g := hangingGuard(t, store, prefix, core.Config{StoreTimeout: 300 * time.Millisecond})
+	g := testenv.NewGuard(t, store, &core.Config{KeyPrefix: prefix, StoreTimeout: 300 * time.Millisecond})
 	vis := newVisibilities(c)
 	var ran atomic.Int32
 	p := &sqsonce.Poller{Client: vis, QueueURL: q.url, Guard: g, WaitTime: time.Second,
@@ -144,7 +135,7 @@ func testPollerStopDuringHungClaim(t *testing.T, s server) {
 	q := createQueue(t, c, queueSpec{visibility: 30, maxReceive: 5})
 	eff := newEffects(rdb, prefix)
 	store := testenv.HangingRedis(t, rdb)
-	g := hangingGuard(t, store, prefix, core.Config{StoreTimeout: time.Minute})
+	g := testenv.NewGuard(t, store, &core.Config{KeyPrefix: prefix, StoreTimeout: time.Minute})
 	vis := newVisibilities(c)
 	handler := func(ctx context.Context, m types.Message) error { return eff.record(ctx, aws.ToString(m.Body)) }
 	// A long poll the stopped Poller abandoned may still take the handed-back
@@ -214,7 +205,7 @@ func TestDecorateHungClaim(t *testing.T) {
 		}
 
 		t.Run("context ends", func(t *testing.T) {
-			g := hangingGuard(t, store, prefix, core.Config{StoreTimeout: time.Minute, FailOpen: true})
+			g := testenv.NewGuard(t, store, &core.Config{KeyPrefix: prefix, StoreTimeout: time.Minute, FailOpen: true})
 			h := mustDecorate(t, g, vis, q.url, handler, cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
@@ -224,7 +215,7 @@ func TestDecorateHungClaim(t *testing.T) {
 			require.Empty(t, vis.of("caller-stops"), "left as it is")
 		})
 		t.Run("store times out", func(t *testing.T) {
-			g := hangingGuard(t, store, prefix, core.Config{StoreTimeout: 300 * time.Millisecond})
+			g := testenv.NewGuard(t, store, &core.Config{KeyPrefix: prefix, StoreTimeout: 300 * time.Millisecond})
 			h := mustDecorate(t, g, vis, q.url, handler, cfg)
 			err := h(context.Background(), msgs["store-hangs"])
 			require.ErrorIs(t, err, core.ErrStoreUnavailable)
@@ -250,7 +241,7 @@ func TestSendHungStore(t *testing.T) {
 	store := testenv.HangingRedis(t, rdb)
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String("invoice 7")}
 
-	g := hangingGuard(t, store, prefix, core.Config{StoreTimeout: time.Minute, FailOpen: true})
+	g := testenv.NewGuard(t, store, &core.Config{KeyPrefix: prefix, StoreTimeout: time.Minute, FailOpen: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	sent, _, err := sqsonce.Send(ctx, g, c, "invoice-7", time.Hour, in)
@@ -258,7 +249,7 @@ func TestSendHungStore(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.NotErrorIs(t, err, core.ErrStoreUnavailable)
 
-	g = hangingGuard(t, store, prefix, core.Config{StoreTimeout: 300 * time.Millisecond})
+	g = testenv.NewGuard(t, store, &core.Config{KeyPrefix: prefix, StoreTimeout: 300 * time.Millisecond})
 	sent, _, err = sqsonce.Send(context.Background(), g, c, "invoice-7", time.Hour, in)
 	require.False(t, sent)
 	require.ErrorIs(t, err, core.ErrStoreUnavailable)

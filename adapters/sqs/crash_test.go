@@ -1,11 +1,9 @@
 package sqsonce_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -22,7 +20,6 @@ import (
 )
 
 const (
-	crashEnv      = "JOBONCE_SQS_CRASH_WORKER"
 	crashQueueEnv = "JOBONCE_SQS_CRASH_QUEUE"
 	crashPrefix   = "JOBONCE_SQS_CRASH_PREFIX"
 	crashGate     = 120 // effects the worker makes before it holds its handlers
@@ -48,35 +45,10 @@ func TestPollerCrash(t *testing.T) {
 	const jobs = 300
 	ids := sendEachTwice(t, c, q.url, jobs)
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashWorker$", "-test.v")
-	cmd.Env = append(os.Environ(), crashEnv+"=1", crashQueueEnv+"="+q.url, crashPrefix+"="+prefix)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	cmd.Stderr = os.Stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if line := sc.Text(); strings.HasPrefix(line, "READY ") {
-				ready <- line
-				return
-			}
-		}
-		close(ready)
-	}()
-	var line string
-	select {
-	case l, ok := <-ready:
-		require.True(t, ok, "the worker exited before it was ready")
-		line = l
-	case <-time.After(time.Minute):
-		t.Fatal("the worker did not get ready")
-	}
-	require.NoError(t, cmd.Process.Kill())
-	_ = cmd.Wait()
+	w := testenv.StartWorker(t, "TestCrashWorker", crashQueueEnv+"="+q.url, crashPrefix+"="+prefix)
+	line, err := w.WaitFor(time.Minute, func(line string) bool { return strings.HasPrefix(line, "READY ") })
+	require.NoError(t, err, "the worker did not get ready")
+	require.NoError(t, w.Kill())
 	var made, held int
 	_, err = fmt.Sscanf(line, "READY effects=%d held=%d", &made, &held)
 	require.NoError(t, err)
@@ -84,7 +56,7 @@ func TestPollerCrash(t *testing.T) {
 	require.Equal(t, made, eff.count(), "effects before the kill")
 	t.Logf("killed the worker after %d effects, with %d handlers in flight", made, held)
 
-	g := newGuard(t, rdb, prefix, &core.Config{Lease: 2 * time.Second})
+	g := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{Lease: 2 * time.Second})
 	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, Concurrency: 16, WaitTime: time.Second,
 		VisibilityTimeout: 3 * time.Second,
 		Handler: func(ctx context.Context, m types.Message) error {
@@ -102,7 +74,7 @@ func TestPollerCrash(t *testing.T) {
 // TestCrashWorker is the worker process of TestPollerCrash; it does nothing
 // unless started by it.
 func TestCrashWorker(t *testing.T) {
-	if os.Getenv(crashEnv) != "1" {
+	if !testenv.IsWorker(t) {
 		return
 	}
 	c := newSQS(t)
@@ -111,7 +83,7 @@ func TestCrashWorker(t *testing.T) {
 	eff := newEffects(rdb, prefix)
 
 	var made, recorded, passing, held atomic.Int64
-	g := newGuard(t, rdb, prefix, &core.Config{
+	g := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{
 		Lease: 2 * time.Second,
 		Observer: func(_ context.Context, e core.Event) {
 			switch e.Outcome {

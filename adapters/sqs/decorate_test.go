@@ -55,7 +55,7 @@ func TestDecorateRunDuplicateConflict(t *testing.T) {
 		rdb := testenv.Redis(t, prefix)
 		q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 2})
 		eff := newEffects(rdb, prefix)
-		g := newGuard(t, rdb, prefix, nil)
+		g := testenv.RedisGuardOn(t, rdb, prefix, nil)
 		h := mustDecorate(t, g, c, q.url, func(ctx context.Context, m types.Message) error {
 			return eff.record(ctx, aws.ToString(m.Body))
 		}, &sqsonce.Config{KeyAttribute: "job"})
@@ -99,7 +99,7 @@ func TestDecorateRunning(t *testing.T) {
 		prefix := testenv.Prefix(t)
 		rdb := testenv.Redis(t, prefix)
 		q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 5})
-		g := newGuard(t, rdb, prefix, &core.Config{Lease: 12 * time.Second})
+		g := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{Lease: 12 * time.Second})
 		h := mustDecorate(t, g, c, q.url, func(context.Context, types.Message) error {
 			return errors.New("must not run")
 		}, &sqsonce.Config{KeyAttribute: "job"})
@@ -153,7 +153,7 @@ func testSend(t *testing.T, c *sqs.Client) {
 	prefix := testenv.Prefix(t)
 	rdb := testenv.Redis(t, prefix)
 	q := createQueue(t, c, queueSpec{})
-	g := newGuard(t, rdb, prefix, nil)
+	g := testenv.RedisGuardOn(t, rdb, prefix, nil)
 	ctx := context.Background()
 
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(q.url + "-missing"), MessageBody: aws.String("invoice 9")}
@@ -183,11 +183,9 @@ func TestDecorateKeyPolicy(t *testing.T) {
 	t.Parallel()
 	eachServer(t, func(t *testing.T, s server) {
 		c := s.client
-		prefix := testenv.Prefix(t)
-		rdb := testenv.Redis(t, prefix)
 		q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 1})
 		var outs testenv.Outcomes
-		g := newGuard(t, rdb, prefix, &core.Config{Observer: outs.Observe})
+		g := testenv.RedisGuard(t, &core.Config{Observer: outs.Observe})
 		var runs atomic.Int32
 		h := mustDecorate(t, g, c, q.url, func(context.Context, types.Message) error {
 			runs.Add(1)

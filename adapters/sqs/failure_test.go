@@ -49,7 +49,7 @@ func testPollerHandlerFailure(t *testing.T, s server) {
 		}
 		return eff.record(ctx, body)
 	}
-	g := newGuard(t, rdb, prefix, nil)
+	g := testenv.RedisGuardOn(t, rdb, prefix, nil)
 	p := &sqsonce.Poller{Client: rec, QueueURL: q.url, Guard: g, Handler: handler, WaitTime: time.Second,
 		Config: &sqsonce.Config{FailureDelay: 2 * time.Second}}
 	stop := startPoller(t, p)
@@ -119,7 +119,7 @@ func testPollerStoreOutage(t *testing.T, s server) {
 	v, f := depth(t, c, q.url)
 	require.Equal(t, 1, v+f, "the message must stay in the queue")
 
-	up := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: newGuard(t, rdb, prefix, nil), WaitTime: time.Second,
+	up := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
 		Handler: func(ctx context.Context, m types.Message) error { return eff.record(ctx, aws.ToString(m.Body)) }}
 	startPoller(t, up)
 	require.Eventually(t, func() bool { return eff.count() == 1 }, s.within(20*time.Second), 50*time.Millisecond)
@@ -141,7 +141,7 @@ func testPollerConflict(t *testing.T, s server) {
 	rdb := testenv.Redis(t, prefix)
 	q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 2})
 	eff := newEffects(rdb, prefix)
-	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: newGuard(t, rdb, prefix, nil), WaitTime: time.Second,
+	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
 		VisibilityTimeout: 2 * time.Second, Config: &sqsonce.Config{KeyAttribute: "job"},
 		Handler: func(ctx context.Context, m types.Message) error { return eff.record(ctx, aws.ToString(m.Body)) }}
 	stop := startPoller(t, p)

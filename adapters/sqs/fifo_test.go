@@ -66,7 +66,7 @@ func testPollerFIFOOrder(t *testing.T, s server) {
 		}
 		return eff.record(ctx, body)
 	}
-	g := newGuard(t, rdb, prefix, nil)
+	g := testenv.RedisGuardOn(t, rdb, prefix, nil)
 	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, Handler: handler, WaitTime: time.Second,
 		Config: &sqsonce.Config{FailureDelay: time.Second}}
 	stop := startPoller(t, p)
@@ -141,7 +141,7 @@ func testPollerFIFOFailingHead(t *testing.T, s server) {
 		mu.Lock()
 		received = max(received, n)
 		mu.Unlock()
-	}), QueueURL: q.url, Guard: newGuard(t, rdb, prefix, nil), Handler: handler, WaitTime: time.Second,
+	}), QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), Handler: handler, WaitTime: time.Second,
 		VisibilityTimeout: 4 * time.Second, MaxReceiveCount: 3, Config: &sqsonce.Config{FailureDelay: time.Second}}
 	stop := startPoller(t, p)
 	requireDrained(t, c, q.url, s.within(40*time.Second))
@@ -198,7 +198,7 @@ func TestPollerFIFOStopDuringRetry(t *testing.T) {
 	require.NoError(t, err)
 
 	ran := make(chan string, 10)
-	p := &sqsonce.Poller{Client: rec, QueueURL: q.url, Guard: newGuard(t, rdb, prefix, nil), WaitTime: time.Second,
+	p := &sqsonce.Poller{Client: rec, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
 		MaxReceiveCount: 5, ShutdownTimeout: 20 * time.Second, Config: &sqsonce.Config{FailureDelay: 30 * time.Second},
 		Handler: func(ctx context.Context, m types.Message) error {
 			ran <- aws.ToString(m.Body)

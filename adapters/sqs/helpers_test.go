@@ -18,7 +18,6 @@ import (
 
 	sqsonce "github.com/jobonce/jobonce/adapters/sqs"
 	"github.com/jobonce/jobonce/core"
-	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -188,21 +187,6 @@ func sendAll(t testing.TB, c *sqs.Client, url string, bodies []string) {
 		require.Empty(t, out.Failed)
 		bodies = bodies[n:]
 	}
-}
-
-// newGuard returns a Guard on the test Redis under a prefix of the test's own.
-func newGuard(t testing.TB, rdb *redis.Client, prefix string, cfg *core.Config) *core.Guard {
-	t.Helper()
-	store, err := redisstore.New(rdb, nil)
-	require.NoError(t, err)
-	c := core.Config{}
-	if cfg != nil {
-		c = *cfg
-	}
-	c.KeyPrefix = prefix
-	g, err := core.New(store, &c)
-	require.NoError(t, err)
-	return g
 }
 
 // effects counts effects per job id in a Redis hash.

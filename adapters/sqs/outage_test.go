@@ -14,35 +14,9 @@ import (
 
 	sqsonce "github.com/jobonce/jobonce/adapters/sqs"
 	"github.com/jobonce/jobonce/core"
-	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/internal/testenv"
 )
-
-// hungBatchStore is a BatchStore whose claims never answer; they give up
-// when their context ends (a store that honours its context but is down).
-type hungBatchStore struct{ *memstore.Store }
-
-func (hungBatchStore) Claim(ctx context.Context, _ driver.ClaimRequest) (driver.ClaimReply, error) {
-	<-ctx.Done()
-	return driver.ClaimReply{}, ctx.Err()
-}
-
-func (s hungBatchStore) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) ([]driver.ClaimReply, []error) {
-	<-ctx.Done()
-	errs := make([]error, len(reqs))
-	for i := range errs {
-		errs[i] = ctx.Err()
-	}
-	return make([]driver.ClaimReply, len(reqs)), errs
-}
-
-func (s hungBatchStore) CompleteBatch(ctx context.Context, reqs []driver.CompleteRequest) []error {
-	errs := make([]error, len(reqs))
-	for i, r := range reqs {
-		errs[i] = s.Complete(ctx, r)
-	}
-	return errs
-}
 
 // oneBatchClient hands out one batch of messages, then long-polls empty.
 type oneBatchClient struct {
@@ -92,7 +66,7 @@ func TestPollerHungStoreIsAnOutage(t *testing.T) {
 	for _, failOpen := range []bool{false, true} {
 		var mu sync.Mutex
 		var seen []core.Outcome
-		g, err := core.New(hungBatchStore{memstore.New()}, &core.Config{StoreTimeout: 100 * time.Millisecond, FailOpen: failOpen,
+		g, err := core.New(testenv.NewHangingStore(memstore.New()), &core.Config{StoreTimeout: 100 * time.Millisecond, FailOpen: failOpen,
 			Observer: func(_ context.Context, e core.Event) { mu.Lock(); seen = append(seen, e.Outcome); mu.Unlock() }})
 		require.NoError(t, err)
 		client := &oneBatchClient{hidden: map[string]int32{}, msgs: []types.Message{

@@ -168,7 +168,7 @@ func testPartialFailure(t *testing.T, s server, visibility, wholeCall bool) {
 	ids := []string{"ok-1", "spoiled", "ok-2", "ok-3"}
 	var mu sync.Mutex
 	attempts := map[string][]time.Time{}
-	p := &sqsonce.Poller{Client: sp, QueueURL: q.url, Guard: newGuard(t, rdb, prefix, nil), WaitTime: time.Second,
+	p := &sqsonce.Poller{Client: sp, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
 		VisibilityTimeout: 2 * time.Second,
 		Config:            &sqsonce.Config{FailureDelay: 20 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
 		Handler: func(ctx context.Context, m types.Message) error {

@@ -13,21 +13,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
-	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 const testQueueURL = "http://127.0.0.1:4566/000000000000/orders"
 
-func testGuard(t *testing.T) *core.Guard {
-	t.Helper()
-	g, err := core.New(memstore.New(), nil)
-	require.NoError(t, err)
-	return g
-}
-
 func testOptions(t *testing.T, cfg *Config) *options {
 	t.Helper()
-	o, err := cfg.options(testGuard(t), testQueueURL)
+	o, err := cfg.options(testenv.MemGuard(t, nil), testQueueURL)
 	require.NoError(t, err)
 	return o
 }
@@ -171,7 +164,7 @@ func TestReceiveCount(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	t.Parallel()
-	g := testGuard(t)
+	g := testenv.MemGuard(t, nil)
 	for _, tc := range []struct {
 		cfg  *Config
 		url  string
@@ -202,7 +195,7 @@ func TestConfigErrors(t *testing.T) {
 // and no handler.
 func TestDecorateMisconfigured(t *testing.T) {
 	t.Parallel()
-	g := testGuard(t)
+	g := testenv.MemGuard(t, nil)
 	noop := func(context.Context, types.Message) error { return nil }
 	for _, c := range []struct {
 		name string
@@ -225,7 +218,7 @@ func TestDecorateMisconfigured(t *testing.T) {
 
 func TestPollerErrors(t *testing.T) {
 	t.Parallel()
-	g := testGuard(t)
+	g := testenv.MemGuard(t, nil)
 	noop := func(context.Context, types.Message) error { return nil }
 	valid := func() *Poller {
 		return &Poller{Client: nopClient{}, QueueURL: testQueueURL, Guard: g, Handler: noop}

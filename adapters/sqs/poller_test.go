@@ -48,7 +48,7 @@ func testPollerRunsEachJobOnce(t *testing.T, s server, jobs int) {
 	var stops [2]func() error
 	for i := range pollers {
 		// Lease bounds the RetryAfter hint, so copies found running come back soon.
-		g := newGuard(t, rdb, prefix, &core.Config{Lease: 3 * time.Second})
+		g := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{Lease: 3 * time.Second})
 		pollers[i] = &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, Handler: handler, Concurrency: 8, WaitTime: time.Second}
 		stops[i] = startPoller(t, pollers[i])
 	}
@@ -111,7 +111,7 @@ func testPollerLongJobWithDuplicate(t *testing.T, s server) {
 	}
 	var pollers [2]*sqsonce.Poller
 	for i := range pollers {
-		g := newGuard(t, rdb, prefix, &core.Config{Lease: 2 * time.Second})
+		g := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{Lease: 2 * time.Second})
 		pollers[i] = &sqsonce.Poller{Client: rec, QueueURL: q.url, Guard: g, Handler: handler,
 			Concurrency: 2, WaitTime: time.Second, VisibilityTimeout: 4 * time.Second}
 		startPoller(t, pollers[i])
@@ -188,7 +188,7 @@ func testPollerGracefulStop(t *testing.T, s server) {
 		mu.Unlock()
 		return nil
 	}
-	g := newGuard(t, rdb, prefix, nil)
+	g := testenv.RedisGuardOn(t, rdb, prefix, nil)
 	p := &sqsonce.Poller{Client: rec, QueueURL: q.url, Guard: g, Handler: firstRun,
 		Concurrency: 4, WaitTime: time.Second, ShutdownTimeout: 2 * time.Second}
 	stop := startPoller(t, p)
@@ -222,7 +222,7 @@ func testPollerGracefulStop(t *testing.T, s server) {
 	// Handed back at once, so a second Poller finishes them without waiting
 	// for the 30 s visibility timeout.
 	finish := func(ctx context.Context, m types.Message) error { return eff.record(ctx, aws.ToString(m.Body)) }
-	p2 := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: newGuard(t, rdb, prefix, nil), Handler: finish, WaitTime: time.Second}
+	p2 := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), Handler: finish, WaitTime: time.Second}
 	startPoller(t, p2)
 	require.Eventually(t, func() bool { return eff.count() == len(ids) }, s.within(20*time.Second), 50*time.Millisecond)
 	requireDrained(t, c, q.url, s.within(10*time.Second))
@@ -241,7 +241,7 @@ func testPollerMissingQueue(t *testing.T, s server) {
 	prefix := testenv.Prefix(t)
 	rdb := testenv.Redis(t, prefix)
 	q := createQueue(t, c, queueSpec{})
-	p := &sqsonce.Poller{Client: c, QueueURL: q.url + "-missing", Guard: newGuard(t, rdb, prefix, nil), WaitTime: time.Second,
+	p := &sqsonce.Poller{Client: c, QueueURL: q.url + "-missing", Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
 		Handler: func(context.Context, types.Message) error { return nil }}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -260,7 +260,7 @@ func TestPollerLeavesNoGoroutine(t *testing.T) {
 	q := createQueue(t, c, queueSpec{visibility: 30})
 	sendAll(t, c, q.url, []string{"quick", "stuck"})
 	started := make(chan struct{}, 2)
-	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: newGuard(t, rdb, prefix, nil), WaitTime: time.Second,
+	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
 		ShutdownTimeout: 500 * time.Millisecond,
 		Handler: func(ctx context.Context, m types.Message) error {
 			started <- struct{}{}

@@ -154,7 +154,7 @@ func testPollerRandomized(t *testing.T, s server, jobs int) {
 	j := &jittery{handles: newHandles(c), rnd: rnd, maxDelay: 700 * time.Millisecond, eff: eff}
 	var pollers [2]*sqsonce.Poller
 	for i := range pollers {
-		g := newGuard(t, rdb, prefix, &core.Config{Lease: time.Second, Observer: observer})
+		g := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{Lease: time.Second, Observer: observer})
 		pollers[i] = &sqsonce.Poller{Client: j, QueueURL: q.url, Guard: g, Handler: handler, Concurrency: 8,
 			BatchSize: 1 + rnd.intN(10), FlushDelay: rnd.duration(100 * time.Millisecond), WaitTime: time.Second,
 			VisibilityTimeout: 2 * time.Second, Config: &sqsonce.Config{FailureDelay: time.Second}}

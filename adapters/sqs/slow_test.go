@@ -99,7 +99,7 @@ func TestPollerMarkerBeforeSlowSQS(t *testing.T) {
 		runs := map[string]int{}
 		ranAt := map[string]time.Time{} // key → when its marker was written
 		var lost []string
-		g := newGuard(t, rdb, prefix, &core.Config{Lease: 2 * time.Second,
+		g := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{Lease: 2 * time.Second,
 			Observer: func(_ context.Context, e core.Event) {
 				mu.Lock()
 				defer mu.Unlock()

@@ -28,10 +28,10 @@ func BenchmarkClaimComplete(b *testing.B) {
 	ctx := context.Background()
 	small, schema := testenv.Postgres(b)
 	migratedStore(b, small, nil)
-	pgPool := bigPool(b, schema, 20)
+	pgPool := testenv.PostgresOn(b, schema, 20)
 	warm(b, pgPool, 17)
 	pg := migratedStore(b, pgPool, nil)
-	asyncPool := bigPool(b, schema, 20, "synchronous_commit", "off")
+	asyncPool := testenv.PostgresOn(b, schema, 20, "synchronous_commit", "off")
 	warm(b, asyncPool, 17)
 	pgAsync := migratedStore(b, asyncPool, nil)
 
@@ -91,9 +91,9 @@ func BenchmarkTxEffect(b *testing.B) {
 	effects(b, small)
 	var seq atomic.Int64
 	for _, commit := range []string{"sync", "async"} {
-		pool := bigPool(b, schema, 20)
+		pool := testenv.PostgresOn(b, schema, 20)
 		if commit == "async" {
-			pool = bigPool(b, schema, 20, "synchronous_commit", "off")
+			pool = testenv.PostgresOn(b, schema, 20, "synchronous_commit", "off")
 		}
 		warm(b, pool, 17)
 		mode := txOf(b, migratedStore(b, pool, nil))

@@ -21,7 +21,7 @@ func TestConformance(t *testing.T) {
 	testenv.Short(t)
 	pool, schema := testenv.Postgres(t)
 	migratedStore(t, pool, nil)
-	s := migratedStore(t, bigPool(t, schema, 16), nil)
+	s := migratedStore(t, testenv.PostgresOn(t, schema, 16), nil)
 	storetest.Run(t, func(*testing.T) driver.Store { return s })
 }
 

@@ -1,12 +1,10 @@
 package pgstore_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,7 +20,7 @@ import (
 
 // Environment of a crash worker process.
 const (
-	envCrashWorker = "JOBONCE_PGSTORE_CRASH_WORKER" // the schema to work in
+	envCrashSchema = "JOBONCE_PGSTORE_CRASH_SCHEMA" // the schema to work in
 	envCrashJobs   = "JOBONCE_PGSTORE_CRASH_JOBS"
 	envCrashHold   = "JOBONCE_PGSTORE_CRASH_HOLD" // from this job on, hold each transaction open until killed
 )
@@ -32,14 +30,14 @@ const (
 // effect holding its transaction open for a few milliseconds, and prints
 // "tx <key>" inside each transaction and "done <key>" after it.
 func TestCrashWorker(t *testing.T) {
-	schema := os.Getenv(envCrashWorker)
-	if schema == "" {
+	if !testenv.IsWorker(t) {
 		return
 	}
+	schema := os.Getenv(envCrashSchema)
 	jobs, err := strconv.Atoi(os.Getenv(envCrashJobs))
 	require.NoError(t, err)
 	ctx := context.Background()
-	s, err := pgstore.New(ctx, bigPool(t, schema, 2), &pgstore.Config{LockTimeout: 20 * time.Millisecond})
+	s, err := pgstore.New(ctx, testenv.PostgresOn(t, schema, 2), &pgstore.Config{LockTimeout: 20 * time.Millisecond})
 	require.NoError(t, err)
 	hold := jobs
 	if v := os.Getenv(envCrashHold); v != "" {
@@ -84,40 +82,28 @@ func TestCrashMidTransaction(t *testing.T) {
 	effects(t, pool)
 	const jobs = 200
 
-	worker := func(env ...string) *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashWorker$", "-test.count=1")
-		cmd.Env = append(append(os.Environ(), envCrashWorker+"="+schema, envCrashJobs+"="+strconv.Itoa(jobs)), env...)
-		return cmd
+	worker := func(env ...string) *testenv.Worker {
+		return testenv.StartWorker(t, "TestCrashWorker", append(env, envCrashSchema+"="+schema, envCrashJobs+"="+strconv.Itoa(jobs))...)
 	}
 
 	first := worker(envCrashHold + "=60")
-	first.Stderr = os.Stderr
-	stdout, err := first.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, first.Start())
-	lines := bufio.NewScanner(stdout)
-	done, killedIn := 0, ""
-	for lines.Scan() {
-		line := lines.Text()
+	done := 0
+	line, err := first.WaitFor(2*time.Minute, func(line string) bool {
 		if strings.HasPrefix(line, "done ") {
 			done++
 		}
-		if done >= 60 && strings.HasPrefix(line, "tx ") {
-			require.NoError(t, first.Process.Kill())
-			killedIn = strings.TrimPrefix(line, "tx ")
-			break
-		}
-	}
-	require.NotEmpty(t, killedIn, "the worker finished before it could be killed")
-	_ = first.Wait()
+		return done >= 60 && strings.HasPrefix(line, "tx ")
+	})
+	require.NoError(t, err, "the worker finished before it could be killed")
+	require.NoError(t, first.Kill())
+	killedIn := strings.TrimPrefix(line, "tx ")
 	t.Logf("killed the first worker inside the transaction of %s after %d jobs", killedIn, done)
 
 	second := worker()
-	out, err := second.CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	require.NoError(t, second.Wait(2*time.Minute), "%s", second.Output())
 
 	require.Equal(t, jobs, count(t, pool, "SELECT count(*) FROM effects"), "no duplicate effect")
 	require.Equal(t, jobs, count(t, pool, "SELECT count(DISTINCT key) FROM effects"), "no missing effect")
 	require.Equal(t, jobs, records(t, pool))
-	require.Contains(t, string(out), "done "+killedIn+" ran", "the killed job ran in the second worker")
+	require.Contains(t, second.Output(), "done "+killedIn+" ran", "the killed job ran in the second worker")
 }

@@ -35,23 +35,6 @@ func migratedStore(t testing.TB, pool *pgxpool.Pool, cfg *pgstore.Config) *pgsto
 	return s
 }
 
-// bigPool returns a pool of up to maxConns connections on schema, with the
-// given parameter name and value pairs set on every connection.
-func bigPool(t testing.TB, schema string, maxConns int32, params ...string) *pgxpool.Pool {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL())
-	require.NoError(t, err)
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	for i := 0; i+1 < len(params); i += 2 {
-		cfg.ConnConfig.RuntimeParams[params[i]] = params[i+1]
-	}
-	cfg.MaxConns = maxConns
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return pool
-}
-
 func claimReq(key string, lease time.Duration) driver.ClaimRequest {
 	return driver.ClaimRequest{Key: key, Token: driver.NewToken(), Lease: lease}
 }

@@ -81,7 +81,7 @@ func TestPruneNeverDeletesLiveClaims(t *testing.T) {
 	ctx := ctxT(t)
 	small, schema := testenv.Postgres(t)
 	migratedStore(t, small, nil)
-	pool := bigPool(t, schema, 8)
+	pool := testenv.PostgresOn(t, schema, 8)
 	s := migratedStore(t, pool, &pgstore.Config{PruneBatch: 5})
 
 	const keys, workers = 40, 6

@@ -87,7 +87,7 @@ func TestMigrateConcurrentlyWithSchemaAndTable(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
 	pool, schema := testenv.Postgres(t)
-	admin := bigPool(t, "public", 8)
+	admin := testenv.PostgresOn(t, "public", 8)
 	cfg := &pgstore.Config{Schema: schema, Table: "Claims Table"}
 	var wg sync.WaitGroup
 	errs := make([]error, 6)
@@ -232,7 +232,7 @@ func TestClaimRaceOneWinner(t *testing.T) {
 	ctx := ctxT(t)
 	pool, schema := testenv.Postgres(t)
 	migratedStore(t, pool, nil)
-	s := migratedStore(t, bigPool(t, schema, 16), nil)
+	s := migratedStore(t, testenv.PostgresOn(t, schema, 16), nil)
 	for round := range 20 {
 		key := fmt.Sprintf("race-%d", round)
 		if round%2 == 1 { // a takeover race: the key's row has expired
@@ -394,7 +394,7 @@ func TestBatchesDoNotDeadlock(t *testing.T) {
 	ctx := ctxT(t)
 	pool, schema := testenv.Postgres(t)
 	migratedStore(t, pool, nil)
-	s := migratedStore(t, bigPool(t, schema, 8), nil)
+	s := migratedStore(t, testenv.PostgresOn(t, schema, 8), nil)
 	const keys = 60
 	var mu sync.Mutex
 	claimed := map[string]int{}

@@ -377,7 +377,7 @@ func TestDoTxConcurrentCopiesExactlyOnce(t *testing.T) {
 	small, schema := testenv.Postgres(t)
 	migratedStore(t, small, &pgstore.Config{})
 	effects(t, small)
-	pool := bigPool(t, schema, 34)
+	pool := testenv.PostgresOn(t, schema, 34)
 	s := migratedStore(t, pool, &pgstore.Config{LockTimeout: 20 * time.Millisecond, RetryAfter: time.Millisecond})
 
 	const jobs, copies, workers = 500, 4, 32

@@ -41,11 +41,36 @@ func (o *Outcomes) Observe(_ context.Context, e core.Event) { o.n[e.Outcome].Add
 // Get returns how many times out was observed.
 func (o *Outcomes) Get(out core.Outcome) int64 { return o.n[out].Load() }
 
-// NewHangingStore wraps s, hanging from the start.
-func NewHangingStore(s driver.BatchStore) *HangingStore {
-	h := &HangingStore{BatchStore: s, Hung: make(chan struct{}, 100)}
+// NewHangingStore wraps s, hanging from the start. A store that is not a
+// driver.BatchStore (memstore) has its batches run one call at a time.
+func NewHangingStore(s driver.Store) *HangingStore {
+	bs, ok := s.(driver.BatchStore)
+	if !ok {
+		bs = oneByOne{s}
+	}
+	h := &HangingStore{BatchStore: bs, Hung: make(chan struct{}, 100)}
 	h.Hang.Store(true)
 	return h
+}
+
+// oneByOne is a driver.BatchStore that runs each request of a batch as its own
+// call.
+type oneByOne struct{ driver.Store }
+
+func (s oneByOne) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) ([]driver.ClaimReply, []error) {
+	replies, errs := make([]driver.ClaimReply, len(reqs)), make([]error, len(reqs))
+	for i, r := range reqs {
+		replies[i], errs[i] = s.Claim(ctx, r)
+	}
+	return replies, errs
+}
+
+func (s oneByOne) CompleteBatch(ctx context.Context, reqs []driver.CompleteRequest) []error {
+	errs := make([]error, len(reqs))
+	for i, r := range reqs {
+		errs[i] = s.Complete(ctx, r)
+	}
+	return errs
 }
 
 func (s *HangingStore) wait(ctx context.Context) error {

@@ -86,6 +86,21 @@ func (p *Proxy) Cut() {
 	})
 }
 
+// ClosedAddr returns a loopback address that nothing listens on, for a
+// client of a store that is down; StartProxy on it brings the store up.
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	return addr
+}
+
 // Flaky is a proxy on one address that a test cuts and brings back as often
 // as it likes.
 type Flaky struct {

@@ -2,6 +2,10 @@
 // addresses come from TEST_REDIS_URL, TEST_DATABASE_URL and TEST_SQS_ENDPOINT,
 // with local defaults. A missing server fails the test loudly: the test
 // script (scripts/test.sh) starts the servers.
+//
+// It also holds what several test packages share: Guards on those servers
+// and on memstore (guard.go), stores that hang or go away (hang.go,
+// proxy.go), and worker processes that crash tests kill (worker.go).
 package testenv
 
 import (
@@ -124,12 +128,7 @@ func Postgres(t testing.TB) (*pgxpool.Pool, string) {
 	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		t.Fatalf("create schema: %v", err)
 	}
-	cfg, err := pgxpool.ParseConfig(DatabaseURL())
-	if err != nil {
-		t.Fatalf("TEST_DATABASE_URL: %v", err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, schemaConfig(t, schema))
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -145,4 +144,37 @@ func Postgres(t testing.TB) (*pgxpool.Pool, string) {
 		_, _ = admin.Exec(ctx, fmt.Sprintf("DROP SCHEMA %s CASCADE", schema))
 	})
 	return pool, schema
+}
+
+// PostgresOn returns a pool on the test database whose connections use an
+// existing schema (search_path), such as one a parent process made with
+// Postgres, closed at cleanup. It opens up to maxConns connections (0 for
+// pgx's default) and sets the given parameter name and value pairs on each.
+func PostgresOn(t testing.TB, schema string, maxConns int32, params ...string) *pgxpool.Pool {
+	t.Helper()
+	cfg := schemaConfig(t, schema)
+	for i := 0; i+1 < len(params); i += 2 {
+		cfg.ConnConfig.RuntimeParams[params[i]] = params[i+1]
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// schemaConfig returns the test database's pool configuration with
+// search_path set to schema.
+func schemaConfig(t testing.TB, schema string) *pgxpool.Config {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(DatabaseURL())
+	if err != nil {
+		t.Fatalf("TEST_DATABASE_URL: %v", err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	return cfg
 }
