@@ -147,13 +147,34 @@ func TestConflictSkipsRetry(t *testing.T) {
 // reported as Unguarded.
 func TestKeyPolicy(t *testing.T) {
 	t.Parallel()
-	var outs testenv.Outcomes
-	var runs atomic.Int64
-	cfg := &asynqonce.Config{Key: func(t *asynq.Task) string { return t.Headers()["id"] }}
-	h := asynqonce.MustMiddleware(testenv.MemGuard(t, &core.Config{Observer: outs.Observe}), cfg)(
-		asynq.HandlerFunc(func(context.Context, *asynq.Task) error { runs.Add(1); return nil }))
-	for range 2 {
-		require.NoError(t, h.ProcessTask(context.Background(), asynq.NewTask("ping", nil)))
+	for _, c := range []struct {
+		name     string
+		task     *asynq.Task
+		runs     int64
+		outcome  core.Outcome // reported …
+		observed int64        // … this many times for the two deliveries
+		rejected bool
+	}{
+		{"empty key", asynq.NewTask("ping", nil), 0, core.Rejected, 2, true},
+		{"unguarded type", asynq.NewTask("free", nil), 2, core.Unguarded, 2, false},
+		{"named key", asynq.NewTaskWithHeaders("ping", nil, map[string]string{"id": "1"}), 1, core.Duplicate, 1, false},
+	} {
+		var outs testenv.Outcomes
+		var runs atomic.Int64
+		cfg := &asynqonce.Config{Key: func(t *asynq.Task) string { return t.Headers()["id"] }, UnguardedTypes: []string{"free"}}
+		h := asynqonce.MustMiddleware(testenv.MemGuard(t, &core.Config{Observer: outs.Observe}), cfg)(
+			asynq.HandlerFunc(func(context.Context, *asynq.Task) error { runs.Add(1); return nil }))
+		for range 2 {
+			err := h.ProcessTask(context.Background(), c.task)
+			if c.rejected {
+				require.ErrorIs(t, err, core.ErrInvalidKey, c.name)
+				require.ErrorIs(t, err, asynq.SkipRetry, c.name)
+			} else {
+				require.NoError(t, err, c.name)
+			}
+		}
+		require.Equal(t, c.runs, runs.Load(), c.name)
+		require.Equal(t, c.observed, outs.Get(c.outcome), c.name)
 	}
 }
 
