@@ -140,13 +140,17 @@ func (c *Claim) claimRequest() driver.ClaimRequest {
 	return driver.ClaimRequest{Key: c.key, Token: c.token, Fingerprint: c.fp, Lease: c.g.cfg.Lease}
 }
 
-// Runs reports whether Work will call the job's function: the claim holds
-// the key, or the job runs without one (Job.Unguarded, or the store failed
-// and the Guard fails open). A consumer can run the claims that run on
-// goroutines of their own and settle the others at once.
+// Runs reports whether the claim's answer lets Work call the job's
+// function: the claim holds the key, or the job runs without one
+// (Job.Unguarded, or the store failed and the Guard fails open). A consumer
+// can run the claims that run on goroutines of their own and settle the
+// others at once with Work, which then calls no function. Work may still
+// not run a claim for which Runs is true, when the caller's context ended
+// meanwhile (Canceled) or the answer came past half the lease
+// (Unavailable); it reports that outcome.
 func (c *Claim) Runs() bool {
 	switch {
-	case c.used:
+	case c == nil || c.g == nil || c.used:
 		return false
 	case c.job.Unguarded:
 		return true
@@ -203,6 +207,9 @@ const awaitingMarker Outcome = 255
 // or pending.
 func (c *Claim) work(ctx context.Context, fn RunFunc) (Result, error) {
 	g := c.g
+	if g == nil {
+		return Result{Outcome: Rejected}, errors.New("jobonce: the Claim does not come from Guard.Claim")
+	}
 	if c.used {
 		err := errors.New("jobonce: claim already used by Work")
 		g.observe(ctx, c.job.Key, Rejected, err, 0)
@@ -310,7 +317,9 @@ func (g *Guard) runUnguarded(ctx context.Context, c *Claim, fn RunFunc, cause er
 			r := recover()
 			c.final = Failed
 			g.observe(ctx, c.job.Key, Failed, fmt.Errorf("jobonce: job panicked: %v", r), time.Since(start))
-			panic(r)
+			if r != nil {
+				panic(r)
+			}
 		}
 	}()
 	value, err := fn(ctx)
@@ -330,11 +339,19 @@ func (g *Guard) runUnguarded(ctx context.Context, c *Claim, fn RunFunc, cause er
 // Unrecorded for a pending claim (each claim's heartbeat keeps it alive
 // until its marker is written or the write failed). For a claim whose Work
 // was final, Finish repeats that outcome; for a nil claim, or one Work was
-// not called on, it reports Rejected. Only the pending claims are observed.
+// not called on, it reports Rejected. A claim listed twice is finished once
+// and reported at each place. Only the pending claims are observed.
 func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 	outs := make([]Outcome, len(claims))
 	var pending []int
+	var repeats [][2]int // [index, index of the claim's first entry]
+	first := make(map[*Claim]int, len(claims))
 	for i, c := range claims {
+		if j, ok := first[c]; ok && c != nil {
+			repeats = append(repeats, [2]int{i, j})
+			continue
+		}
+		first[c] = i
 		switch {
 		case c == nil || !c.used:
 			outs[i] = Rejected
@@ -345,6 +362,11 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 			pending = append(pending, i)
 		}
 	}
+	defer func() {
+		for _, r := range repeats { // a claim listed twice is finished once
+			outs[r[0]] = outs[r[1]]
+		}
+	}()
 	if g.batch == nil || len(pending) < 2 {
 		for _, i := range pending {
 			c := claims[i]

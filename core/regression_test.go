@@ -2,6 +2,8 @@ package core_test
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 // hangingExtend is a memstore whose Extend calls block, ignoring their
@@ -146,4 +149,57 @@ func TestCompleteRetriesShareOneStoreTimeout(t *testing.T) {
 	waited := time.Since(ended)
 	t.Logf("outcome %s err %v; answered %s after the caller's context ended", out, err, waited.Round(time.Millisecond))
 	require.Less(t, waited, 2*storeTimeout, "answered within its own context plus one bounded store call")
+}
+
+// A claim listed twice in one Finish is finished once and reported at each
+// place, never as the zero Outcome.
+func TestFinishOfARepeatedClaim(t *testing.T) {
+	g, err := core.New(memstore.New(), nil)
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, n := range []int{1, 2} { // one claim alone, and one in a batch
+		jobs := make([]core.Job, n)
+		for i := range jobs {
+			jobs[i] = core.Job{Key: fmt.Sprintf("repeat-%d-%d", n, i)}
+		}
+		claims := g.Claim(ctx, jobs...)
+		for _, c := range claims {
+			_, err := c.Work(ctx, func(context.Context) ([]byte, error) { return nil, nil })
+			require.NoError(t, err)
+		}
+		outs := g.Finish(ctx, append(claims, claims[0])...)
+		for i, out := range outs {
+			require.Equal(t, core.Ran, out, "entry %d of %d", i, len(outs))
+		}
+	}
+}
+
+// runtime.Goexit in an unguarded job (FailOpen, or Job.Unguarded) ends the
+// job's goroutine as it would without jobonce, reported as Failed, rather
+// than turning into a panic.
+func TestGoexitInUnguardedJob(t *testing.T) {
+	var outs testenv.Outcomes
+	g, err := core.New(memstore.New(), &core.Config{Observer: outs.Observe})
+	require.NoError(t, err)
+	done := make(chan any, 1)
+	go func() {
+		defer func() { done <- recover() }()
+		_, _ = g.Run(context.Background(), core.Job{Key: "k", Unguarded: true}, func(context.Context) ([]byte, error) {
+			runtime.Goexit()
+			return nil, nil
+		})
+	}()
+	require.Nil(t, <-done, "Goexit became a panic")
+	require.EqualValues(t, 1, outs.Get(core.Failed))
+}
+
+// A Claim that does not come from Guard.Claim is rejected, not a panic.
+func TestZeroClaimIsRejected(t *testing.T) {
+	var c core.Claim
+	require.False(t, c.Runs())
+	res, err := c.Work(context.Background(), func(context.Context) ([]byte, error) { return nil, nil })
+	require.Error(t, err)
+	require.Equal(t, core.Rejected, res.Outcome)
+	var nilClaim *core.Claim
+	require.False(t, nilClaim.Runs())
 }

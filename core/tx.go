@@ -11,9 +11,10 @@ import (
 
 // TxGuard is a Guard's transactional mode, for jobs whose effect is a write
 // to the database that keeps the keys: the key is recorded as done in the
-// same transaction as the job's effect, so both commit or neither does, and
-// a crash at any point leaves either both or none, exactly once. It needs a
-// store that implements driver.TxStore for TTx (pgstore: pgx.Tx).
+// same transaction as the job's effect, and the TxGuard commits it, so both
+// become durable or neither does; a crash at any point leaves either both or
+// none, exactly once. It needs a store that implements driver.TxStore for
+// TTx (pgstore: pgx.Tx).
 //
 // The Guard's KeyPrefix, PlainKeys, Retention, StoreTimeout and retry hints
 // apply, and every outcome is decided, logged, counted and observed as the
@@ -40,75 +41,76 @@ func NewTxGuard[TTx any](g *Guard) (*TxGuard[TTx], error) {
 	return &TxGuard[TTx]{g: g, store: s}, nil
 }
 
-// Do runs fn at most once for key, exactly once per committed transaction:
-// it records key as done in tx, then runs fn in tx. The caller commits tx
-// when Do succeeds and rolls it back otherwise.
+// Do runs fn exactly once for key, in a transaction of its own that it
+// begins on the store's database: it records key as done in the
+// transaction, runs fn in it, and commits, so the record and fn's writes
+// become durable together or not at all. fn must not commit or roll back tx.
 //
-//   - key is free: fn runs. Its error comes back unchanged with outcome
-//     Failed, and the caller must roll back. Success gives Ran and a nil
-//     error (reported before the caller's commit, which makes it durable).
+//   - key is free: fn runs. Its error (or panic) rolls back and comes back
+//     unchanged, with outcome Failed. Success commits and gives Ran once the
+//     commit succeeded. A failed commit gives Failed and the commit's error:
+//     nothing happened, or if the commit went through unseen, a later copy
+//     finds the key done. The commit is made even when ctx ended after fn
+//     succeeded (within StoreTimeout), since the work is complete.
 //   - key is done (committed by another transaction, or by the Guard):
 //     Duplicate and a nil error; fn does not run.
 //   - key is held by a transaction that does not commit within the store's
 //     bound, or by a live claim of the Guard: Running and a *RunningError.
 //   - a different fingerprint (DoJob): Conflict, matching ErrConflict.
-//   - the record cannot be written: Unavailable (ErrStoreUnavailable), or
-//     Canceled (matching ctx.Err()) when ctx ended first.
-//   - an empty key, a nil tx or a nil fn: Rejected.
-//
-// On every outcome but Ran and Failed, tx is left as it was and usable.
-func (t *TxGuard[TTx]) Do(ctx context.Context, tx TTx, key string, fn func(ctx context.Context, tx TTx) error) (Outcome, error) {
-	return t.DoJob(ctx, tx, Job{Key: key}, fn)
+//   - the transaction cannot be begun or the record written: Unavailable
+//     (ErrStoreUnavailable), or Canceled (matching ctx.Err()) when ctx
+//     ended first.
+//   - an empty key or a nil fn: Rejected.
+func (t *TxGuard[TTx]) Do(ctx context.Context, key string, fn func(ctx context.Context, tx TTx) error) (Outcome, error) {
+	return t.DoJob(ctx, Job{Key: key}, fn)
 }
 
 // DoJob is Do with a payload fingerprint: when job.Fingerprint is set and
 // the key is done or held with a different one, the outcome is Conflict.
-// job.Unguarded runs fn in tx without a record, reported as Unguarded.
-func (t *TxGuard[TTx]) DoJob(ctx context.Context, tx TTx, job Job, fn func(ctx context.Context, tx TTx) error) (Outcome, error) {
-	out, ran, err := t.do(ctx, tx, job, fn)
-	t.g.observe(ctx, job.Key, out, err, ran)
-	return out, err
-}
-
-// DoInTx is DoJob in a transaction of its own, begun on the store's
-// database: it commits when fn succeeded and rolls back otherwise. Ran is
-// reported once the commit succeeded. A failed commit gives Failed and the
-// commit's error: the job did not happen, or if the commit went through
-// unseen, a later copy finds it done. A failed begin is Unavailable (or
-// Canceled when ctx ended first).
-func (t *TxGuard[TTx]) DoInTx(ctx context.Context, job Job, fn func(ctx context.Context, tx TTx) error) (Outcome, error) {
+// job.Unguarded runs fn in a transaction without a record, reported as
+// Unguarded.
+func (t *TxGuard[TTx]) DoJob(ctx context.Context, job Job, fn func(ctx context.Context, tx TTx) error) (Outcome, error) {
 	out, ran, err := t.doInTx(ctx, job, fn)
 	t.g.observe(ctx, job.Key, out, err, ran)
 	return out, err
 }
 
 func (t *TxGuard[TTx]) doInTx(ctx context.Context, job Job, fn func(ctx context.Context, tx TTx) error) (Outcome, time.Duration, error) {
+	g := t.g
 	if fn == nil {
-		return Rejected, 0, errors.New("jobonce: TxGuard.DoInTx: function is nil")
+		return Rejected, 0, errors.New("jobonce: TxGuard: job function is nil")
 	}
 	if err := ctx.Err(); err != nil {
 		return Canceled, 0, fmt.Errorf("jobonce: transaction not begun: stopped by the caller's context: %w", err)
 	}
-	sctx, cancel := context.WithTimeout(ctx, t.g.cfg.StoreTimeout)
-	tx, err := t.store.BeginTx(sctx)
+	sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
+	tx, err := t.begin(sctx)
 	cancel()
 	if err != nil {
-		return t.g.storeFailure(ctx, "begin", err)
+		return g.storeFailure(ctx, "begin", err)
 	}
+	committed := false
 	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.g.cfg.StoreTimeout)
+		if committed {
+			return
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
 		defer cancel()
-		_ = t.store.RollbackTx(rctx, tx) // after a commit: a no-op
+		if err := t.rollback(rctx, tx); err != nil {
+			g.cfg.Logger.WarnContext(ctx, "jobonce: rollback failed; the database ends the transaction with its connection",
+				"key", job.Key, "error", err)
+		}
 	}()
 	out, ran, err := t.do(ctx, tx, job, fn)
 	if out != Ran && out != Unguarded {
 		return out, ran, err
 	}
-	sctx, cancel = context.WithTimeout(ctx, t.g.cfg.StoreTimeout)
+	sctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
 	defer cancel()
-	if err := t.store.CommitTx(sctx, tx); err != nil {
+	if err := t.commit(sctx, tx); err != nil {
 		return Failed, ran, fmt.Errorf("jobonce: commit: %w", err)
 	}
+	committed = true
 	return out, ran, nil
 }
 
@@ -116,12 +118,6 @@ func (t *TxGuard[TTx]) doInTx(ctx context.Context, job Job, fn func(ctx context.
 // fn ran. It observes nothing; its callers do, once.
 func (t *TxGuard[TTx]) do(ctx context.Context, tx TTx, job Job, fn func(ctx context.Context, tx TTx) error) (out Outcome, ran time.Duration, err error) {
 	g := t.g
-	switch {
-	case fn == nil:
-		return Rejected, 0, errors.New("jobonce: TxGuard: function is nil")
-	case any(tx) == nil:
-		return Rejected, 0, errors.New("jobonce: TxGuard: transaction is nil")
-	}
 	if !job.Unguarded {
 		key, err := storedKey(g.cfg.KeyPrefix, job.Key, g.cfg.PlainKeys)
 		if err != nil {
@@ -147,7 +143,9 @@ func (t *TxGuard[TTx]) do(ctx context.Context, tx TTx, job Job, fn func(ctx cont
 		if !finished {
 			r := recover()
 			g.observe(ctx, job.Key, Failed, fmt.Errorf("jobonce: job panicked: %v", r), time.Since(start))
-			panic(r)
+			if r != nil {
+				panic(r)
+			}
 		}
 	}()
 	err = fn(ctx, tx)
@@ -162,10 +160,27 @@ func (t *TxGuard[TTx]) do(ctx context.Context, tx TTx, job Job, fn func(ctx cont
 	return Ran, ran, nil
 }
 
-// record calls the store's RecordTx, a panic failing the call.
+// The TxGuard calls its store through these methods: a store method that
+// panics fails its call with an error (errStorePanicked).
+
 func (t *TxGuard[TTx]) record(ctx context.Context, tx TTx, req driver.RecordRequest) (reply driver.ClaimReply, err error) {
 	defer storePanic(&err)
 	return t.store.RecordTx(ctx, tx, req)
+}
+
+func (t *TxGuard[TTx]) begin(ctx context.Context) (tx TTx, err error) {
+	defer storePanic(&err)
+	return t.store.BeginTx(ctx)
+}
+
+func (t *TxGuard[TTx]) commit(ctx context.Context, tx TTx) (err error) {
+	defer storePanic(&err)
+	return t.store.CommitTx(ctx, tx)
+}
+
+func (t *TxGuard[TTx]) rollback(ctx context.Context, tx TTx) (err error) {
+	defer storePanic(&err)
+	return t.store.RollbackTx(ctx, tx)
 }
 
 // storeFailure classifies a failed store step of the transactional mode:

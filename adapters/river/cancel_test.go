@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/pgstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -199,9 +200,12 @@ func TestWorkTxCanceled(t *testing.T) {
 		require.NoError(t, err)
 		defer func() { _ = other.Rollback(context.Background()) }()
 		var cfg Config
-		out, err := txGuard(t, store).DoJob(context.Background(), other, cfg.job(job.JobRow, job.Args), func(context.Context, pgx.Tx) error { return nil })
+		g := testenv.NewGuard(t, store, nil)
+		key, err := g.StoredKey(cfg.job(job.JobRow, job.Args).Key)
 		require.NoError(t, err)
-		require.Equal(t, core.Ran, out)
+		reply, err := store.RecordTx(context.Background(), other, driver.RecordRequest{Key: key, Retention: time.Hour})
+		require.NoError(t, err)
+		require.Equal(t, driver.StateClaimed, reply.State)
 
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(300*time.Millisecond, cancel)

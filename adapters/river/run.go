@@ -50,7 +50,10 @@ func (r *runner) run(ctx context.Context, row *rivertype.JobRow, args any, work 
 		return work(ctx)
 	}
 	job := r.cfg.job(row, args)
-	ctx = context.WithValue(ctx, guardedKey{}, r)
+	if !job.Unguarded {
+		// A skipped job holds no claim: a Wrap or WrapTx inside still guards it.
+		ctx = context.WithValue(ctx, guardedKey{}, r)
+	}
 	// Run reports LeaseLost and Unrecorded to the guard's observer, log and
 	// metrics; the job ran either way, so River completes it.
 	res, err := r.g.Run(ctx, job, func(ctx context.Context) ([]byte, error) { return nil, work(ctx) })

@@ -290,3 +290,32 @@ func fakeTxGuard(t testing.TB) *core.TxGuard[pgx.Tx] {
 	require.NoError(t, err)
 	return tg
 }
+
+// TestSkippedKindIsStillWrapped: a kind the middleware skips holds no
+// claim, so a Wrap or WrapTx inside still guards it: the second copy is a
+// duplicate, and the transactional form is not told it is guarded twice.
+func TestSkippedKindIsStillWrapped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	skip := &Config{Skip: func(job *rivertype.JobRow) bool { return job.Kind == "riveronce_noop" }}
+	mw := MustMiddleware(testenv.MemGuard(t, nil), skip)
+
+	var runs atomic.Int32
+	w := MustWrap[noopArgs](testenv.MemGuard(t, nil), river.WorkFunc(func(context.Context, *river.Job[noopArgs]) error {
+		runs.Add(1)
+		return nil
+	}), nil)
+	for id := int64(1); id <= 2; id++ {
+		r := row(id, "riveronce_noop", `{"n":1}`)
+		require.NoError(t, mw.Work(ctx, r, func(ctx context.Context) error {
+			return w.Work(ctx, &river.Job[noopArgs]{JobRow: r, Args: noopArgs{N: 1}})
+		}))
+	}
+	require.EqualValues(t, 1, runs.Load(), "the second copy is a duplicate")
+
+	tx := MustWrapTx[noopArgs](fakeTxGuard(t), txTuned{&tunedWorker{}}, nil)
+	r := row(3, "riveronce_noop", `{"n":3}`)
+	err := mw.Work(ctx, r, func(ctx context.Context) error { return tx.Work(ctx, &river.Job[noopArgs]{JobRow: r}) })
+	require.NotErrorIs(t, err, ErrGuardedTwice)
+	require.ErrorIs(t, err, core.ErrStoreUnavailable, "it went on to begin its transaction (the fake store's BeginTx fails)")
+}

@@ -79,11 +79,11 @@ func BenchmarkClaimComplete(b *testing.B) {
 	}
 }
 
-// BenchmarkTxEffect measures what DoTx adds to a transaction: a bare effect
-// transaction (INSERT one row, commit) next to the same effect through DoTx
+// BenchmarkTxEffect measures what TxGuard.Do adds to a transaction: a bare effect
+// transaction (INSERT one row, commit) next to the same effect through TxGuard.Do
 // (record the key, INSERT, commit), with 1 and 16 concurrent callers. The
 // commit=async variants turn synchronous_commit off, which takes the disk
-// flush out of both and leaves DoTx's own cost in view.
+// flush out of both and leaves the record's own cost in view.
 func BenchmarkTxEffect(b *testing.B) {
 	ctx := context.Background()
 	small, schema := testenv.Postgres(b)
@@ -105,13 +105,11 @@ func BenchmarkTxEffect(b *testing.B) {
 				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return insertEffect(key)(ctx, tx) })
 			}},
 			{"dotx", func(key string) error {
-				return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-					out, err := mode.DoTx(ctx, tx, key, insertEffect(key))
-					if err == nil && out != core.Ran {
-						err = fmt.Errorf("outcome %s", out)
-					}
-					return err
-				})
+				out, err := mode.Do(ctx, key, insertEffect(key))
+				if err == nil && out != core.Ran {
+					err = fmt.Errorf("outcome %s", out)
+				}
+				return err
 			}},
 		}
 		for _, conc := range []int{1, 16} {

@@ -12,8 +12,8 @@ import (
 // Config configures a Store. The zero value, or a nil *Config, gives the
 // defaults. New copies the Config; later changes to it have no effect.
 type Config struct {
-	// Schema holds the table. Set it when the transactions passed to TxGuard.Do may
-	// run on connections with another search_path than the Store's pool.
+	// Schema holds the table. Set it when the pool's connections may run
+	// with a search_path that does not lead to the table.
 	// Defaults to "" (unqualified: each connection's search_path decides).
 	Schema string
 

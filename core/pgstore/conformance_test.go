@@ -25,7 +25,7 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(*testing.T) driver.Store { return s })
 }
 
-// TestConformanceWithoutPreparedStatements runs the suite, and DoTx, on pools
+// TestConformanceWithoutPreparedStatements runs the suite, and the transactional mode, on pools
 // that do not prepare statements (as behind PgBouncer in transaction mode).
 func TestConformanceWithoutPreparedStatements(t *testing.T) {
 	testenv.Short(t)
@@ -43,20 +43,20 @@ func TestConformanceWithoutPreparedStatements(t *testing.T) {
 			t.Cleanup(unprepared.Close)
 			s := migratedStore(t, unprepared, nil)
 
-			t.Run("DoTx", func(t *testing.T) {
+			t.Run("TxGuard", func(t *testing.T) {
 				ctx := ctxT(t)
 				effects(t, unprepared)
 				for _, want := range []core.Outcome{core.Ran, core.Duplicate} {
-					out, err := txOf(t, s).DoInTx(ctx, "k", insertEffect("k"))
+					out, err := txOf(t, s).Do(ctx, "k", insertEffect("k"))
 					require.NoError(t, err)
 					require.Equal(t, want, out)
 				}
 				tx, err := unprepared.Begin(ctx)
 				require.NoError(t, err)
 				defer tx.Rollback(ctx)
-				_, err = txOf(t, s).DoTx(ctx, tx, "k2", insertEffect("k2"))
-				require.NoError(t, err)
-				out, err := txOf(t, s).DoInTx(ctx, "k2", insertEffect("k2"))
+				require.NoError(t, insertEffect("k2")(ctx, tx))
+				require.Equal(t, driver.StateClaimed, txOf(t, s).Record(t, ctx, tx, "k2").State)
+				out, err := txOf(t, s).Do(ctx, "k2", insertEffect("k2"))
 				require.ErrorIs(t, err, core.ErrRunning, "an uncommitted record: %s", out)
 				var lt string
 				require.NoError(t, tx.QueryRow(ctx, "SHOW lock_timeout").Scan(&lt))

@@ -26,7 +26,7 @@ const (
 )
 
 // TestCrashWorker is the worker process of TestCrashMidTransaction. It does
-// nothing unless started by it: it runs every job through DoInTx, each
+// nothing unless started by it: it runs every job through TxGuard.Do, each
 // effect holding its transaction open for a few milliseconds, and prints
 // "tx <key>" inside each transaction and "done <key>" after it.
 func TestCrashWorker(t *testing.T) {
@@ -52,7 +52,7 @@ func TestCrashWorker(t *testing.T) {
 			pause = "60" // the test kills this process meanwhile
 		}
 		for {
-			out, err := mode.DoInTx(ctx, key, func(ctx context.Context, tx pgx.Tx) error {
+			out, err := mode.Do(ctx, key, func(ctx context.Context, tx pgx.Tx) error {
 				if _, err := tx.Exec(ctx, "INSERT INTO effects (key) VALUES ($1)", key); err != nil {
 					return err
 				}

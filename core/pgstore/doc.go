@@ -30,25 +30,24 @@
 // # Transactional mode
 //
 // The Store implements driver.TxStore for pgx.Tx, so core.NewTxGuard gives
-// a Guard on it a transactional mode: TxGuard.Do records a key as done in the
-// caller's pgx.Tx and then runs the job's function in that same transaction.
-// Commit makes the record and the job's database effects durable together; a
-// rollback, or a connection that dies mid-transaction, leaves neither, so a
-// later copy runs. For effects that live in the same database this is exactly
-// once: no duplicate, nothing missing. A copy that meets the key's
-// uncommitted record waits at most Config.LockTimeout and then gets
-// core.ErrRunning, so no worker hangs behind a long transaction.
-// TxGuard.DoInTx runs a transaction of its own on the Store's pool. The
-// outcomes are the Guard's: logged, counted and observed as its own.
+// a Guard on it a transactional mode: TxGuard.Do begins a transaction on
+// the Store's pool, records the key as done in it, runs the job's function
+// in that same transaction, and commits. The record and the job's database
+// effects become durable together; a failure, a rollback or a connection
+// that dies mid-transaction leaves neither, so a later copy runs. For
+// effects that live in the same database this is exactly once: no
+// duplicate, nothing missing. A copy that meets the key's uncommitted record
+// waits at most Config.LockTimeout and then gets core.ErrRunning, so no
+// worker hangs behind a long transaction. The outcomes are the Guard's:
+// logged, counted and observed as its own.
 //
 // Both modes share rows, since the Guard derives the stored key once: a live
 // leased claim turns a transactional copy away with core.ErrRunning, an
 // expired one is taken over, and the Guard sees a transactional record as
 // done.
 //
-// The record is written inside a savepoint, which PostgreSQL keeps as a
-// subtransaction until commit; keep to a few dozen records per
-// transaction. Use READ COMMITTED, PostgreSQL's default: under REPEATABLE
+// The record is written inside a savepoint (RecordTx leaves the transaction
+// usable when the key is not free). Use READ COMMITTED, PostgreSQL's default: under REPEATABLE
 // READ a copy that finds a key committed after its snapshot gets a
 // serialization failure instead of a duplicate.
 //
@@ -73,9 +72,8 @@
 // pgxpool.Config.ConnConfig.RuntimeParams): claims and done markers then
 // answer without waiting for the flush, and a crash of the database server
 // (not of a worker) can lose the last fraction of a second of them, the
-// trade-off Redis makes with appendfsync everysec. TxGuard.DoInTx commits on
-// that pool too; TxGuard.Do follows the caller's transaction and is
-// unaffected.
+// trade-off Redis makes with appendfsync everysec. TxGuard.Do commits on
+// that pool too.
 //
 // # Pruning
 //

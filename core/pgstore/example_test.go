@@ -76,47 +76,16 @@ func Example_transactional() {
 		return err
 	}
 	for range 2 { // the job is delivered twice
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { // commits when it returns nil
-			out, err := txg.Do(ctx, tx, "invoice:42:credit", credit)
-			fmt.Println(out)
-			return err // core.ErrRunning: another copy's transaction is open; retry later
-		})
+		// One transaction records the key, runs credit and commits.
+		out, err := txg.Do(ctx, "invoice:42:credit", credit)
 		if err != nil {
-			log.Fatal(err)
+			log.Fatal(err) // core.ErrRunning: another copy's transaction is open; retry later
 		}
+		fmt.Println(out)
 	}
 	// Output:
 	// ran
 	// duplicate
-}
-
-// TxGuard.DoInTx runs a transaction of its own on the store's pool.
-func Example_doInTx() {
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, testenv.DatabaseURL())
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer pool.Close()
-	store, err := pgstore.New(ctx, pool, &pgstore.Config{Migrate: true})
-	if err != nil {
-		log.Fatal(err)
-	}
-	guard, err := core.New(store, &core.Config{KeyPrefix: exampleRun()})
-	if err != nil {
-		log.Fatal(err)
-	}
-	txg, err := core.NewTxGuard[pgx.Tx](guard)
-	if err != nil {
-		log.Fatal(err)
-	}
-	out, err := txg.DoInTx(ctx, core.Job{Key: "order:9:ship"}, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, "SELECT 1") // the shipment's writes
-		return err
-	})
-	fmt.Println(out, err)
-	// Output:
-	// ran <nil>
 }
 
 // exampleRun returns a key prefix of its own for each run of an example, so

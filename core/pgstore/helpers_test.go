@@ -56,6 +56,7 @@ func count(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) int {
 // txMode is the transactional mode of a Guard on a Store, under the names
 // the tests use.
 type txMode struct {
+	s  *pgstore.Store
 	g  *core.Guard
 	tg *core.TxGuard[pgx.Tx]
 }
@@ -71,19 +72,26 @@ func txWith(t testing.TB, s *pgstore.Store, cfg *core.Config) txMode {
 	require.NoError(t, err)
 	tg, err := core.NewTxGuard[pgx.Tx](g)
 	require.NoError(t, err)
-	return txMode{g: g, tg: tg}
+	return txMode{s: s, g: g, tg: tg}
 }
 
-func (m txMode) DoTx(ctx context.Context, tx pgx.Tx, key string, fn func(context.Context, pgx.Tx) error) (core.Outcome, error) {
-	return m.tg.Do(ctx, tx, key, fn)
+func (m txMode) Do(ctx context.Context, key string, fn func(context.Context, pgx.Tx) error) (core.Outcome, error) {
+	return m.tg.Do(ctx, key, fn)
 }
 
-func (m txMode) DoTxJob(ctx context.Context, tx pgx.Tx, job core.Job, fn func(context.Context, pgx.Tx) error) (core.Outcome, error) {
-	return m.tg.DoJob(ctx, tx, job, fn)
+func (m txMode) DoJob(ctx context.Context, job core.Job, fn func(context.Context, pgx.Tx) error) (core.Outcome, error) {
+	return m.tg.DoJob(ctx, job, fn)
 }
 
-func (m txMode) DoInTx(ctx context.Context, key string, fn func(context.Context, pgx.Tx) error) (core.Outcome, error) {
-	return m.tg.DoInTx(ctx, core.Job{Key: key}, fn)
+// Record records key as done in tx at the store's level (RecordTx), as a
+// transaction of another worker that has not committed yet holds it.
+func (m txMode) Record(t testing.TB, ctx context.Context, tx pgx.Tx, key string) driver.ClaimReply {
+	t.Helper()
+	stored, err := m.g.StoredKey(key)
+	require.NoError(t, err)
+	reply, err := m.s.RecordTx(ctx, tx, driver.RecordRequest{Key: stored, Retention: time.Hour})
+	require.NoError(t, err)
+	return reply
 }
 
 func (m txMode) StoredKey(key string) (string, error) { return m.g.StoredKey(key) }

@@ -37,7 +37,7 @@ func TestLockTimeoutRange(t *testing.T) {
 		r, err := s.Claim(ctx, claimReq("lt-"+lt.String(), time.Minute))
 		require.NoError(t, err, "a claim with LockTimeout %s", lt)
 		require.Equal(t, driver.StateClaimed, r.State)
-		out, err := txOf(t, s).DoInTx(ctx, "tx-"+lt.String(), func(context.Context, pgx.Tx) error { return nil })
+		out, err := txOf(t, s).Do(ctx, "tx-"+lt.String(), func(context.Context, pgx.Tx) error { return nil })
 		require.NoError(t, err, "a transactional record with LockTimeout %s", lt)
 		require.Equal(t, core.Ran, out)
 	}
@@ -51,7 +51,7 @@ func TestLongestRetentionInTx(t *testing.T) {
 	s, _ := newStore(t, nil)
 	mode := txWith(t, s, &core.Config{Retention: time.Duration(math.MaxInt64)})
 	for _, want := range []core.Outcome{core.Ran, core.Duplicate} {
-		out, err := mode.DoInTx(ctx, "k", func(context.Context, pgx.Tx) error { return nil })
+		out, err := mode.Do(ctx, "k", func(context.Context, pgx.Tx) error { return nil })
 		require.NoError(t, err)
 		require.Equal(t, want, out)
 	}
@@ -173,8 +173,7 @@ func TestClaimCancelledWhileWaiting(t *testing.T) {
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	_, err = txOf(t, s).DoTx(ctx, tx, "held", func(context.Context, pgx.Tx) error { return nil })
-	require.NoError(t, err)
+	require.Equal(t, driver.StateClaimed, txOf(t, s).Record(t, ctx, tx, "held").State)
 	held, err := txOf(t, s).StoredKey("held")
 	require.NoError(t, err)
 

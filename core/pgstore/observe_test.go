@@ -53,7 +53,7 @@ func TestTxModeIsObserved(t *testing.T) {
 		{"b", func(context.Context, pgx.Tx) error { return failing }, core.Failed},
 		{"", insertEffect(""), core.Rejected},
 	} {
-		out, _ := tg.DoInTx(ctx, core.Job{Key: step.key}, step.fn)
+		out, _ := tg.Do(ctx, step.key, step.fn)
 		require.Equal(t, step.want, out, "key %q", step.key)
 	}
 	// A leased claim on the same Guard lands in the same counters.

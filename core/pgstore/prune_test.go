@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
@@ -40,11 +39,13 @@ func TestPruneDeletesOnlyExpiredRows(t *testing.T) {
 	}
 	// An uncommitted transactional record stays, even once its retention
 	// has run out: the pruner cannot see it.
-	shortLived := txWith(t, s, &core.Config{Lease: 3 * time.Millisecond, Retention: 3 * time.Millisecond})
+	shortLived := txOf(t, s)
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	_, err = shortLived.DoTx(ctx, tx, "in-flight", func(context.Context, pgx.Tx) error { return nil })
+	inFlightKey, err := shortLived.StoredKey("in-flight")
+	require.NoError(t, err)
+	_, err = s.RecordTx(ctx, tx, driver.RecordRequest{Key: inFlightKey, Retention: time.Millisecond})
 	require.NoError(t, err)
 	inFlight, err := shortLived.StoredKey("in-flight")
 	require.NoError(t, err)

@@ -78,7 +78,7 @@ func TestNewMissingTableSaysMigrate(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Claim(ctx, claimReq("k", time.Second))
 	require.ErrorIs(t, err, pgstore.ErrNotMigrated)
-	_, err = txOf(t, s).DoInTx(ctx, "k", func(context.Context, pgx.Tx) error { return nil })
+	_, err = txOf(t, s).Do(ctx, "k", func(context.Context, pgx.Tx) error { return nil })
 	require.ErrorIs(t, err, pgstore.ErrNotMigrated)
 	require.ErrorIs(t, err, core.ErrStoreUnavailable)
 }
@@ -472,9 +472,9 @@ func TestLiveRowsAnswerWithoutLocks(t *testing.T) {
 	require.NoError(t, err)
 	_, err = locker.Exec(ctx, "SELECT FROM jobonce_keys WHERE key = $1 FOR UPDATE", []byte(key))
 	require.NoError(t, err)
-	out, err := txOf(t, s).DoTx(qctx, tx, "dup", func(context.Context, pgx.Tx) error { return errors.New("must not run") })
+	reply, err := s.RecordTx(qctx, tx, driver.RecordRequest{Key: key, Retention: time.Hour})
 	require.NoError(t, err)
-	require.Equal(t, core.Duplicate, out)
+	require.Equal(t, driver.StateDone, reply.State)
 	require.NoError(t, tx.QueryRow(qctx, "SELECT pg_current_xact_id_if_assigned()::text::bigint").Scan(&xid))
-	require.Nil(t, xid, "a duplicate DoTx writes nothing")
+	require.Nil(t, xid, "recording a done key writes nothing")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,28 +48,25 @@ func TestDoTxRunsOnceThenDuplicate(t *testing.T) {
 	s, pool := newStore(t, nil)
 	effects(t, pool)
 
-	out, err := txOf(t, s).DoInTx(ctx, "order-1", insertEffect("order-1"))
+	out, err := txOf(t, s).Do(ctx, "order-1", insertEffect("order-1"))
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, out)
 
-	out, err = txOf(t, s).DoInTx(ctx, "order-1", insertEffect("order-1"))
+	out, err = txOf(t, s).Do(ctx, "order-1", insertEffect("order-1"))
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out)
 
-	// With the caller's own transaction, several keys in one transaction.
+	// The store records several keys in one transaction.
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
-	outs := map[string]core.Outcome{}
+	states := map[string]driver.State{}
 	for _, key := range []string{"order-1", "order-2", "order-3", "order-2"} {
-		out, err := txOf(t, s).DoTx(ctx, tx, key, insertEffect(key))
-		require.NoError(t, err)
-		outs[key] = out // the last outcome per key
+		states[key] = txOf(t, s).Record(t, ctx, tx, key).State // the last state per key
 	}
-	require.Equal(t, map[string]core.Outcome{"order-1": core.Duplicate, "order-2": core.Duplicate, "order-3": core.Ran}, outs,
-		"a key recorded earlier in the same transaction is a duplicate")
+	require.Equal(t, map[string]driver.State{"order-1": driver.StateDone, "order-2": driver.StateDone, "order-3": driver.StateClaimed}, states,
+		"a key recorded earlier in the same transaction is done")
 	require.NoError(t, tx.Commit(ctx))
-	require.Equal(t, 3, count(t, pool, "SELECT count(*) FROM effects"))
-	require.Equal(t, 3, count(t, pool, "SELECT count(DISTINCT key) FROM effects"))
+	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM effects"))
 	var stored [][]byte
 	for _, key := range []string{"order-1", "order-2", "order-3"} {
 		k, err := txOf(t, s).StoredKey(key)
@@ -86,16 +84,15 @@ func TestDoTxRollbackLeavesNoRecord(t *testing.T) {
 
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
-	out, err := txOf(t, s).DoTx(ctx, tx, "k", insertEffect("k"))
-	require.NoError(t, err)
-	require.Equal(t, core.Ran, out)
+	require.NoError(t, insertEffect("k")(ctx, tx))
+	require.Equal(t, driver.StateClaimed, txOf(t, s).Record(t, ctx, tx, "k").State)
 	require.NoError(t, tx.Rollback(ctx))
 	require.Equal(t, 0, records(t, pool))
 	require.Equal(t, 0, count(t, pool, "SELECT count(*) FROM effects"))
 
-	// fn's error comes back unchanged; DoInTx rolls back.
+	// fn's error comes back unchanged; Do rolls back.
 	boom := errors.New("boom")
-	out, err = txOf(t, s).DoInTx(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
+	out, err := txOf(t, s).Do(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
 		require.NoError(t, insertEffect("k")(ctx, tx))
 		return boom
 	})
@@ -105,7 +102,7 @@ func TestDoTxRollbackLeavesNoRecord(t *testing.T) {
 
 	// A panic propagates and leaves nothing either.
 	require.PanicsWithValue(t, "kaboom", func() {
-		_, _ = txOf(t, s).DoInTx(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
+		_, _ = txOf(t, s).Do(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
 			require.NoError(t, insertEffect("k")(ctx, tx))
 			panic("kaboom")
 		})
@@ -113,51 +110,54 @@ func TestDoTxRollbackLeavesNoRecord(t *testing.T) {
 	require.Equal(t, 0, records(t, pool))
 	require.Equal(t, 0, count(t, pool, "SELECT count(*) FROM effects"))
 
-	out, err = txOf(t, s).DoInTx(ctx, "k", insertEffect("k"))
+	out, err = txOf(t, s).Do(ctx, "k", insertEffect("k"))
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, out)
 	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM effects"))
 }
 
 // TestDoTxUncommittedCopyGetsRunning: a copy that meets an uncommitted
-// record waits at most LockTimeout, gets ErrRunning, and keeps a usable
-// transaction with its own lock_timeout; after the commit it is a duplicate.
+// record waits at most LockTimeout and gets ErrRunning; the store leaves the
+// waiting transaction usable with its own lock_timeout; after the commit the
+// copy is a duplicate.
 func TestDoTxUncommittedCopyGetsRunning(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
 	s, pool := newStore(t, &pgstore.Config{LockTimeout: 50 * time.Millisecond, RetryAfter: 3 * time.Second})
 	effects(t, pool)
+	mode := txOf(t, s)
 
 	first, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer first.Rollback(ctx)
-	out, err := txOf(t, s).DoTx(ctx, first, "k", insertEffect("k"))
-	require.NoError(t, err)
-	require.Equal(t, core.Ran, out)
+	require.NoError(t, insertEffect("k")(ctx, first))
+	require.Equal(t, driver.StateClaimed, mode.Record(t, ctx, first, "k").State)
 
+	// The store, in a transaction with its own lock_timeout.
 	second, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer second.Rollback(ctx)
 	_, err = second.Exec(ctx, "SET LOCAL lock_timeout = '7s'")
 	require.NoError(t, err)
 	began := time.Now()
-	ran := false
-	out, err = txOf(t, s).DoTx(ctx, second, "k", func(context.Context, pgx.Tx) error { ran = true; return nil })
+	reply := mode.Record(t, ctx, second, "k")
 	waited := time.Since(began)
-	require.ErrorIs(t, err, core.ErrRunning)
-	require.Equal(t, core.Running, out)
-	require.False(t, ran)
-	after, ok := core.RetryAfter(err)
-	require.True(t, ok)
-	require.Equal(t, 3*time.Second, after)
+	require.Equal(t, driver.StateRunning, reply.State)
+	require.Equal(t, 3*time.Second, reply.Remaining, "Config.RetryAfter")
 	require.GreaterOrEqual(t, waited, 50*time.Millisecond)
 	require.Less(t, waited, 5*time.Second, "the wait is bounded by LockTimeout, not the caller's 7s")
-
 	var lt string
 	require.NoError(t, second.QueryRow(ctx, "SHOW lock_timeout").Scan(&lt))
 	require.Equal(t, "7s", lt, "the caller's lock_timeout is restored")
 
-	// A leased claim through a Guard does not hang behind it either.
+	// The transactional mode and a leased claim do not hang behind it.
+	ran := false
+	out, err := mode.Do(ctx, "k", func(context.Context, pgx.Tx) error { ran = true; return nil })
+	require.ErrorIs(t, err, core.ErrRunning)
+	require.Equal(t, core.Running, out)
+	after, ok := core.RetryAfter(err)
+	require.True(t, ok)
+	require.Equal(t, 3*time.Second, after)
 	g, err := core.New(s, nil)
 	require.NoError(t, err)
 	out, err = g.Do(ctx, "k", func(context.Context) error { ran = true; return nil })
@@ -165,10 +165,11 @@ func TestDoTxUncommittedCopyGetsRunning(t *testing.T) {
 	require.Equal(t, core.Running, out)
 
 	require.NoError(t, first.Commit(ctx))
-	out, err = txOf(t, s).DoTx(ctx, second, "k", func(context.Context, pgx.Tx) error { ran = true; return nil })
+	require.Equal(t, driver.StateDone, mode.Record(t, ctx, second, "k").State)
+	require.NoError(t, second.Commit(ctx))
+	out, err = mode.Do(ctx, "k", func(context.Context, pgx.Tx) error { ran = true; return nil })
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out)
-	require.NoError(t, second.Commit(ctx))
 	out, err = g.Do(ctx, "k", func(context.Context) error { ran = true; return nil })
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out)
@@ -184,14 +185,11 @@ func TestDoTxWaitsForRollback(t *testing.T) {
 	s, pool := newStore(t, &pgstore.Config{LockTimeout: 10 * time.Second})
 	effects(t, pool)
 
-	first, err := pool.Begin(ctx)
-	require.NoError(t, err)
 	recorded := make(chan struct{})
 	rollback := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		defer first.Rollback(ctx)
-		out, err := txOf(t, s).DoTx(ctx, first, "k", func(ctx context.Context, tx pgx.Tx) error {
+		out, err := txOf(t, s).Do(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
 			close(recorded)
 			<-rollback
 			return errors.New("rolled back")
@@ -201,7 +199,7 @@ func TestDoTxWaitsForRollback(t *testing.T) {
 	})
 	<-recorded
 	time.AfterFunc(200*time.Millisecond, func() { close(rollback) })
-	out, err := txOf(t, s).DoInTx(ctx, "k", insertEffect("k"))
+	out, err := txOf(t, s).Do(ctx, "k", insertEffect("k"))
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, out)
 	wg.Wait()
@@ -212,21 +210,24 @@ func TestDoTxRestoresDefaultLockTimeout(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
 	s, pool := newStore(t, nil)
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
-	var inside, before, after string
-	require.NoError(t, tx.QueryRow(ctx, "SHOW lock_timeout").Scan(&before))
-	_, err = txOf(t, s).DoTx(ctx, tx, "k", func(ctx context.Context, tx pgx.Tx) error {
+	var before, inside string
+	require.NoError(t, pool.QueryRow(ctx, "SHOW lock_timeout").Scan(&before))
+	_, err := txOf(t, s).Do(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
 		return tx.QueryRow(ctx, "SHOW lock_timeout").Scan(&inside)
 	})
 	require.NoError(t, err)
+	require.Equal(t, before, inside, "fn runs under the connection's own lock_timeout")
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	txOf(t, s).Record(t, ctx, tx, "k2")
+	var after string
 	require.NoError(t, tx.QueryRow(ctx, "SHOW lock_timeout").Scan(&after))
-	require.Equal(t, before, inside, "fn runs under the caller's lock_timeout")
-	require.Equal(t, before, after)
+	require.Equal(t, before, after, "RecordTx restores it")
 }
 
-// TestDoTxAndLeasedClaimsShareKeys: DoTx and a Guard with default prefixes
+// TestDoTxAndLeasedClaimsShareKeys: the transactional mode and leased claims
 // see each other's rows.
 func TestDoTxAndLeasedClaimsShareKeys(t *testing.T) {
 	t.Parallel()
@@ -246,14 +247,14 @@ func TestDoTxAndLeasedClaimsShareKeys(t *testing.T) {
 	r, err := s.Claim(ctx, held)
 	require.NoError(t, err)
 	require.Equal(t, driver.StateClaimed, r.State)
-	out, err := txOf(t, s).DoInTx(ctx, "a", insertEffect("a"))
+	out, err := txOf(t, s).Do(ctx, "a", insertEffect("a"))
 	require.ErrorIs(t, err, core.ErrRunning)
 	require.Equal(t, core.Running, out)
 	after, _ := core.RetryAfter(err)
 	require.Equal(t, 10*time.Second, after, "the held claim's remaining minute, bounded by the Guard's MaxRetryAfter (Lease/3)")
 
 	require.NoError(t, s.Complete(ctx, driver.CompleteRequest{Key: keyA, Token: held.Token, Retention: time.Hour}))
-	out, err = txOf(t, s).DoInTx(ctx, "a", insertEffect("a"))
+	out, err = txOf(t, s).Do(ctx, "a", insertEffect("a"))
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out)
 
@@ -263,7 +264,7 @@ func TestDoTxAndLeasedClaimsShareKeys(t *testing.T) {
 	_, err = s.Claim(ctx, driver.ClaimRequest{Key: keyB, Token: driver.NewToken(), Lease: 20 * time.Millisecond})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		out, err := txOf(t, s).DoInTx(ctx, "b", insertEffect("b"))
+		out, err := txOf(t, s).Do(ctx, "b", insertEffect("b"))
 		return err == nil && out == core.Ran
 	}, 5*time.Second, 10*time.Millisecond)
 	out, err = g.Do(ctx, "b", func(context.Context) error { return errors.New("must not run") })
@@ -277,14 +278,14 @@ func TestDoTxRetention(t *testing.T) {
 	ctx := ctxT(t)
 	s, pool := newStore(t, nil)
 	effects(t, pool)
-	out, err := txWith(t, s, &core.Config{Lease: 3 * time.Millisecond, Retention: 100 * time.Millisecond}).DoInTx(ctx, "k", insertEffect("k"))
+	out, err := txWith(t, s, &core.Config{Lease: 3 * time.Millisecond, Retention: 100 * time.Millisecond}).Do(ctx, "k", insertEffect("k"))
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, out)
 	var leftMs float64
 	require.NoError(t, pool.QueryRow(ctx, "SELECT extract(epoch FROM expires_at - clock_timestamp()) * 1000 FROM jobonce_keys").Scan(&leftMs))
 	require.LessOrEqual(t, leftMs, 100.0)
 	require.Eventually(t, func() bool {
-		out, err := txOf(t, s).DoInTx(ctx, "k", insertEffect("k"))
+		out, err := txOf(t, s).Do(ctx, "k", insertEffect("k"))
 		return err == nil && out == core.Ran
 	}, 5*time.Second, 20*time.Millisecond)
 	require.Equal(t, 2, count(t, pool, "SELECT count(*) FROM effects"))
@@ -293,13 +294,11 @@ func TestDoTxRetention(t *testing.T) {
 func TestDoTxJobConflict(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	s, pool := newStore(t, nil)
+	s, _ := newStore(t, nil)
 	job := core.Job{Key: "k", Fingerprint: core.Fingerprint([]byte("payload-1"))}
+	mode := txOf(t, s)
 	run := func(job core.Job) (core.Outcome, error) {
-		tx, err := pool.Begin(ctx)
-		require.NoError(t, err)
-		defer tx.Commit(ctx)
-		return txOf(t, s).DoTxJob(ctx, tx, job, func(context.Context, pgx.Tx) error { return nil })
+		return mode.DoJob(ctx, job, func(context.Context, pgx.Tx) error { return nil })
 	}
 	out, err := run(job)
 	require.NoError(t, err)
@@ -333,37 +332,27 @@ func TestDoTxBadInput(t *testing.T) {
 	ctx := ctxT(t)
 	s, pool := newStore(t, nil)
 	nop := func(context.Context, pgx.Tx) error { return nil }
+	mode := txOf(t, s)
 
-	out, err := txOf(t, s).DoTx(ctx, nil, "k", nop)
-	require.ErrorContains(t, err, "transaction is nil")
-	require.Equal(t, core.Rejected, out)
-
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
-	out, err = txOf(t, s).DoTx(ctx, tx, "k", nil)
+	out, err := mode.Do(ctx, "k", nil)
 	require.ErrorContains(t, err, "function is nil")
 	require.Equal(t, core.Rejected, out)
-	out, err = txOf(t, s).DoTx(ctx, tx, "", nop)
+	out, err = mode.Do(ctx, "", nop)
 	require.ErrorIs(t, err, core.ErrInvalidKey)
 	require.Equal(t, core.Rejected, out)
-	out, err = txOf(t, s).DoInTx(ctx, "", nop)
-	require.ErrorIs(t, err, core.ErrInvalidKey)
-	require.Equal(t, core.Rejected, out)
-	out, err = txOf(t, s).DoInTx(ctx, "k", nil)
-	require.ErrorContains(t, err, "function is nil")
-	require.Equal(t, core.Rejected, out)
+	_, err = s.RecordTx(ctx, nil, driver.RecordRequest{Key: "k", Retention: time.Hour})
+	require.ErrorContains(t, err, "tx is nil")
 
 	// Long and binary keys are fine; a long key is stored hashed.
 	long := strings.Repeat("x", 10_000)
-	out, err = txOf(t, s).DoTx(ctx, tx, long, nop)
+	out, err = mode.Do(ctx, long, nop)
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, out)
-	out, err = txOf(t, s).DoTx(ctx, tx, "\x00\xff", nop)
+	out, err = mode.Do(ctx, "\x00\xff", nop)
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, out)
 	var maxLen int
-	require.NoError(t, tx.QueryRow(ctx, "SELECT max(length(key)) FROM jobonce_keys").Scan(&maxLen))
+	require.NoError(t, pool.QueryRow(ctx, "SELECT max(length(key)) FROM jobonce_keys").Scan(&maxLen))
 	require.LessOrEqual(t, maxLen, len("jobonce:")+core.MaxKeyLen)
 }
 
@@ -380,6 +369,7 @@ func TestDoTxConcurrentCopiesExactlyOnce(t *testing.T) {
 	pool := testenv.PostgresOn(t, schema, 34)
 	s := migratedStore(t, pool, &pgstore.Config{LockTimeout: 20 * time.Millisecond, RetryAfter: time.Millisecond})
 
+	mode := txOf(t, s)
 	const jobs, copies, workers = 500, 4, 32
 	queue := make(chan string, jobs*copies)
 	deliveries := make([]string, 0, jobs*copies)
@@ -407,16 +397,11 @@ func TestDoTxConcurrentCopiesExactlyOnce(t *testing.T) {
 					}
 					return insertEffect(key)(ctx, tx)
 				}
-				var out core.Outcome
-				var err error
+				job := core.Job{Key: key}
 				if w%2 == 0 {
-					out, err = txOf(t, s).DoInTx(ctx, key, effect)
-				} else { // the caller's own transaction
-					err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-						out, err = txOf(t, s).DoTx(ctx, tx, key, effect)
-						return err
-					})
+					job.Fingerprint = key // half the workers check fingerprints
 				}
+				out, err := mode.DoJob(ctx, job, effect)
 				switch {
 				case errors.Is(err, core.ErrRunning):
 					running.Add(1)
@@ -447,47 +432,46 @@ func TestDoTxConcurrentCopiesExactlyOnce(t *testing.T) {
 }
 
 // TestDoTxTerminatedBackend kills a worker's connection in the middle of its
-// transaction: nothing is recorded, and a later copy runs the job once.
+// transaction: the commit fails (Failed, with the commit's error), nothing is
+// recorded, and a later copy runs the job once.
 func TestDoTxTerminatedBackend(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
 	s, pool := newStore(t, nil)
 	effects(t, pool)
+	mode := txOf(t, s)
 
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	var pid int
-	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
-	out, err := txOf(t, s).DoTx(ctx, tx, "k", func(ctx context.Context, tx pgx.Tx) error {
+	out, err := mode.Do(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
 		if err := insertEffect("k")(ctx, tx); err != nil {
 			return err
 		}
 		// A concurrent copy is told the job is running...
-		out, err := txOf(t, s).DoInTx(ctx, "k", insertEffect("k"))
+		out, err := mode.Do(ctx, "k", insertEffect("k"))
 		require.ErrorIs(t, err, core.ErrRunning)
 		require.Equal(t, core.Running, out)
 		// ...then the worker's connection dies before it commits.
+		var pid int
+		require.NoError(t, tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
 		var killed bool
 		require.NoError(t, pool.QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&killed))
 		require.True(t, killed)
 		return nil
 	})
-	require.NoError(t, err)
-	require.Equal(t, core.Ran, out)
-	require.Error(t, tx.Commit(ctx), "the commit fails on a terminated connection")
+	require.ErrorContains(t, err, "commit")
+	require.Equal(t, core.Failed, out, "the commit failed: nothing happened")
 	require.Equal(t, 0, records(t, pool))
 	require.Equal(t, 0, count(t, pool, "SELECT count(*) FROM effects"))
 
-	out, err = txOf(t, s).DoInTx(ctx, "k", insertEffect("k"))
+	out, err = mode.Do(ctx, "k", insertEffect("k"))
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, out)
-	out, err = txOf(t, s).DoInTx(ctx, "k", insertEffect("k"))
+	out, err = mode.Do(ctx, "k", insertEffect("k"))
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out)
 	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM effects"))
 }
 
-// TestDoTxPlainKeys: with PlainKeys on both sides, DoTx and a Guard still
+// TestDoTxPlainKeys: with PlainKeys, the transactional mode and leased claims still
 // share rows, and the stored key is readable.
 func TestDoTxPlainKeys(t *testing.T) {
 	t.Parallel()
@@ -495,7 +479,7 @@ func TestDoTxPlainKeys(t *testing.T) {
 	s, pool := newStore(t, nil)
 	g, err := core.New(s, &core.Config{KeyPrefix: "app:", PlainKeys: true})
 	require.NoError(t, err)
-	out, err := txWith(t, s, &core.Config{KeyPrefix: "app:", PlainKeys: true}).DoInTx(ctx, "invoice-1", func(context.Context, pgx.Tx) error { return nil })
+	out, err := txWith(t, s, &core.Config{KeyPrefix: "app:", PlainKeys: true}).Do(ctx, "invoice-1", func(context.Context, pgx.Tx) error { return nil })
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, out)
 	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM jobonce_keys WHERE key = $1", []byte("app:invoice-1")))
@@ -513,20 +497,66 @@ func TestDoTxCancelledWhileWaiting(t *testing.T) {
 	first, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer first.Rollback(ctx)
-	_, err = txOf(t, s).DoTx(ctx, first, "k", func(context.Context, pgx.Tx) error { return nil })
-	require.NoError(t, err)
+	txOf(t, s).Record(t, ctx, first, "k")
 
 	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	began := time.Now()
-	out, err := txOf(t, s).DoInTx(wctx, "k", func(context.Context, pgx.Tx) error { return errors.New("must not run") })
+	out, err := txOf(t, s).Do(wctx, "k", func(context.Context, pgx.Tx) error { return errors.New("must not run") })
 	require.NotErrorIs(t, err, core.ErrStoreUnavailable, "the caller's own deadline is not an outage")
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the error says the caller's context ended")
 	require.Equal(t, core.Canceled, out)
 	require.Less(t, time.Since(began), 10*time.Second)
 
 	require.NoError(t, first.Commit(ctx))
-	out, err = txOf(t, s).DoInTx(ctx, "k", func(context.Context, pgx.Tx) error { return errors.New("must not run") })
+	out, err = txOf(t, s).Do(ctx, "k", func(context.Context, pgx.Tx) error { return errors.New("must not run") })
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out)
+}
+
+// TestDoTxCommitsAfterTheCallerStops: when the caller's context ends after
+// fn succeeded, the work is complete: the TxGuard commits it and reports
+// Ran, which a later copy confirms as a Duplicate.
+func TestDoTxCommitsAfterTheCallerStops(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t, nil)
+	effects(t, pool)
+	mode := txOf(t, s)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	out, err := mode.Do(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
+		err := insertEffect("k")(ctx, tx)
+		cancel()
+		return err
+	})
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, out)
+	out, err = mode.Do(ctxT(t), "k", insertEffect("k"))
+	require.NoError(t, err)
+	require.Equal(t, core.Duplicate, out)
+	require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM effects"))
+}
+
+// TestDoTxGoexit: runtime.Goexit in fn rolls back and ends the goroutine as
+// it would without jobonce, reported as Failed, rather than a panic.
+func TestDoTxGoexit(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t, nil)
+	effects(t, pool)
+	var outs testenv.Outcomes
+	mode := txWith(t, s, &core.Config{Observer: outs.Observe})
+	done := make(chan any, 1)
+	go func() {
+		defer func() { done <- recover() }()
+		_, _ = mode.Do(ctxT(t), "k", func(ctx context.Context, tx pgx.Tx) error {
+			if err := insertEffect("k")(ctx, tx); err != nil {
+				return err
+			}
+			runtime.Goexit()
+			return nil
+		})
+	}()
+	require.Nil(t, <-done, "Goexit became a panic")
+	require.EqualValues(t, 1, outs.Get(core.Failed))
+	require.Equal(t, 0, records(t, pool))
+	require.Equal(t, 0, count(t, pool, "SELECT count(*) FROM effects"))
 }
