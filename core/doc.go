@@ -33,17 +33,35 @@
 // after retries), the effect happened, so Do reports success with outcome
 // LeaseLost or Unrecorded, logged as a warning and counted.
 //
+// # Exactly once for database effects
+//
+// NewTxGuard gives a Guard whose store records keys inside transactions
+// (pgstore, for pgx.Tx) its transactional mode: TxGuard.Do records the key
+// and runs the job in one transaction of its own, then commits, so the
+// record and the job's writes become durable together or not at all.
+//
+// # Batch consumers
+//
+// A consumer that receives jobs in batches (the SQS Poller, a Kafka or NATS
+// consumer) claims a batch in one store round trip with Guard.Claim, runs
+// the claims whose Runs reports true with Claim.Work, and records their done
+// markers in one more round trip with Guard.Finish.
+//
 // # Observing
 //
-// Every outcome goes to Config.Observer, to log/slog, and to OpenTelemetry
-// metrics: the counter jobonce.outcomes and the histogram
-// jobonce.run.duration, both with an "outcome" attribute.
+// Every outcome, of leased claims and of the transactional mode alike, goes
+// to Config.Observer, to log/slog, and to OpenTelemetry metrics: the counter
+// jobonce.outcomes and the histogram jobonce.run.duration, both with an
+// "outcome" attribute. A nil error means the delivery is handled and can be
+// acknowledged; every other outcome comes with an error.
 //
 // # Stores
 //
-// The Store interface has four atomic operations: Claim, Extend, Complete and
-// Release. Implementations: core/redisstore (Redis, Sentinel, Cluster),
-// core/pgstore (PostgreSQL, with exactly-once database effects in the
-// caller's transaction) and core/memstore (in-process). core/storetest is the
-// conformance suite every store passes.
+// A store implements the driver.Store interface (package core/driver, for
+// store implementers): four atomic operations, Claim, Extend, Complete and
+// Release, plus batches (driver.BatchStore) and transactions
+// (driver.TxStore) where it can. Implementations: core/redisstore (Redis,
+// Sentinel, Cluster), core/pgstore (PostgreSQL, with the transactional mode)
+// and core/memstore (in-process). core/storetest is the conformance suite
+// every store passes.
 package core

@@ -12,16 +12,20 @@
 //		RetryDelayFunc: asynqonce.RetryDelay(asynq.DefaultRetryDelayFunc),
 //	})
 //	mux := asynq.NewServeMux()
-//	mux.Use(asynqonce.Middleware(guard, nil))
+//	mux.Use(asynqonce.MustMiddleware(guard, nil))
 //
-// Without a ServeMux, wrap the handler: asynqonce.Middleware(guard, nil)(h).
+// MustMiddleware panics on a nil Guard or an invalid Config, at start-up;
+// NewMiddleware returns the error instead. Without a ServeMux, wrap the
+// handler: mw(h).
 //
 // # Keys
 //
 // A task's key names its effect. By default it is the task type, ":" and a
 // hash of the payload (DefaultKey), so copies of one task share a key;
-// Config.Key derives it from the type, payload or headers instead, and an
-// empty key, or a type in Config.UnguardedTypes, runs the task unguarded.
+// Config.Key derives it from the type, payload or headers instead. An empty
+// key is invalid, as in every jobonce adapter: the handler does not run and
+// the task is archived (asynq.SkipRetry), reported as core.Rejected. A type
+// in Config.UnguardedTypes runs unguarded, reported as core.Unguarded.
 // Copies under one key with different payloads are a conflict: the task is
 // archived through asynq.SkipRetry.
 //

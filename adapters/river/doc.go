@@ -6,8 +6,10 @@
 //
 // # Middleware and Wrap
 //
-// Middleware guards every job of a client; put it in river.Config.Middleware.
-// Wrap guards one worker; register its result with river.AddWorker. Both
+// NewMiddleware guards every job of a client; put it in
+// river.Config.Middleware. Wrap guards one worker; register its result with
+// river.AddWorker. Each returns an error for a nil argument; MustMiddleware,
+// MustWrap and MustWrapTx are their one-line forms, which panic with it. Both
 // claim the job's key through a core.Guard before the worker runs, keep the
 // claim alive with the guard's heartbeat while it runs, and record a done
 // marker when it succeeds. Wrap keeps the inner worker's Timeout, NextRetry
@@ -77,14 +79,16 @@
 //
 // # Exactly once in one transaction
 //
-// WrapTx (and WorkTx, for use inside a worker's own Work) open a transaction,
-// record the key in it with a pgstore.Store, run the worker's WorkTx in it,
+// WrapTx (and WorkTx, for use inside a worker's own Work) take the
+// transactional mode of a Guard on a pgstore.Store (core.NewTxGuard): it
+// opens a transaction, records the key in it, runs the worker's WorkTx in it,
 // mark the job completed in it with river.JobCompleteTx, and commit. The
 // record, the effect and the completion are durable together or not at all:
 // a crash anywhere, even between the effect and the completion, leaves either
 // all of them or none, and a later copy runs. This needs PostgreSQL only. A
 // copy that meets the record of a transaction still open snoozes; a copy that
-// finds it committed completes without running. Do not guard such jobs with
-// Middleware as well (exclude them with Config.Skip): the worker returns
-// ErrGuardedTwice.
+// finds it committed completes without running. The outcomes are the
+// Guard's, logged, counted and observed as its own. Do not guard such jobs
+// with the middleware as well (exclude them with Config.Skip): the worker
+// returns ErrGuardedTwice.
 package riveronce

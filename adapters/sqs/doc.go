@@ -84,9 +84,14 @@
 // A message's key names its effect. By default it is the message attribute
 // named by Config.KeyAttribute when present, else the FIFO
 // MessageDeduplicationId, else a hash of the body; the last two are prefixed
-// with the queue's name. Config.Key overrides all of them. The body's
-// fingerprint (core.Fingerprint) is stored with the claim, so one key reused
-// for a different body is reported as a conflict.
+// with the queue's name. Config.Key overrides all of them. A named key (the
+// attribute, the deduplication id, Config.Key) is stored with the body's
+// fingerprint (core.Fingerprint), so one key reused for a different body is
+// reported as a conflict; the default key holds the body's hash already. An
+// empty key from Config.Key is invalid, as in every jobonce adapter: the
+// handler does not run and the message is left for the dead-letter queue.
+// Decorate returns an error for a nil argument or an invalid Config, and
+// Poller.Run before it receives anything.
 //
 // # Sending
 //
