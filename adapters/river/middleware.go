@@ -46,11 +46,7 @@ func NewMiddleware(g *core.Guard, cfg *Config) (rivertype.WorkerMiddleware, erro
 // MustMiddleware is NewMiddleware for a river.Config literal: it panics,
 // with NewMiddleware's error, when g is nil.
 func MustMiddleware(g *core.Guard, cfg *Config) rivertype.WorkerMiddleware {
-	mw, err := NewMiddleware(g, cfg)
-	if err != nil {
-		panic(err)
-	}
-	return mw
+	return must(NewMiddleware(g, cfg))
 }
 
 // Work implements rivertype.WorkerMiddleware.

@@ -75,11 +75,7 @@ func WrapTx[T river.JobArgs](tg *core.TxGuard[pgx.Tx], w TxWorker[T], cfg *Confi
 // MustWrapTx is WrapTx for the one-line river.AddWorker(workers, ...) form:
 // it panics, with WrapTx's error, when tg or w is nil.
 func MustWrapTx[T river.JobArgs](tg *core.TxGuard[pgx.Tx], w TxWorker[T], cfg *Config) river.Worker[T] {
-	wrapped, err := WrapTx(tg, w, cfg)
-	if err != nil {
-		panic(err)
-	}
-	return wrapped
+	return must(WrapTx(tg, w, cfg))
 }
 
 // Middleware returns the inner worker's middleware.

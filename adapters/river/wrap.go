@@ -53,11 +53,15 @@ func Wrap[T river.JobArgs](g *core.Guard, w river.Worker[T], cfg *Config) (river
 // MustWrap is Wrap for the one-line river.AddWorker(workers, ...) form: it
 // panics, with Wrap's error, when g or w is nil.
 func MustWrap[T river.JobArgs](g *core.Guard, w river.Worker[T], cfg *Config) river.Worker[T] {
-	wrapped, err := Wrap(g, w, cfg)
+	return must(Wrap(g, w, cfg))
+}
+
+// must is the body of the Must forms: v, or a panic with err.
+func must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)
 	}
-	return wrapped
+	return v
 }
 
 // Middleware returns the inner worker's middleware.
