@@ -1,0 +1,10 @@
+package asynqonce_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.RunExamples(m, testenv.NeedRedis)) }
