@@ -40,7 +40,10 @@ type Claim struct {
 // Claim claims jobs, in one store round trip when the store is a
 // driver.BatchStore. It returns one Claim per job, in order; errors (an
 // invalid key, a store failure, the caller's cancellation) are held in each
-// Claim and reported by its Work.
+// Claim and reported by its Work. When one call holds copies of one key, the
+// first holds it and the others find it running; a consumer that wants them
+// answered as duplicates claims them after the first has finished, as the
+// SQS Poller does.
 func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 	claims := make([]*Claim, len(jobs))
 	if g.batch == nil || len(jobs) < 2 {

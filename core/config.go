@@ -42,9 +42,11 @@ type Config struct {
 	KeyPrefix string
 
 	// PlainKeys stores keys as given (prefixed; hashed only beyond MaxKeyLen
-	// bytes, see PlainKey), readable in redis-cli but larger. Defaults to
-	// false: keys are stored hashed to a fixed 16 characters after the prefix
-	// (see HashedKey), which keeps a Redis done marker under 150 bytes.
+	// bytes, or when they start with "#" or "enq#", names kept for hashed
+	// keys and Enqueue markers), readable in redis-cli but larger. Defaults to
+	// false: keys are stored hashed to a fixed 20 characters after the
+	// prefix (128 bits of SHA-256 in Ascii85, never a Redis Cluster hash
+	// tag), which keeps a Redis done marker under 150 bytes.
 	PlainKeys bool
 
 	// MinRetryAfter is the smallest RetryAfter hint given to a copy that finds

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// MaxKeyLen is the longest key PlainKey stores as it is. A longer key is
+// MaxKeyLen is the longest key stored as it is under Config.PlainKeys. A longer key is
 // replaced by "#" and the unpadded base64url SHA-256 of the key (44 bytes),
 // so no stored key exceeds len(prefix)+MaxKeyLen bytes whatever the caller
 // passes.
@@ -19,19 +19,19 @@ const MaxKeyLen = 128
 // of it (44 bytes), so fingerprints of any length work on every store.
 const maxFingerprintLen = 64
 
-// hashBytes is how many bytes of SHA-256 HashedKey and Fingerprint keep:
+// hashBytes is how many bytes of SHA-256 hashedKey and Fingerprint keep:
 // 128 bits, so that at 10⁹ distinct keys a day two of them collide about
 // once in 10¹⁹ years.
 const hashBytes = 16
 
-// enqueueNamespace follows the prefix in Enqueue's markers. PlainKey hashes
+// enqueueNamespace follows the prefix in Enqueue's markers. plainKey hashes
 // every key that starts with it (or with "#"), so no job key can be stored
 // under the name of an Enqueue marker.
 const enqueueNamespace = "enq#"
 
 // storedKey returns the key a store holds for a user key under prefix, as a
-// Guard and pgstore's transactional mode derive it: HashedKey by default,
-// PlainKey when plain is set (Config.PlainKeys). It returns an error matching
+// Guard derives it for leased claims and its transactional mode alike:
+// hashedKey by default, plainKey when plain is set (Config.PlainKeys). It returns an error matching
 // ErrInvalidKey when key is empty. Any bytes are allowed in key.
 func storedKey(prefix, key string, plain bool) (string, error) {
 	if plain {

@@ -10,7 +10,7 @@ import (
 	"github.com/jobonce/jobonce/internal/jobkey"
 )
 
-// Config configures Middleware, Wrap and the transactional forms. A nil
+// Config configures the middleware, Wrap and the transactional forms. A nil
 // *Config gives the defaults; the Config is copied, so later changes to it
 // have no effect.
 type Config struct {
@@ -38,7 +38,7 @@ type Config struct {
 
 // Keyer is implemented by job args that name their own key, such as
 // "email:welcome:user-42". Wrap calls OnceKey on the decoded args. The
-// middleware form sees only the encoded args, so Middleware also acts at
+// middleware form sees only the encoded args, so the middleware also acts at
 // insert time: when a client configured with it inserts args that implement
 // Keyer, it records OnceKey in the job's metadata under MetadataKey, where
 // the middleware finds it when the job is worked.
@@ -46,7 +46,7 @@ type Keyer interface {
 	OnceKey() string
 }
 
-// MetadataKey is the job metadata field in which Middleware records the key
+// MetadataKey is the job metadata field in which the middleware records the key
 // of args that implement Keyer.
 const MetadataKey = "jobonce_key"
 
@@ -61,7 +61,7 @@ func (c *Config) withDefaults() Config {
 }
 
 // job returns the job of row. args is the decoded args when known (Wrap),
-// or nil (Middleware).
+// or nil (the middleware).
 func (c *Config) job(row *rivertype.JobRow, args any) core.Job {
 	if c.Skip != nil && c.Skip(row) {
 		return core.Job{Key: row.Kind, Unguarded: true}

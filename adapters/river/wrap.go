@@ -22,7 +22,7 @@ type wrapped[T river.JobArgs] struct {
 // NextRetry and Middleware.
 //
 // The key is Config.Key if set, else the args' OnceKey if they implement
-// Keyer, else a key recorded in the job's metadata by Middleware at insert,
+// Keyer, else a key recorded in the job's metadata by the middleware at insert,
 // else Kind + ":" + core.Fingerprint of the encoded args. Outcomes map to
 // River's control flow:
 //

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -95,22 +94,27 @@ func exampleRun() string { return "example:" + testenv.RandomID(8) + ":" }
 // Pruning in the background, stopped with the program's context.
 func ExampleStore_RunPruner() {
 	ctx, cancel := context.WithCancel(context.Background())
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	pool, err := pgxpool.New(ctx, testenv.DatabaseURL())
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	store, err := pgstore.New(ctx, pool, nil)
+	store, err := pgstore.New(ctx, pool, &pgstore.Config{Migrate: true})
 	if err != nil {
 		log.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = store.RunPruner(ctx, time.Minute) })
+	wg.Go(func() {
+		err := store.RunPruner(ctx, time.Minute) // every minute, until ctx is done
+		fmt.Println("pruner stopped:", err)
+	})
 
 	// ... run the workers ...
 
 	cancel()
 	wg.Wait() // the pruner has returned
+	// Output:
+	// pruner stopped: <nil>
 }
 
 // The migration for tools that apply SQL themselves.
