@@ -133,7 +133,7 @@ type chaosRun struct {
 	mode   chaosMode
 	opts   ChaosOptions
 	g      *core.Guard
-	chaos  *Chaos
+	chaos  *chaosStore
 	lease  time.Duration
 	st     time.Duration // the Guard's StoreTimeout
 	prefix string
@@ -164,7 +164,7 @@ func runChaos(t *testing.T, opts ChaosOptions, mode chaosMode, top, seed uint64)
 	r.window = r.lease / 2
 	t.Logf("mode %s seed %d: lease %s, store timeout %s, %d workers, %d hot keys, %s",
 		mode.name, seed, r.lease.Round(time.Millisecond), r.st.Round(time.Millisecond), opts.Workers, opts.Keys, opts.Duration)
-	r.chaos = NewChaos(opts.Store, seed, r.st)
+	r.chaos = newChaos(opts.Store, seed, r.st)
 	r.truth = newTruth(r)
 	g, err := core.New(r.chaos, &core.Config{
 		Lease:           r.lease,

@@ -13,10 +13,10 @@ import (
 	"github.com/jobonce/jobonce/core/driver"
 )
 
-// StorePanic is the value a Chaos store panics with.
-type StorePanic struct{ Op string }
+// storePanic is the value a chaosStore panics with.
+type storePanic struct{ Op string }
 
-func (p StorePanic) String() string { return "storetest: injected panic in " + p.Op }
+func (p storePanic) String() string { return "storetest: injected panic in " + p.Op }
 
 // fault is what a Chaos store does to one call.
 type fault uint8
@@ -68,7 +68,7 @@ func (o op) String() string { return opNames[o] }
 //
 // Extend never panics: the Guard extends leases from a timer goroutine,
 // where a panic would end the process.
-type Chaos struct {
+type chaosStore struct {
 	inner   driver.Store
 	batch   driver.BatchStore
 	timeout time.Duration
@@ -80,21 +80,21 @@ type Chaos struct {
 	log    *storeLog
 }
 
-var _ driver.BatchStore = (*Chaos)(nil)
+var _ driver.BatchStore = (*chaosStore)(nil)
 
 // NewChaos wraps inner. storeTimeout is the Guard's StoreTimeout: delays are
 // drawn below it, dead connections last up to twice it, and a call whose
 // context never ends hangs for it at most. It starts calm.
-func NewChaos(inner driver.Store, seed uint64, storeTimeout time.Duration) *Chaos {
-	c := &Chaos{inner: inner, timeout: storeTimeout, rate: 0.3, rng: rand.New(rand.NewPCG(seed, 0x636861)), log: newStoreLog()}
+func newChaos(inner driver.Store, seed uint64, storeTimeout time.Duration) *chaosStore {
+	c := &chaosStore{inner: inner, timeout: storeTimeout, rate: 0.3, rng: rand.New(rand.NewPCG(seed, 0x636861)), log: newStoreLog()}
 	c.batch, _ = inner.(driver.BatchStore)
 	return c
 }
 
 // SetStormy turns fault injection on (true) or off.
-func (c *Chaos) SetStormy(on bool) { c.stormy.Store(on) }
+func (c *chaosStore) SetStormy(on bool) { c.stormy.Store(on) }
 
-func (c *Chaos) pick(batch, canPanic bool) (fault, time.Duration) {
+func (c *chaosStore) pick(batch, canPanic bool) (fault, time.Duration) {
 	if !c.stormy.Load() {
 		return pass, 0
 	}
@@ -129,7 +129,7 @@ func (c *Chaos) pick(batch, canPanic bool) (fault, time.Duration) {
 // weight is how likely fault f is among the faults of a call. Batches
 // panic more often than single calls: there are fewer of them, and a
 // panicking round must fail every call it answers.
-func (c *Chaos) weight(f fault, batch, canPanic bool) int {
+func (c *chaosStore) weight(f fault, batch, canPanic bool) int {
 	switch f {
 	case partial:
 		if !batch {
@@ -146,7 +146,7 @@ func (c *Chaos) weight(f fault, batch, canPanic bool) int {
 	return faultWeights[f]
 }
 
-func (c *Chaos) coin(p float64) bool {
+func (c *chaosStore) coin(p float64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.rng.Float64() < p
@@ -154,15 +154,15 @@ func (c *Chaos) coin(p float64) bool {
 
 // inject runs call under fault f and returns the error the caller gets
 // instead of call's own results, if any.
-func (c *Chaos) inject(ctx context.Context, o op, f fault, d time.Duration, call func(context.Context)) error {
+func (c *chaosStore) inject(ctx context.Context, o op, f fault, d time.Duration, call func(context.Context)) error {
 	switch f {
 	case pass:
 		call(ctx)
 	case errBefore:
-		return fmt.Errorf("%w: %s refused", ErrInjected, o)
+		return fmt.Errorf("%w: %s refused", errInjected, o)
 	case errAfter:
 		call(ctx)
-		return fmt.Errorf("%w: %s reply lost", ErrInjected, o)
+		return fmt.Errorf("%w: %s reply lost", errInjected, o)
 	case delayBefore:
 		if err := sleepCtx(ctx, d); err != nil {
 			return err
@@ -179,7 +179,7 @@ func (c *Chaos) inject(ctx context.Context, o op, f fault, d time.Duration, call
 		if err := sleepCtx(ctx, c.timeout); err != nil {
 			return err
 		}
-		return fmt.Errorf("%w: %s timed out", ErrInjected, o)
+		return fmt.Errorf("%w: %s timed out", errInjected, o)
 	case dead:
 		charge(ctx, d)
 		time.Sleep(d)
@@ -188,12 +188,12 @@ func (c *Chaos) inject(ctx context.Context, o op, f fault, d time.Duration, call
 			call(late)
 			cancel()
 		}
-		return fmt.Errorf("%w: %s connection reset", ErrInjected, o)
+		return fmt.Errorf("%w: %s connection reset", errInjected, o)
 	case panicBefore:
-		panic(StorePanic{Op: o.String()})
+		panic(storePanic{Op: o.String()})
 	case panicAfter:
 		call(ctx)
-		panic(StorePanic{Op: o.String()})
+		panic(storePanic{Op: o.String()})
 	}
 	return nil
 }
@@ -210,7 +210,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // Claim implements driver.Store.
-func (c *Chaos) Claim(ctx context.Context, req driver.ClaimRequest) (reply driver.ClaimReply, err error) {
+func (c *chaosStore) Claim(ctx context.Context, req driver.ClaimRequest) (reply driver.ClaimReply, err error) {
 	f, d := c.pick(false, true)
 	ev := c.log.begin(ctx, opClaim, f, req.Key, req.Token)
 	defer func() { ev.end(reply.State, err) }()
@@ -226,7 +226,7 @@ func (c *Chaos) Claim(ctx context.Context, req driver.ClaimRequest) (reply drive
 }
 
 // Extend implements driver.Store.
-func (c *Chaos) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) (err error) {
+func (c *chaosStore) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) (err error) {
 	f, d := c.pick(false, false)
 	ev := c.log.begin(ctx, opExtend, f, key, token)
 	defer func() { ev.end(0, err) }()
@@ -241,7 +241,7 @@ func (c *Chaos) Extend(ctx context.Context, key string, token driver.Token, leas
 }
 
 // Complete implements driver.Store.
-func (c *Chaos) Complete(ctx context.Context, req driver.CompleteRequest) (err error) {
+func (c *chaosStore) Complete(ctx context.Context, req driver.CompleteRequest) (err error) {
 	f, d := c.pick(false, true)
 	ev := c.log.begin(ctx, opComplete, f, req.Key, req.Token)
 	defer func() { ev.end(0, err) }()
@@ -252,7 +252,7 @@ func (c *Chaos) Complete(ctx context.Context, req driver.CompleteRequest) (err e
 }
 
 // Release implements driver.Store.
-func (c *Chaos) Release(ctx context.Context, key string, token driver.Token) (err error) {
+func (c *chaosStore) Release(ctx context.Context, key string, token driver.Token) (err error) {
 	f, d := c.pick(false, true)
 	ev := c.log.begin(ctx, opRelease, f, key, token)
 	defer func() { ev.end(0, err) }()
@@ -270,7 +270,7 @@ func cmpErr(injected, own error) error {
 }
 
 // ClaimBatch implements driver.BatchStore.
-func (c *Chaos) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) (replies []driver.ClaimReply, errs []error) {
+func (c *chaosStore) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) (replies []driver.ClaimReply, errs []error) {
 	f, d := c.pick(true, true)
 	evs := make([]*storeEvent, len(reqs))
 	for i, r := range reqs {
@@ -310,7 +310,7 @@ func (c *Chaos) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) (rep
 		}
 		c.markPartial(evs, failed)
 		for _, i := range failed {
-			replies[i], errs[i] = driver.ClaimReply{}, fmt.Errorf("%w: %s entry %d failed", ErrInjected, opClaimBatch, i)
+			replies[i], errs[i] = driver.ClaimReply{}, fmt.Errorf("%w: %s entry %d failed", errInjected, opClaimBatch, i)
 		}
 		return replies, errs
 	}
@@ -323,7 +323,7 @@ func (c *Chaos) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) (rep
 }
 
 // CompleteBatch implements driver.BatchStore.
-func (c *Chaos) CompleteBatch(ctx context.Context, reqs []driver.CompleteRequest) (errs []error) {
+func (c *chaosStore) CompleteBatch(ctx context.Context, reqs []driver.CompleteRequest) (errs []error) {
 	f, d := c.pick(true, true)
 	evs := make([]*storeEvent, len(reqs))
 	for i, r := range reqs {
@@ -360,7 +360,7 @@ func (c *Chaos) CompleteBatch(ctx context.Context, reqs []driver.CompleteRequest
 		}
 		c.markPartial(evs, failed)
 		for _, i := range failed {
-			errs[i] = fmt.Errorf("%w: %s entry %d failed", ErrInjected, opCompleteBatch, i)
+			errs[i] = fmt.Errorf("%w: %s entry %d failed", errInjected, opCompleteBatch, i)
 		}
 		return errs
 	}
@@ -373,7 +373,7 @@ func (c *Chaos) CompleteBatch(ctx context.Context, reqs []driver.CompleteRequest
 }
 
 // markPartial records which entries of a partly failed batch failed.
-func (c *Chaos) markPartial(evs []*storeEvent, failed []int) {
+func (c *chaosStore) markPartial(evs []*storeEvent, failed []int) {
 	hit := make(map[int]bool, len(failed))
 	for _, i := range failed {
 		hit[i] = true
@@ -388,7 +388,7 @@ func (c *Chaos) markPartial(evs []*storeEvent, failed []int) {
 // split picks some entries of a batch to fail. Half the time the failed
 // entries still reach the store (their replies are lost), so sent then
 // holds every entry.
-func (c *Chaos) split(n int) (failed, sent []int) {
+func (c *chaosStore) split(n int) (failed, sent []int) {
 	c.mu.Lock()
 	lostReply := c.rng.IntN(2) == 0
 	for i := range n {

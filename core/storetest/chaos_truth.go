@@ -198,7 +198,7 @@ func outcomeName(out core.Outcome, panicked any) string {
 	switch panicked.(type) {
 	case nil, jobPanic:
 		return out.String()
-	case StorePanic:
+	case storePanic:
 		return "store panic escaped"
 	}
 	return "other panic"
@@ -445,7 +445,7 @@ func (r *chaosRun) check(d *delivery) {
 		if d.run == nil {
 			t.violate("6 outcome inconsistent with what ran", "%s: the job's panic came back though no job ran", name)
 		}
-	case StorePanic:
+	case storePanic:
 		if len(evs) == 0 {
 			what := "the job did not run"
 			if d.run != nil && !d.run.ok {

@@ -240,7 +240,7 @@ func heartbeatKeepsLongJobExclusive(t *testing.T, s *suite) {
 
 func lostHeartbeatCancelsJob(t *testing.T, s *suite) {
 	const lease = 200 * time.Millisecond
-	faulty := NewFaulty(s.store)
+	faulty := newFaulty(s.store)
 	g := s.guard(faulty, core.Config{Lease: lease})
 	later := s.guard(s.store, core.Config{Lease: lease})
 	ctx := ctx(t)
@@ -290,7 +290,7 @@ func expiredLeaseLetsLaterCopyRun(t *testing.T, s *suite) {
 }
 
 func failClosedAndFailOpen(t *testing.T, s *suite) {
-	faulty := NewFaulty(s.store)
+	faulty := newFaulty(s.store)
 	faulty.SetDown(true)
 	ctx := ctx(t)
 	closed := s.guard(faulty, core.Config{})
@@ -298,7 +298,7 @@ func failClosedAndFailOpen(t *testing.T, s *suite) {
 	out, err := closed.Do(ctx, "down", func(context.Context) error { ran = true; return nil })
 	require.Equal(t, core.Unavailable, out)
 	require.ErrorIs(t, err, core.ErrStoreUnavailable)
-	require.ErrorIs(t, err, ErrInjected)
+	require.ErrorIs(t, err, errInjected)
 	require.False(t, ran, "fail closed: the job must not run")
 
 	open := s.guard(faulty, core.Config{FailOpen: true})
@@ -314,7 +314,7 @@ func failClosedAndFailOpen(t *testing.T, s *suite) {
 }
 
 func unrecordedWhenCompleteFails(t *testing.T, s *suite) {
-	faulty := NewFaulty(s.store)
+	faulty := newFaulty(s.store)
 	faulty.SetFinishDown(true)
 	var ev core.Event
 	g2 := s.guard(faulty, core.Config{Lease: time.Minute, Observer: func(_ context.Context, e core.Event) { ev = e }})
@@ -322,7 +322,7 @@ func unrecordedWhenCompleteFails(t *testing.T, s *suite) {
 	require.NoError(t, err, "the effect happened, so the delivery is acknowledged")
 	require.Equal(t, core.Unrecorded, out)
 	require.Equal(t, core.Unrecorded, ev.Outcome)
-	require.ErrorIs(t, ev.Err, ErrInjected)
+	require.ErrorIs(t, ev.Err, errInjected)
 }
 
 func badInput(t *testing.T, s *suite) {
