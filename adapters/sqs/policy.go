@@ -36,9 +36,7 @@ const visibilityMargin = time.Minute
 // message is handed back to the queue at once.
 func (o *options) decide(out core.Outcome, err error, receives int, elapsed time.Duration, stopping bool) decision {
 	switch {
-	case err == nil:
-		// The Guard's contract: a nil error means the delivery is handled
-		// (ran, done already, or ran unguarded).
+	case err == nil && handled(out):
 		return decision{act: remove}
 	case out == core.Running:
 		retry, _ := core.RetryAfter(err)
@@ -71,6 +69,17 @@ func (o *options) decide(out core.Outcome, err error, receives int, elapsed time
 	default: // Conflict, Rejected: left for the dead-letter queue.
 		return decision{act: leave}
 	}
+}
+
+// handled reports whether out means the job ran or is done, so its message
+// can be deleted. It is decided from the outcome alone, never from a nil
+// error: a caller settling a failure it decided itself passes no error.
+func handled(out core.Outcome) bool {
+	switch out {
+	case core.Ran, core.Duplicate, core.LeaseLost, core.Unrecorded, core.Unguarded:
+		return true
+	}
+	return false
 }
 
 // hide returns a hide decision for base doubled per earlier receive, capped

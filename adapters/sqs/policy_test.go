@@ -84,6 +84,11 @@ func TestDecide(t *testing.T) {
 		{"unavailable when stopping handed back", core.Unavailable, unavailable, 3, 0, true, decision{act: hide}},
 		{"canceled left as is", core.Canceled, context.DeadlineExceeded, 3, 0, false, decision{act: leave}},
 		{"canceled when stopping handed back", core.Canceled, context.Canceled, 3, 0, true, decision{act: hide}},
+		// A failure the Poller settles itself (a retry in place abandoned at
+		// stop) comes without an error: a nil error alone never deletes.
+		{"failure without an error kept", core.Failed, nil, 1, 0, false, decision{act: leave}},
+		{"rejected without an error kept", core.Rejected, nil, 1, 0, false, decision{act: leave}},
+		{"zero outcome kept", 0, nil, 1, 0, false, decision{act: leave}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, o.decide(tc.out, tc.err, tc.receives, tc.elapsed, tc.stopping))
