@@ -180,6 +180,9 @@ func (c *Claim) failsOpen() bool {
 // other outcome is final. A claim's Work runs once; a second call is
 // Rejected.
 func (c *Claim) Work(ctx context.Context, fn RunFunc) (Result, error) {
+	if c == nil {
+		return Result{Outcome: Rejected}, errors.New("jobonce: the Claim is nil")
+	}
 	res, err := c.work(ctx, fn)
 	if res.Outcome == awaitingMarker {
 		c.pending = true
@@ -370,32 +373,46 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 			outs[r[0]] = outs[r[1]]
 		}
 	}()
-	if g.batch == nil || len(pending) < 2 {
-		for _, i := range pending {
-			c := claims[i]
-			var cause error
-			outs[i], cause = c.finish(ctx)
-			c.final = outs[i]
-			g.observe(ctx, c.job.Key, outs[i], cause, c.ran)
-		}
+	if len(pending) == 1 {
+		c := claims[pending[0]]
+		out, cause := c.finish(ctx)
+		outs[pending[0]], c.final = out, out
+		g.observe(ctx, c.job.Key, out, cause, c.ran)
 		return outs
 	}
-	reqs := make([]driver.CompleteRequest, len(pending))
-	for j, i := range pending {
-		reqs[j] = claims[i].completeRequest()
+	// The markers' retries share one StoreTimeout, after the batch's own
+	// round trip (if any), so Finish answers within two store calls' bound
+	// however many claims it is given.
+	errs := make([]error, len(pending))
+	failed := pending
+	if g.batch != nil {
+		reqs := make([]driver.CompleteRequest, len(pending))
+		for j, i := range pending {
+			reqs[j] = claims[i].completeRequest()
+		}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
+		_, errs = sendBatch(sctx, completeBatch(g.batch), reqs)
+		cancel()
+		failed = nil
+		for j, i := range pending {
+			if errs[j] != nil && !errors.Is(errs[j], ErrLeaseLost) {
+				failed = append(failed, i)
+			}
+		}
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
-	_, errs := sendBatch(sctx, completeBatch(g.batch), reqs)
-	cancel()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
+	defer cancel()
+	retried := make(map[int]error, len(failed))
+	for _, i := range failed {
+		_, retried[i] = g.retryCompleteWithin(rctx, claims[i].completeRequest())
+	}
 	for j, i := range pending {
 		c := claims[i]
-		err := errs[j]
-		if err != nil && !errors.Is(err, ErrLeaseLost) {
-			outs[i], err = g.retryComplete(ctx, c.completeRequest())
-		} else {
-			outs[i] = completeOutcome(err)
+		err, ok := retried[i]
+		if !ok {
+			err = errs[j]
 		}
-		c.final = outs[i]
+		outs[i], c.final = completeOutcome(err), completeOutcome(err)
 		c.hb.stop()
 		g.observe(ctx, c.job.Key, outs[i], err, c.ran)
 	}
@@ -447,6 +464,11 @@ func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
 func (g *Guard) retryComplete(ctx context.Context, req driver.CompleteRequest) (Outcome, error) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
 	defer cancel()
+	return g.retryCompleteWithin(sctx, req)
+}
+
+// retryCompleteWithin is retryComplete under a context the caller bounded.
+func (g *Guard) retryCompleteWithin(sctx context.Context, req driver.CompleteRequest) (Outcome, error) {
 	for attempt := 0; ; attempt++ {
 		err := g.storeComplete(sctx, req)
 		if err == nil || errors.Is(err, ErrLeaseLost) || attempt == len(completeBackoff) {

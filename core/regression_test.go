@@ -202,4 +202,41 @@ func TestZeroClaimIsRejected(t *testing.T) {
 	require.Equal(t, core.Rejected, res.Outcome)
 	var nilClaim *core.Claim
 	require.False(t, nilClaim.Runs())
+	res, err = nilClaim.Work(context.Background(), func(context.Context) ([]byte, error) { return nil, nil })
+	require.Error(t, err)
+	require.Equal(t, core.Rejected, res.Outcome)
+}
+
+// slowMarkers is a store whose done markers hang until their context ends.
+type slowMarkers struct{ *memstore.Store }
+
+func (s slowMarkers) Complete(ctx context.Context, _ driver.CompleteRequest) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// Finish answers within two store calls' bound however many claims it is
+// given: the markers' retries share one StoreTimeout.
+func TestFinishIsBoundedWhateverTheBatch(t *testing.T) {
+	const storeTimeout = 100 * time.Millisecond
+	store := &slowMarkers{memstore.New()}
+	g, err := core.New(store, &core.Config{StoreTimeout: storeTimeout})
+	require.NoError(t, err)
+	ctx := context.Background()
+	jobs := make([]core.Job, 8)
+	for i := range jobs {
+		jobs[i] = core.Job{Key: fmt.Sprint("slow-", i)}
+	}
+	claims := g.Claim(ctx, jobs...)
+	for _, c := range claims {
+		_, err := c.Work(ctx, func(context.Context) ([]byte, error) { return nil, nil })
+		require.NoError(t, err)
+	}
+	start := time.Now()
+	outs := g.Finish(ctx, claims...)
+	took := time.Since(start)
+	for _, out := range outs {
+		require.Equal(t, core.Unrecorded, out)
+	}
+	require.Less(t, took, 2*storeTimeout+storeTimeout, "Finish of %d claims took %s", len(claims), took)
 }

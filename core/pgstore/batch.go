@@ -38,7 +38,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) ([]d
 			errs[i], settled[i] = err, true
 			continue
 		}
-		batch.Queue(s.sql.claim, s.claimArgs(&reqs[i])...)
+		batch.Queue(s.sql.claim, s.claimArgs(ctx, &reqs[i])...)
 		queued = append(queued, i)
 	}
 	if len(queued) > 0 {

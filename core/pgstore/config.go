@@ -29,7 +29,9 @@ type Config struct {
 	// another transaction that holds the same key and has not committed. When
 	// it runs out, the key is reported as running (core.ErrRunning), so no
 	// worker hangs behind a long transaction. It is set as PostgreSQL's
-	// lock_timeout, rounded up to whole milliseconds, so it must be between
+	// lock_timeout, rounded up to whole milliseconds (and shortened to three
+	// quarters of the time left when the call's context has a nearer
+	// deadline, such as the Guard's StoreTimeout), so it must be between
 	// 1ms and 596h31m23.647s (2^31-1 ms). Defaults to 100ms.
 	LockTimeout time.Duration
 

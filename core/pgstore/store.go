@@ -155,14 +155,30 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 	}
 }
 
-func (s *Store) claimArgs(req *driver.ClaimRequest) []any {
-	return []any{[]byte(req.Key), uuid(req.Token), []byte(req.Fingerprint), req.Lease.Microseconds(), s.lockTimeout}
+func (s *Store) claimArgs(ctx context.Context, req *driver.ClaimRequest) []any {
+	return []any{[]byte(req.Key), uuid(req.Token), []byte(req.Fingerprint), req.Lease.Microseconds(), s.lockTimeoutFor(ctx)}
+}
+
+// lockTimeoutFor returns the lock_timeout of a statement sent under ctx:
+// Config.LockTimeout, shortened to three quarters of the time left before
+// ctx's deadline, so that a key held by an open transaction is answered as
+// running by the database before the caller's deadline ends the call.
+func (s *Store) lockTimeoutFor(ctx context.Context) string {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return s.lockTimeout
+	}
+	bound := time.Until(deadline) * 3 / 4
+	if bound >= s.cfg.LockTimeout {
+		return s.lockTimeout
+	}
+	return strconv.FormatInt(max(ceilMillis(bound), 1), 10) + "ms"
 }
 
 // claimOnce runs the claim statement once. settled is false when it returned
 // no row and must run again.
 func (s *Store) claimOnce(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, bool, error) {
-	rows, err := s.pool.Query(ctx, s.sql.claim, s.claimArgs(&req)...)
+	rows, err := s.pool.Query(ctx, s.sql.claim, s.claimArgs(ctx, &req)...)
 	if err != nil {
 		return driver.ClaimReply{}, false, err
 	}

@@ -39,7 +39,7 @@ func (s *Store) RecordTx(ctx context.Context, tx pgx.Tx, req driver.RecordReques
 	for attempt := 1; ; attempt++ {
 		b := &pgx.Batch{}
 		b.Queue(s.sql.txSavepoint)
-		b.Queue(s.sql.txLockTimeout, s.lockTimeout)
+		b.Queue(s.sql.txLockTimeout, s.lockTimeoutFor(ctx))
 		b.Queue(s.sql.txTakeover, k)
 		b.Queue(s.sql.txRecord, k, []byte(req.Fingerprint), req.Retention.Microseconds())
 		b.Queue(s.sql.txState, k)

@@ -560,3 +560,73 @@ func TestDoTxGoexit(t *testing.T) {
 	require.Equal(t, 0, records(t, pool))
 	require.Equal(t, 0, count(t, pool, "SELECT count(*) FROM effects"))
 }
+
+// TestDoTxLostCommitAnswer: when the connection is cut while COMMIT runs
+// on the server, the TxGuard reports what happened: Ran if the commit went
+// through (only its answer was lost: it asks the store again and finds the
+// key done), Failed if it did not; a redelivery agrees either way.
+func TestDoTxLostCommitAnswer(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	direct, schema := testenv.Postgres(t)
+	migratedStore(t, direct, nil)
+	effects(t, direct)
+	// COMMIT runs a deferred trigger for 500ms: the cut lands inside it.
+	_, err := direct.Exec(ctx, `
+CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.5); RETURN NULL; END $$;
+CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON effects DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit();`)
+	require.NoError(t, err)
+
+	flaky := testenv.StartFlaky(t, "127.0.0.1:5432")
+	cfg, err := pgxpool.ParseConfig("postgres://postgres@" + flaky.Addr() + "/test?sslmode=disable")
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	viaProxy, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(viaProxy.Close)
+	mode := txOf(t, migratedStore(t, viaProxy, nil))
+
+	out, err := mode.Do(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
+		time.AfterFunc(200*time.Millisecond, func() { flaky.Cut(); flaky.Restore() })
+		return insertEffect("k")(ctx, tx)
+	})
+	effects := 0
+	require.Eventually(t, func() bool { // the server has finished with the transaction
+		effects = count(t, direct, "SELECT count(*) FROM effects")
+		return count(t, direct, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'commit%' AND state = 'active'") == 0
+	}, 10*time.Second, 20*time.Millisecond)
+	t.Logf("reported %s (%v); effects committed: %d", out, err, effects)
+	again, err2 := mode.Do(ctx, "k", insertEffect("k"))
+	require.NoError(t, err2)
+	if effects == 1 {
+		require.NoError(t, err)
+		require.Equal(t, core.Ran, out, "the commit went through; only its answer was lost")
+		require.Equal(t, core.Duplicate, again)
+	} else {
+		require.Equal(t, core.Failed, out, "the commit did not go through")
+		require.ErrorContains(t, err, "commit")
+		require.Equal(t, core.Ran, again)
+	}
+}
+
+// TestDoTxHeldKeyUnderAShortStoreTimeout: with LockTimeout longer than the
+// Guard's StoreTimeout, a key held by an open transaction is still answered
+// as Running (the lock wait is shortened to fit the call's deadline), never
+// as a store outage.
+func TestDoTxHeldKeyUnderAShortStoreTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, &pgstore.Config{LockTimeout: 2 * time.Second})
+	mode := txWith(t, s, &core.Config{StoreTimeout: 300 * time.Millisecond})
+	holder, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(ctx)
+	mode.Record(t, ctx, holder, "k")
+	out, err := mode.Do(ctx, "k", func(context.Context, pgx.Tx) error { return errors.New("must not run") })
+	require.ErrorIs(t, err, core.ErrRunning)
+	require.Equal(t, core.Running, out)
+	g := testenv.NewGuard(t, s, &core.Config{StoreTimeout: 300 * time.Millisecond})
+	out, err = g.Do(ctx, "k", func(context.Context) error { return errors.New("must not run") })
+	require.ErrorIs(t, err, core.ErrRunning, "a leased claim too")
+	require.Equal(t, core.Running, out)
+}
