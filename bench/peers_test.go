@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -42,7 +43,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 		op   func(ctx context.Context, key string) error
 	}{
 		{"raw", func(ctx context.Context, key string) error {
-			tok := core.NewToken().String()
+			tok := driver.NewToken().String()
 			if err := client.SetNX(ctx, prefix+key, tok, 30*time.Second).Err(); err != nil {
 				return err
 			}
