@@ -73,11 +73,21 @@ type ClaimReply struct {
 	State State
 	// Fingerprint is the fingerprint stored with a running claim or done marker.
 	Fingerprint string
-	// Remaining is a running claim's remaining lease, or for RecordTx the
-	// store's hint of when the holding transaction may have ended.
+	// Remaining is a running claim's remaining lease, a done marker's
+	// remaining retention, or for RecordTx the store's hint of when the
+	// holding transaction may have ended.
 	Remaining time.Duration
 	// Result is the result stored with a done marker, if any.
 	Result []byte
+	// Fence is the claim's fencing token when State is StateClaimed: the
+	// larger of the store's clock in microseconds since the Unix epoch and
+	// one more than the fence of the key's previous claim, when the store
+	// still knows it. Successive claims of a key therefore get increasing
+	// fences, a takeover after a lapsed lease included, as long as the
+	// store's clock does not step back by more than the time between them.
+	// A claim sent again with the token that holds the key gets the same
+	// fence. RecordTx reports the record's fence the same way.
+	Fence int64
 }
 
 // CompleteRequest asks a store to turn the claim held by Token into a done marker.
