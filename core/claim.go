@@ -30,8 +30,10 @@ type Claim struct {
 	used     bool       // Work was called: a claim runs its job once
 	hb       *heartbeat // keeps a held claim alive until its marker is written
 
-	started time.Time // when the claim request was sent; the lease runs from here
-	pending bool      // Work succeeded; the claim awaits Finish
+	started   time.Time     // when the claim request was sent; the lease runs from here
+	lag       time.Duration // a duplicate's lag behind its first copy's done marker
+	wouldSkip Outcome       // shadow mode: the outcome enforcement would give this delivery
+	pending   bool          // Work succeeded; the claim awaits Finish
 	final   Outcome   // the final outcome Work reported, when it was final
 	value   []byte
 	ran     time.Duration
@@ -145,7 +147,8 @@ func (c *Claim) claimRequest() driver.ClaimRequest {
 
 // Runs reports whether the claim's answer lets Work call the job's
 // function: the claim holds the key, or the job runs without one
-// (Job.Unguarded, or the store failed and the Guard fails open). A consumer
+// (Job.Unguarded, the store failed and the Guard fails open, or shadow
+// mode, which runs every delivery). A consumer
 // can run the claims that run on goroutines of their own and settle the
 // others at once with Work, which then calls no function. Work may still
 // not run a claim for which Runs is true, when the caller's context ended
@@ -157,6 +160,8 @@ func (c *Claim) Runs() bool {
 		return false
 	case c.job.Unguarded:
 		return true
+	case c.g.cfg.Shadow:
+		return !c.canceled // shadow mode runs every delivery
 	case c.err == nil:
 		return c.reply.State == driver.StateClaimed
 	default:
@@ -201,7 +206,7 @@ func (c *Claim) run(ctx context.Context, fn RunFunc) (Result, error) {
 		return res, err
 	}
 	out, cause := c.finish(ctx)
-	c.g.observe(ctx, c.job.Key, out, cause, c.ran)
+	c.report(ctx, out, cause, c.ran)
 	return Result{Outcome: out, Value: c.value}, nil
 }
 
@@ -218,13 +223,13 @@ func (c *Claim) work(ctx context.Context, fn RunFunc) (Result, error) {
 	}
 	if c.used {
 		err := errors.New("jobonce: claim already used by Work")
-		g.observe(ctx, c.job.Key, Rejected, err, 0)
+		c.report(ctx, Rejected, err, 0)
 		return Result{Outcome: Rejected}, err
 	}
 	c.used = true
 	if fn == nil {
 		err := errors.New("jobonce: job function is nil")
-		g.observe(ctx, c.job.Key, Rejected, err, 0)
+		c.report(ctx, Rejected, err, 0)
 		if c.err == nil && c.reply.State == driver.StateClaimed {
 			g.release(ctx, c.key, c.token)
 		}
@@ -236,27 +241,39 @@ func (c *Claim) work(ctx context.Context, fn RunFunc) (Result, error) {
 	if c.err != nil {
 		switch {
 		case c.canceled:
-			g.observe(ctx, c.job.Key, Canceled, c.err, 0)
+			c.report(ctx, Canceled, c.err, 0)
 			return Result{Outcome: Canceled}, c.err
 		case errors.Is(c.err, ErrInvalidKey):
-			g.observe(ctx, c.job.Key, Rejected, c.err, 0)
+			if g.cfg.Shadow {
+				return c.runShadow(ctx, fn, Rejected, c.err)
+			}
+			c.report(ctx, Rejected, c.err, 0)
 			return Result{Outcome: Rejected}, c.err
 		case c.failsOpen():
 			return g.runUnguarded(ctx, c, fn, c.err)
 		}
 		err := fmt.Errorf("%w: %w", ErrStoreUnavailable, c.err)
-		g.observe(ctx, c.job.Key, Unavailable, err, 0)
+		if g.cfg.Shadow {
+			return c.runShadow(ctx, fn, Unavailable, err)
+		}
+		c.report(ctx, Unavailable, err, 0)
 		return Result{Outcome: Unavailable}, err
 	}
 	if out, err := g.decide(c.job, c.fp, c.reply); out != 0 {
-		g.observe(ctx, c.job.Key, out, err, 0)
+		if out == Duplicate {
+			c.lag = lagOf(c.reply.Remaining, g.cfg.Retention)
+		}
+		if g.cfg.Shadow {
+			return c.runShadow(ctx, fn, out, err)
+		}
+		c.report(ctx, out, err, 0)
 		if out == Duplicate {
 			return Result{Outcome: Duplicate, Value: c.reply.Result}, nil
 		}
 		return Result{Outcome: out}, err
 	}
 	if g.stopped(ctx, c) { // released
-		g.observe(ctx, c.job.Key, Canceled, c.err, 0)
+		c.report(ctx, Canceled, c.err, 0)
 		return Result{Outcome: Canceled}, c.err
 	}
 	if late := time.Since(c.started); late >= g.cfg.Lease/2 {
@@ -264,17 +281,20 @@ func (c *Claim) work(ctx context.Context, fn RunFunc) (Result, error) {
 		// copy may then run alongside: fail closed, as for an outage.
 		g.release(ctx, c.key, c.token)
 		if g.stopped(ctx, c) {
-			g.observe(ctx, c.job.Key, Canceled, c.err, 0)
+			c.report(ctx, Canceled, c.err, 0)
 			return Result{Outcome: Canceled}, c.err
 		}
 		err := fmt.Errorf("%w: the claim was answered %s after it was sent, past half its lease (%s)", ErrStoreUnavailable, late.Round(time.Millisecond), g.cfg.Lease)
-		g.observe(ctx, c.job.Key, Unavailable, err, 0)
+		if g.cfg.Shadow {
+			return c.runShadow(ctx, fn, Unavailable, err)
+		}
+		c.report(ctx, Unavailable, err, 0)
 		return Result{Outcome: Unavailable}, err
 	}
 	value, ferr := c.call(ctx, fn)
 	if ferr != nil {
 		g.release(ctx, c.key, c.token)
-		g.observe(ctx, c.job.Key, Failed, ferr, c.ran)
+		c.report(ctx, Failed, ferr, c.ran)
 		return Result{Outcome: Failed, Value: value}, ferr
 	}
 	c.value = value
@@ -286,7 +306,7 @@ func (c *Claim) work(ctx context.Context, fn RunFunc) (Result, error) {
 // is released. A panic is reported as Failed and raised again.
 func (c *Claim) call(ctx context.Context, fn RunFunc) (value []byte, err error) {
 	g := c.g
-	jobCtx, cancel := context.WithCancelCause(ctx)
+	jobCtx, cancel := context.WithCancelCause(g.withJob(ctx, c.job, c.reply.Fence))
 	c.hb = g.startHeartbeat(jobCtx, c, cancel)
 	start := time.Now()
 	finished := false
@@ -303,7 +323,7 @@ func (c *Claim) call(ctx context.Context, fn RunFunc) (value []byte, err error) 
 		r := recover()
 		g.release(ctx, c.key, c.token)
 		c.final = Failed
-		g.observe(ctx, c.job.Key, Failed, fmt.Errorf("jobonce: job panicked: %v", r), c.ran)
+		c.report(ctx, Failed, fmt.Errorf("jobonce: job panicked: %v", r), c.ran)
 		if r != nil {
 			panic(r)
 		}
@@ -322,21 +342,43 @@ func (g *Guard) runUnguarded(ctx context.Context, c *Claim, fn RunFunc, cause er
 		if !finished {
 			r := recover()
 			c.final = Failed
-			g.observe(ctx, c.job.Key, Failed, fmt.Errorf("jobonce: job panicked: %v", r), time.Since(start))
+			c.report(ctx, Failed, fmt.Errorf("jobonce: job panicked: %v", r), time.Since(start))
 			if r != nil {
 				panic(r)
 			}
 		}
 	}()
-	value, err := fn(ctx)
+	value, err := fn(g.withJob(ctx, c.job, 0))
 	finished = true
 	c.ran = time.Since(start)
 	if err != nil {
-		g.observe(ctx, c.job.Key, Failed, err, c.ran)
+		c.report(ctx, Failed, err, c.ran)
 		return Result{Outcome: Failed, Value: value}, err
 	}
-	g.observe(ctx, c.job.Key, Unguarded, cause, c.ran)
+	c.report(ctx, Unguarded, cause, c.ran)
 	return Result{Outcome: Unguarded, Value: value}, nil
+}
+
+// runShadow runs, in shadow mode, a delivery that enforcement would skip
+// with outcome would (and error cause): without a claim, reported as
+// Unguarded (or Failed) with Event.WouldSkip set.
+func (c *Claim) runShadow(ctx context.Context, fn RunFunc, would Outcome, cause error) (Result, error) {
+	c.wouldSkip = would
+	if would == Duplicate || would == Running || would == Conflict {
+		cause = nil // the store answered: this is no store failure
+	}
+	return c.g.runUnguarded(ctx, c, fn, cause)
+}
+
+// report hands one outcome of the claim's job to the Guard's observer, log
+// and metrics.
+func (c *Claim) report(ctx context.Context, out Outcome, err error, ran time.Duration) {
+	e := c.job.event(out, err)
+	e.Duration, e.WouldSkip = ran, c.wouldSkip
+	if out == Duplicate || c.wouldSkip == Duplicate {
+		e.Lag = c.lag
+	}
+	c.g.observe(ctx, e)
 }
 
 // Finish records the done markers of claims whose Work left them pending,
@@ -377,7 +419,7 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 		c := claims[pending[0]]
 		out, cause := c.finish(ctx)
 		outs[pending[0]], c.final = out, out
-		g.observe(ctx, c.job.Key, out, cause, c.ran)
+		c.report(ctx, out, cause, c.ran)
 		return outs
 	}
 	// The markers' retries share one StoreTimeout, after the batch's own
@@ -414,7 +456,7 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 		}
 		outs[i], c.final = completeOutcome(err), completeOutcome(err)
 		c.hb.stop()
-		g.observe(ctx, c.job.Key, outs[i], err, c.ran)
+		c.report(ctx, outs[i], err, c.ran)
 	}
 	return outs
 }

@@ -65,6 +65,21 @@ type Config struct {
 	// caller's context is cancelled. Defaults to 5s.
 	StoreTimeout time.Duration
 
+	// Shadow turns on shadow mode, for rolling jobonce out: the Guard claims
+	// and records as usual, but runs every delivery, also those it would
+	// skip (a duplicate, a copy that finds its job running, a conflict, an
+	// empty key, a store failure), without a claim. Those are reported as
+	// Unguarded with Event.WouldSkip set to the outcome enforcement would
+	// have given, and counted in jobonce.shadow.skips, so a team can watch
+	// what enforcement would change, then turn Shadow off. Defaults to false.
+	Shadow bool
+
+	// Consumer names this Guard's consumer in metrics and logs (the
+	// jobonce.consumer attribute), such as "billing-worker", so that the
+	// outcomes of one consumer stand out. Keep it to a fixed set of names.
+	// Defaults to "" (no attribute).
+	Consumer string
+
 	// Observer, when set, is called once for every outcome.
 	// Defaults to nil (no observer).
 	Observer Observer
@@ -87,6 +102,8 @@ type Observer func(ctx context.Context, e Event)
 type Event struct {
 	// Key is the user's key, as passed to Do.
 	Key string
+	// Kind and Source are the job's (see Job): where the delivery came from.
+	Kind, Source string
 	// Outcome is what happened.
 	Outcome Outcome
 	// Err is the error returned to the caller, or for LeaseLost and Unrecorded
@@ -94,6 +111,16 @@ type Event struct {
 	Err error
 	// Duration is how long the job's function ran; zero when it did not run.
 	Duration time.Duration
+	// Lag is, for a Duplicate, how long after its first copy's done marker
+	// was written this copy arrived (Retention minus the marker's remaining
+	// retention); zero when the store did not say. The longest lags seen
+	// tell how long Retention must be: a copy arriving after Retention is
+	// not a duplicate any more, it runs again.
+	Lag time.Duration
+	// WouldSkip is, in shadow mode (Config.Shadow), the outcome with which
+	// enforcement would have skipped this delivery, which ran instead; zero
+	// otherwise.
+	WouldSkip Outcome
 }
 
 func (c *Config) withDefaults() (Config, error) {

@@ -31,6 +31,14 @@ type Job struct {
 	// a key held or done with a different fingerprint is a Conflict. Empty
 	// disables the check. One longer than 64 bytes is stored as its SHA-256.
 	Fingerprint string
+	// Kind names the kind of job for metrics and logs (the jobonce.kind
+	// attribute): the adapters set it to the Asynq task type, the SQS queue
+	// name or the River kind. It must come from a small fixed set: after 100
+	// distinct Source and Kind pairs, a Guard counts further ones as "other".
+	Kind string
+	// Source names what delivered the job (the jobonce.source attribute):
+	// "asynq", "sqs" or "river" from the adapters, empty from your own code.
+	Source string
 	// Unguarded runs the job without a claim, as a consumer's configuration
 	// exempts some jobs (an adapter's skipped task types or kinds): the job
 	// always runs, and is reported as Unguarded with a nil error, logged at
@@ -61,7 +69,7 @@ func New(store driver.Store, cfg *Config) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(c.MeterProvider)
+	m, err := newMetrics(c.MeterProvider, c.Consumer)
 	if err != nil {
 		return nil, fmt.Errorf("jobonce: metrics: %w", err)
 	}

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -11,49 +12,134 @@ import (
 
 const instrumentationName = "github.com/jobonce/jobonce/core"
 
-// metrics holds the OpenTelemetry instruments:
+// maxKinds bounds the distinct Source and Kind pairs a Guard's metrics
+// carry; further pairs are counted under Kind "other".
+const maxKinds = 100
+
+// metrics holds the OpenTelemetry instruments. Every measurement carries
+// the attributes outcome, jobonce.source and jobonce.kind (the job's, when
+// set) and jobonce.consumer (Config.Consumer, when set):
 //
-//	jobonce.outcomes      counter, attribute outcome
-//	jobonce.run.duration  histogram in seconds of job functions that ran, attribute outcome
+//	jobonce.outcomes          counter of deliveries, by outcome
+//	jobonce.run.duration      histogram (s) of job functions that ran
+//	jobonce.duplicate.lag     histogram (s): how long after the first copy's done marker a duplicate arrived
+//	jobonce.shadow.skips      counter of deliveries shadow mode ran that enforcement would skip, by that outcome
 type metrics struct {
 	outcomes metric.Int64Counter
 	duration metric.Float64Histogram
-	add      [len(outcomeNames)][]metric.AddOption
-	rec      [len(outcomeNames)][]metric.RecordOption
+	lag      metric.Float64Histogram
+	shadow   metric.Int64Counter
+	consumer string
+
+	mu    sync.RWMutex
+	sets  map[attrKey]*attrOpts
+	kinds map[[2]string]struct{} // the Source and Kind pairs seen, up to maxKinds
 }
 
-func newMetrics(mp metric.MeterProvider) (*metrics, error) {
+type attrKey struct {
+	out          Outcome
+	source, kind string
+}
+
+// attrOpts are one attribute set as the instruments take it.
+type attrOpts struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+func newMetrics(mp metric.MeterProvider, consumer string) (*metrics, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
 	meter := mp.Meter(instrumentationName)
-	m := &metrics{}
+	m := &metrics{consumer: consumer, sets: map[attrKey]*attrOpts{}, kinds: map[[2]string]struct{}{}}
 	var err error
-	m.outcomes, err = meter.Int64Counter("jobonce.outcomes",
-		metric.WithDescription("Deliveries handled by jobonce, by outcome."))
-	if err != nil {
+	if m.outcomes, err = meter.Int64Counter("jobonce.outcomes",
+		metric.WithDescription("Deliveries handled by jobonce, by outcome.")); err != nil {
 		return nil, err
 	}
-	m.duration, err = meter.Float64Histogram("jobonce.run.duration", metric.WithUnit("s"),
-		metric.WithDescription("How long job functions ran, by outcome."))
-	if err != nil {
+	if m.duration, err = meter.Float64Histogram("jobonce.run.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long job functions ran, by outcome.")); err != nil {
 		return nil, err
 	}
-	for i, name := range outcomeNames {
-		attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", name)))
-		m.add[i] = []metric.AddOption{attrs}
-		m.rec[i] = []metric.RecordOption{attrs}
+	if m.lag, err = meter.Float64Histogram("jobonce.duplicate.lag", metric.WithUnit("s"),
+		metric.WithDescription("How long after its first copy's done marker was written a duplicate arrived; size Retention above the longest.")); err != nil {
+		return nil, err
+	}
+	if m.shadow, err = meter.Int64Counter("jobonce.shadow.skips",
+		metric.WithDescription("Deliveries that shadow mode ran and enforcement would have skipped, by the outcome enforcement would give.")); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
 
-func (m *metrics) record(ctx context.Context, out Outcome, ran time.Duration) {
-	i := int(out)
-	if i >= len(m.add) {
-		i = 0
+// opts returns the attribute set of an outcome of a job of source and kind.
+// Once maxKinds Source and Kind pairs have been seen, a new pair is counted
+// under Kind "other" (and, not being cached, costs a lock each time).
+func (m *metrics) opts(out Outcome, source, kind string) *attrOpts {
+	if int(out) >= len(outcomeNames) {
+		out = 0
 	}
-	m.outcomes.Add(ctx, 1, m.add[i]...)
-	if out.Executed() {
-		m.duration.Record(ctx, ran.Seconds(), m.rec[i]...)
+	k := attrKey{out, source, kind}
+	m.mu.RLock()
+	o := m.sets[k]
+	m.mu.RUnlock()
+	if o != nil {
+		return o
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pair := [2]string{source, kind}
+	if _, seen := m.kinds[pair]; !seen {
+		if len(m.kinds) >= maxKinds {
+			k.kind = "other"
+		} else {
+			m.kinds[pair] = struct{}{}
+		}
+	}
+	if o = m.sets[k]; o != nil {
+		return o
+	}
+	attrs := make([]attribute.KeyValue, 0, 4)
+	attrs = append(attrs, attribute.String("outcome", outcomeNames[out]))
+	if source != "" {
+		attrs = append(attrs, attribute.String("jobonce.source", source))
+	}
+	if k.kind != "" {
+		attrs = append(attrs, attribute.String("jobonce.kind", k.kind))
+	}
+	if m.consumer != "" {
+		attrs = append(attrs, attribute.String("jobonce.consumer", m.consumer))
+	}
+	set := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	o = &attrOpts{add: []metric.AddOption{set}, rec: []metric.RecordOption{set}}
+	m.sets[k] = o
+	return o
+}
+
+func (m *metrics) record(ctx context.Context, e *Event) {
+	o := m.opts(e.Outcome, e.Source, e.Kind)
+	m.outcomes.Add(ctx, 1, o.add...)
+	if e.Outcome.Executed() {
+		m.duration.Record(ctx, e.Duration.Seconds(), o.rec...)
+	}
+	if e.WouldSkip != 0 {
+		m.shadow.Add(ctx, 1, m.opts(e.WouldSkip, e.Source, e.Kind).add...)
+	}
+	if e.Lag > 0 {
+		lagOut := e.Outcome
+		if e.WouldSkip == Duplicate {
+			lagOut = Duplicate
+		}
+		m.lag.Record(ctx, e.Lag.Seconds(), m.opts(lagOut, e.Source, e.Kind).rec...)
+	}
+}
+
+// lagOf returns how long ago a done marker with remaining retention was
+// written, under retention; zero when the store did not say.
+func lagOf(remaining, retention time.Duration) time.Duration {
+	if remaining <= 0 || remaining > retention {
+		return 0
+	}
+	return retention - remaining
 }

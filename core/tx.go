@@ -72,24 +72,30 @@ func (t *TxGuard[TTx]) Do(ctx context.Context, key string, fn func(ctx context.C
 // job.Unguarded runs fn in a transaction without a record, reported as
 // Unguarded.
 func (t *TxGuard[TTx]) DoJob(ctx context.Context, job Job, fn func(ctx context.Context, tx TTx) error) (Outcome, error) {
-	out, ran, err := t.doInTx(ctx, job, fn)
-	t.g.observe(ctx, job.Key, out, err, ran)
-	return out, err
+	e := t.doInTx(ctx, job, fn)
+	t.g.observe(ctx, e)
+	if e.Outcome == Unguarded {
+		return Unguarded, nil // e.Err, if any, is the shadow mode's cause
+	}
+	return e.Outcome, e.Err
 }
 
-func (t *TxGuard[TTx]) doInTx(ctx context.Context, job Job, fn func(ctx context.Context, tx TTx) error) (Outcome, time.Duration, error) {
+// doInTx runs job in a transaction of its own and returns its outcome as an
+// Event, which it does not observe.
+func (t *TxGuard[TTx]) doInTx(ctx context.Context, job Job, fn func(ctx context.Context, tx TTx) error) Event {
 	g := t.g
 	if fn == nil {
-		return Rejected, 0, errors.New("jobonce: TxGuard: job function is nil")
+		return job.event(Rejected, errors.New("jobonce: TxGuard: job function is nil"))
 	}
 	if err := ctx.Err(); err != nil {
-		return Canceled, 0, fmt.Errorf("jobonce: transaction not begun: stopped by the caller's context: %w", err)
+		return job.event(Canceled, fmt.Errorf("jobonce: transaction not begun: stopped by the caller's context: %w", err))
 	}
 	sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
 	tx, err := t.begin(sctx)
 	cancel()
 	if err != nil {
-		return g.storeFailure(ctx, "begin", err)
+		// Also in shadow mode: the job cannot run without its transaction.
+		return g.storeFailure(ctx, "begin", err).withJob(&job)
 	}
 	committed := false
 	defer func() {
@@ -103,21 +109,22 @@ func (t *TxGuard[TTx]) doInTx(ctx context.Context, job Job, fn func(ctx context.
 				"key", job.Key, "error", err)
 		}
 	}()
-	out, ran, err := t.do(ctx, tx, job, fn)
-	if out != Ran && out != Unguarded {
-		return out, ran, err
+	e := t.do(ctx, tx, job, fn)
+	if e.Outcome != Ran && e.Outcome != Unguarded {
+		return e
 	}
 	sctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
 	defer cancel()
 	if err := t.commit(sctx, tx); err != nil {
-		if out == Ran && t.committedAnyway(ctx, job) {
+		if e.Outcome == Ran && t.committedAnyway(ctx, job) {
 			committed = true // its answer was lost, not the commit
-			return Ran, ran, nil
+			return e
 		}
-		return Failed, ran, fmt.Errorf("jobonce: commit: %w", err)
+		e.Outcome, e.Err, e.WouldSkip = Failed, fmt.Errorf("jobonce: commit: %w", err), 0
+		return e
 	}
 	committed = true
-	return out, ran, nil
+	return e
 }
 
 // committedAnyway reports whether job's key is done after a commit that
@@ -157,27 +164,55 @@ func (t *TxGuard[TTx]) committedAnyway(ctx context.Context, job Job) bool {
 	}
 }
 
-// do records job in tx and runs fn: the outcome, its error, and how long
-// fn ran. It observes nothing; its callers do, once.
-func (t *TxGuard[TTx]) do(ctx context.Context, tx TTx, job Job, fn func(ctx context.Context, tx TTx) error) (out Outcome, ran time.Duration, err error) {
+// do records job in tx and runs fn, and returns the outcome as an Event,
+// which it does not observe (a panic excepted).
+func (t *TxGuard[TTx]) do(ctx context.Context, tx TTx, job Job, fn func(ctx context.Context, tx TTx) error) Event {
 	g := t.g
+	var fence int64
+	var wouldSkip Outcome
+	var cause error
+	var lag time.Duration
 	if !job.Unguarded {
 		key, err := storedKey(g.cfg.KeyPrefix, job.Key, g.cfg.PlainKeys)
+		if err != nil && !g.cfg.Shadow {
+			return job.event(Rejected, err)
+		}
 		if err != nil {
-			return Rejected, 0, err
-		}
-		if err := ctx.Err(); err != nil {
-			return Canceled, 0, fmt.Errorf("jobonce: record stopped by the caller's context: %w", err)
-		}
-		fp := storedFingerprint(job.Fingerprint)
-		sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
-		reply, err := t.record(sctx, tx, driver.RecordRequest{Key: key, Fingerprint: fp, Retention: g.cfg.Retention})
-		cancel()
-		if err != nil {
-			return g.storeFailure(ctx, "record", err)
-		}
-		if out, err := g.decide(job, fp, reply); out != 0 {
-			return out, 0, err
+			wouldSkip, cause = Rejected, err
+		} else {
+			if err := ctx.Err(); err != nil {
+				return job.event(Canceled, fmt.Errorf("jobonce: record stopped by the caller's context: %w", err))
+			}
+			fp := storedFingerprint(job.Fingerprint)
+			sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
+			reply, err := t.record(sctx, tx, driver.RecordRequest{Key: key, Fingerprint: fp, Retention: g.cfg.Retention})
+			cancel()
+			switch {
+			case err != nil:
+				e := g.storeFailure(ctx, "record", err).withJob(&job)
+				if !g.cfg.Shadow || e.Outcome == Canceled {
+					return e
+				}
+				wouldSkip, cause = Unavailable, e.Err
+			default:
+				out, err := g.decide(job, fp, reply)
+				if out == Duplicate {
+					lag = lagOf(reply.Remaining, g.cfg.Retention)
+				}
+				switch {
+				case out == 0:
+					fence = reply.Fence
+				case !g.cfg.Shadow:
+					e := job.event(out, err)
+					e.Lag = lag
+					return e
+				default:
+					wouldSkip = out
+					if out == Unavailable {
+						cause = err
+					}
+				}
+			}
 		}
 	}
 	start := time.Now()
@@ -185,22 +220,27 @@ func (t *TxGuard[TTx]) do(ctx context.Context, tx TTx, job Job, fn func(ctx cont
 	defer func() {
 		if !finished {
 			r := recover()
-			g.observe(ctx, job.Key, Failed, fmt.Errorf("jobonce: job panicked: %v", r), time.Since(start))
+			e := job.event(Failed, fmt.Errorf("jobonce: job panicked: %v", r))
+			e.Duration, e.WouldSkip = time.Since(start), wouldSkip
+			g.observe(ctx, e)
 			if r != nil {
 				panic(r)
 			}
 		}
 	}()
-	err = fn(ctx, tx)
+	err := fn(g.withJob(ctx, job, fence), tx)
 	finished = true
-	ran = time.Since(start)
+	var e Event
 	switch {
 	case err != nil:
-		return Failed, ran, err
-	case job.Unguarded:
-		return Unguarded, ran, nil
+		e = job.event(Failed, err)
+	case job.Unguarded || wouldSkip != 0:
+		e = job.event(Unguarded, cause)
+	default:
+		e = job.event(Ran, nil)
 	}
-	return Ran, ran, nil
+	e.Duration, e.WouldSkip, e.Lag = time.Since(start), wouldSkip, lag
+	return e
 }
 
 // The TxGuard calls its store through these methods: a store method that
@@ -229,9 +269,15 @@ func (t *TxGuard[TTx]) rollback(ctx context.Context, tx TTx) (err error) {
 // storeFailure classifies a failed store step of the transactional mode:
 // Canceled (matching ctx.Err()) when the caller's context ended, else
 // Unavailable (ErrStoreUnavailable). Nothing ran.
-func (g *Guard) storeFailure(ctx context.Context, step string, err error) (Outcome, time.Duration, error) {
+func (g *Guard) storeFailure(ctx context.Context, step string, err error) Event {
 	if cerr := ctx.Err(); cerr != nil {
-		return Canceled, 0, fmt.Errorf("jobonce: %s stopped by the caller's context: %w (%w)", step, cerr, err)
+		return Event{Outcome: Canceled, Err: fmt.Errorf("jobonce: %s stopped by the caller's context: %w (%w)", step, cerr, err)}
 	}
-	return Unavailable, 0, fmt.Errorf("%w: %s: %w", ErrStoreUnavailable, step, err)
+	return Event{Outcome: Unavailable, Err: fmt.Errorf("%w: %s: %w", ErrStoreUnavailable, step, err)}
+}
+
+// withJob returns e as an outcome of job.
+func (e Event) withJob(job *Job) Event {
+	e.Key, e.Kind, e.Source = job.Key, job.Kind, job.Source
+	return e
 }

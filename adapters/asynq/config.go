@@ -78,5 +78,5 @@ func (c *Config) withDefaults() (Config, error) {
 // tasks with different payloads do not. A Config.Key may call it for the
 // tasks it does not name itself.
 func DefaultKey(t *asynq.Task) string {
-	return jobkey.Job(t.Type(), t.Payload(), "", false, nil).Key
+	return jobkey.Job(source, t.Type(), t.Payload(), "", false, nil).Key
 }

@@ -68,6 +68,9 @@ func MustMiddleware(g *core.Guard, cfg *Config) asynq.MiddlewareFunc {
 	return mw
 }
 
+// source names Asynq in metrics and logs (Job.Source).
+const source = "asynq"
+
 type middleware struct {
 	g         *core.Guard
 	cfg       Config
@@ -120,7 +123,7 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Hand
 // Config.Key (or the default) and fingerprinted by Config.Fingerprint.
 func (m *middleware) job(t *asynq.Task) core.Job {
 	if _, ok := m.unguarded[t.Type()]; ok {
-		return core.Job{Key: t.Type(), Unguarded: true}
+		return core.Job{Key: t.Type(), Kind: t.Type(), Source: source, Unguarded: true}
 	}
 	var key string
 	if m.cfg.Key != nil {
@@ -130,5 +133,5 @@ func (m *middleware) job(t *asynq.Task) core.Job {
 	if m.cfg.Fingerprint != nil {
 		fp = func() string { return m.cfg.Fingerprint(t) }
 	}
-	return jobkey.Job(t.Type(), t.Payload(), key, m.cfg.Key != nil, fp)
+	return jobkey.Job(source, t.Type(), t.Payload(), key, m.cfg.Key != nil, fp)
 }

@@ -46,6 +46,9 @@ type Keyer interface {
 	OnceKey() string
 }
 
+// source names River in metrics and logs (Job.Source).
+const source = "river"
+
 // MetadataKey is the job metadata field in which the middleware records the key
 // of args that implement Keyer.
 const MetadataKey = "jobonce_key"
@@ -64,14 +67,14 @@ func (c *Config) withDefaults() Config {
 // or nil (the middleware).
 func (c *Config) job(row *rivertype.JobRow, args any) core.Job {
 	if c.Skip != nil && c.Skip(row) {
-		return core.Job{Key: row.Kind, Unguarded: true}
+		return core.Job{Key: row.Kind, Kind: row.Kind, Source: source, Unguarded: true}
 	}
 	key, named := c.namedKey(row, args)
 	var fp func() string
 	if c.Fingerprint != nil {
 		fp = func() string { return c.Fingerprint(row) }
 	}
-	return jobkey.Job(row.Kind, row.EncodedArgs, key, named, fp)
+	return jobkey.Job(source, row.Kind, row.EncodedArgs, key, named, fp)
 }
 
 // namedKey returns the key that Config.Key, the args (Keyer) or the job's

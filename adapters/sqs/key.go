@@ -23,7 +23,7 @@ func (o *options) job(m types.Message) core.Job {
 	if o.Fingerprint != nil {
 		fp = func() string { return o.Fingerprint(m) }
 	}
-	return jobkey.Job(o.queueName, body(m), key, named, fp)
+	return jobkey.Job("sqs", o.queueName, body(m), key, named, fp)
 }
 
 // key returns the key that Config.Key, the key attribute or the FIFO

@@ -133,11 +133,12 @@ func TestKey(t *testing.T) {
 	body := "ship order 1"
 	m := types.Message{Body: aws.String(body)}
 	o := testOptions(t, nil)
-	require.Equal(t, core.Job{Key: "orders:" + core.Fingerprint([]byte(body))}, o.job(m), "the default key holds the body's fingerprint; none is stored")
+	require.Equal(t, core.Job{Key: "orders:" + core.Fingerprint([]byte(body)), Kind: "orders", Source: "sqs"}, o.job(m),
+		"the default key holds the body's fingerprint; none is stored")
 
 	fifo := m
 	fifo.Attributes = map[string]string{attrDeduplication: "dedup-1"}
-	require.Equal(t, core.Job{Key: "orders:dedup:dedup-1", Fingerprint: core.Fingerprint([]byte(body))}, o.job(fifo))
+	require.Equal(t, core.Job{Key: "orders:dedup:dedup-1", Fingerprint: core.Fingerprint([]byte(body)), Kind: "orders", Source: "sqs"}, o.job(fifo))
 
 	attr := fifo
 	attr.MessageAttributes = map[string]types.MessageAttributeValue{
@@ -155,7 +156,7 @@ func TestKey(t *testing.T) {
 		Key:          func(m types.Message) string { return "custom:" + aws.ToString(m.Body) },
 		Fingerprint:  func(types.Message) string { return "" },
 	})
-	require.Equal(t, core.Job{Key: "custom:" + body}, custom.job(attr))
+	require.Equal(t, core.Job{Key: "custom:" + body, Kind: "orders", Source: "sqs"}, custom.job(attr))
 
 	require.Equal(t, "orders:"+core.Fingerprint(nil), o.job(types.Message{}).Key, "a message without a body")
 }

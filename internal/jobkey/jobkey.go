@@ -4,7 +4,9 @@ package jobkey
 
 import "github.com/jobonce/jobonce/core"
 
-// Job returns the job of one delivery.
+// Job returns the job of one delivery from source ("asynq", "sqs",
+// "river"), whose kind (task type, queue name, River kind) names it in
+// metrics.
 //
 // When the user's configuration named a key (named is true), key is used as
 // it is, even when empty, so that the Guard rejects it (core.ErrInvalidKey)
@@ -15,7 +17,7 @@ import "github.com/jobonce/jobonce/core"
 // payload (128 bits of SHA-256), so copies of one delivery share it and
 // different payloads do not. No fingerprint is stored with it, since the key
 // holds one already, unless fingerprint is set.
-func Job(kind string, payload []byte, key string, named bool, fingerprint func() string) core.Job {
+func Job(source, kind string, payload []byte, key string, named bool, fingerprint func() string) core.Job {
 	var fp string
 	switch {
 	case fingerprint != nil:
@@ -26,5 +28,5 @@ func Job(kind string, payload []byte, key string, named bool, fingerprint func()
 	if !named {
 		key = kind + ":" + core.Fingerprint(payload)
 	}
-	return core.Job{Key: key, Fingerprint: fp}
+	return core.Job{Key: key, Fingerprint: fp, Kind: kind, Source: source}
 }

@@ -1,0 +1,74 @@
+package core
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+)
+
+// jobInfo is what a running job's context carries for its function.
+type jobInfo struct {
+	idempotencyKey string
+	fence          int64 // 0 when the job holds no claim
+}
+
+type jobInfoKey struct{}
+
+// withJob returns the context a job's function runs with: ctx carrying the
+// job's idempotency key and, when it holds a claim, its fence.
+func (g *Guard) withJob(ctx context.Context, job Job, fence int64) context.Context {
+	info := &jobInfo{fence: fence}
+	if job.Key != "" {
+		info.idempotencyKey = idempotencyKey(g.cfg.KeyPrefix, job.Key)
+	}
+	return context.WithValue(ctx, jobInfoKey{}, info)
+}
+
+// idempotencyKeyPrefix starts every idempotency key, so one can be told
+// from other identifiers in an external system's logs.
+const idempotencyKeyPrefix = "jobonce-"
+
+// idempotencyKey derives the idempotency key of a job from the Guard's key
+// prefix and the job's key: 128 bits of SHA-256, base64url, after
+// idempotencyKeyPrefix (30 characters in all).
+func idempotencyKey(prefix, key string) string {
+	h := sha256.New()
+	h.Write([]byte("jobonce idempotency key\x00"))
+	h.Write([]byte(prefix))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	var sum [sha256.Size]byte
+	return idempotencyKeyPrefix + base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0])[:hashBytes])
+}
+
+// IdempotencyKey returns the idempotency key of the job whose function
+// runs with ctx, for an external API that accepts one (an Idempotency-Key
+// header, a request id): the same for every copy, redelivery and retry of
+// the job, different for jobs with different keys (or Guards with different
+// KeyPrefix), 30 characters of [A-Za-z0-9_-] starting with "jobonce-". A
+// repeat the Guard cannot prevent (a crash between the effect and its done
+// marker, a duplicate after Retention) then reaches the API with the same
+// key and is absorbed there. It reports false outside a job's function and
+// for a job without a key (Job.Unguarded with an empty Key).
+func IdempotencyKey(ctx context.Context) (string, bool) {
+	info, _ := ctx.Value(jobInfoKey{}).(*jobInfo)
+	if info == nil || info.idempotencyKey == "" {
+		return "", false
+	}
+	return info.idempotencyKey, true
+}
+
+// Fence returns the fencing token of the claim under which the job whose
+// function runs with ctx runs: a number larger than the fence of every
+// earlier claim of the same key (see driver.ClaimReply.Fence for how long
+// that holds), so a store the job writes to can refuse the late write of a
+// copy whose claim lapsed and was taken over ("UPDATE … SET …, fence = $1
+// WHERE id = $2 AND fence < $1"). It reports false outside a job's function
+// and for a job that runs without a claim (Unguarded, shadow mode).
+func Fence(ctx context.Context) (int64, bool) {
+	info, _ := ctx.Value(jobInfoKey{}).(*jobInfo)
+	if info == nil || info.fence == 0 {
+		return 0, false
+	}
+	return info.fence, true
+}
