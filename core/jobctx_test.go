@@ -1,0 +1,69 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+var idempotencyKeyForm = regexp.MustCompile(`^jobonce-[A-Za-z0-9_-]{22}$`)
+
+// TestIdempotencyKey: a job's function gets one idempotency key for every
+// copy and retry of the job, another for another job or another KeyPrefix,
+// short and safe for an HTTP header; none outside a job's function.
+func TestIdempotencyKey(t *testing.T) {
+	ctx := context.Background()
+	_, ok := core.IdempotencyKey(ctx)
+	require.False(t, ok, "outside a job")
+
+	keyOf := func(g *core.Guard, key string, fail bool) string {
+		var got string
+		_, _ = g.Do(ctx, key, func(ctx context.Context) error {
+			k, ok := core.IdempotencyKey(ctx)
+			require.True(t, ok)
+			got = k
+			if fail {
+				return errors.New("fails, to be retried")
+			}
+			return nil
+		})
+		return got
+	}
+	g := testenv.MemGuard(t, nil)
+	first := keyOf(g, "invoice:42", true)
+	require.Regexp(t, idempotencyKeyForm, first)
+	require.Len(t, first, 30)
+	require.Equal(t, first, keyOf(g, "invoice:42", false), "the retry gets the same key")
+	require.Equal(t, first, keyOf(testenv.MemGuard(t, nil), "invoice:42", false), "so does a copy on another worker")
+	require.NotEqual(t, first, keyOf(g, "invoice:43", false), "another job")
+	require.NotEqual(t, first, keyOf(testenv.MemGuard(t, &core.Config{KeyPrefix: "other:"}), "invoice:42", false), "another KeyPrefix")
+
+	// Jobs that run without a claim have one too, when they have a key.
+	open := testenv.NewGuard(t, downStore{memstore.New()}, &core.Config{FailOpen: true})
+	require.Equal(t, first, keyOf(open, "invoice:42", false), "fail-open keeps the key")
+	_, err := g.Run(ctx, core.Job{Unguarded: true}, func(ctx context.Context) ([]byte, error) {
+		_, ok := core.IdempotencyKey(ctx)
+		require.False(t, ok, "an unguarded job without a key has none")
+		_, ok = core.Fence(ctx)
+		require.False(t, ok, "nor a fence")
+		return nil, nil
+	})
+	require.NoError(t, err)
+}
+
+// downStore is a store that cannot be reached.
+type downStore struct{ *memstore.Store }
+
+var errDown = errors.New("connection refused")
+
+func (downStore) Claim(context.Context, driver.ClaimRequest) (driver.ClaimReply, error) {
+	return driver.ClaimReply{}, errDown
+}

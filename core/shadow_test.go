@@ -1,0 +1,128 @@
+package core_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// events records a Guard's events.
+type events struct {
+	mu   sync.Mutex
+	list []core.Event
+}
+
+func (e *events) observe(_ context.Context, ev core.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.list = append(e.list, ev)
+}
+
+func (e *events) all() []core.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]core.Event(nil), e.list...)
+}
+
+// counts sums a counter's data points by the given attribute.
+func counts(t *testing.T, reader *sdkmetric.ManualReader, name, attr string) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				v, _ := dp.Attributes.Value(attribute.Key(attr))
+				out[v.AsString()] += dp.Value
+			}
+		}
+	}
+	return out
+}
+
+// TestShadowMode: the Guard claims and records as usual but runs every
+// delivery; those enforcement would skip run without a claim, reported as
+// Unguarded with WouldSkip, and are counted in jobonce.shadow.skips.
+func TestShadowMode(t *testing.T) {
+	var ev events
+	reader := sdkmetric.NewManualReader()
+	g := testenv.NewGuard(t, memstore.New(), &core.Config{
+		Shadow: true, Observer: ev.observe, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
+	})
+	ctx := context.Background()
+	var runs atomic.Int32
+	job := func(context.Context) ([]byte, error) { runs.Add(1); return nil, nil }
+
+	res, err := g.Run(ctx, core.Job{Key: "k", Fingerprint: "a"}, job)
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, res.Outcome, "the first copy runs under its claim and is recorded")
+	res, err = g.Run(ctx, core.Job{Key: "k", Fingerprint: "a"}, job)
+	require.NoError(t, err)
+	require.Equal(t, core.Unguarded, res.Outcome, "a duplicate runs all the same")
+	res, err = g.Run(ctx, core.Job{Key: "k", Fingerprint: "b"}, job)
+	require.NoError(t, err)
+	require.Equal(t, core.Unguarded, res.Outcome, "so does a conflict")
+	res, err = g.Run(ctx, core.Job{Key: ""}, job)
+	require.NoError(t, err)
+	require.Equal(t, core.Unguarded, res.Outcome, "and an empty key")
+
+	// A copy that finds its job running runs too.
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.Do(ctx, "long", func(context.Context) error { close(started); <-release; return nil })
+		done <- err
+	}()
+	<-started
+	claims := g.Claim(ctx, core.Job{Key: "long"})
+	require.True(t, claims[0].Runs(), "the batch API runs it as well")
+	res, err = claims[0].Work(ctx, job)
+	require.NoError(t, err)
+	require.Equal(t, core.Unguarded, res.Outcome)
+	close(release)
+	require.NoError(t, <-done)
+
+	require.EqualValues(t, 5, runs.Load())
+	var would []core.Outcome
+	for _, e := range ev.all() {
+		if e.WouldSkip != 0 {
+			require.Equal(t, core.Unguarded, e.Outcome)
+			would = append(would, e.WouldSkip)
+		}
+	}
+	require.Equal(t, []core.Outcome{core.Duplicate, core.Conflict, core.Rejected, core.Running}, would)
+	require.Equal(t, map[string]int64{"duplicate": 1, "conflict": 1, "rejected": 1, "running": 1},
+		counts(t, reader, "jobonce.shadow.skips", "outcome"))
+
+	// A store failure runs the job too, without a claim.
+	down := testenv.NewGuard(t, downStore{memstore.New()}, &core.Config{Shadow: true, Observer: ev.observe})
+	out, err := down.Do(ctx, "k", func(context.Context) error { runs.Add(1); return nil })
+	require.NoError(t, err)
+	require.Equal(t, core.Unguarded, out)
+	last := ev.all()[len(ev.all())-1]
+	require.Equal(t, core.Unavailable, last.WouldSkip)
+	require.ErrorIs(t, last.Err, core.ErrStoreUnavailable)
+
+	// The caller's own cancellation still runs nothing.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	out, err = g.Do(cctx, "k2", func(context.Context) error { runs.Add(1); return nil })
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, core.Canceled, out)
+	require.EqualValues(t, 6, runs.Load())
+
+}
