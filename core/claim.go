@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jobonce/jobonce/core/driver"
@@ -34,9 +35,9 @@ type Claim struct {
 	lag       time.Duration // a duplicate's lag behind its first copy's done marker
 	wouldSkip Outcome       // shadow mode: the outcome enforcement would give this delivery
 	pending   bool          // Work succeeded; the claim awaits Finish
-	final   Outcome   // the final outcome Work reported, when it was final
-	value   []byte
-	ran     time.Duration
+	final     Outcome       // the final outcome Work reported, when it was final
+	value     []byte
+	ran       time.Duration
 }
 
 // Claim claims jobs, in one store round trip when the store is a
@@ -442,11 +443,19 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 			}
 		}
 	}
+	// The retries run side by side, so a marker that hangs takes none of
+	// the others' time.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
 	defer cancel()
+	retriedErrs := make([]error, len(failed))
+	var wg sync.WaitGroup
+	for j, i := range failed {
+		wg.Go(func() { _, retriedErrs[j] = g.retryCompleteWithin(rctx, claims[i].completeRequest()) })
+	}
+	wg.Wait()
 	retried := make(map[int]error, len(failed))
-	for _, i := range failed {
-		_, retried[i] = g.retryCompleteWithin(rctx, claims[i].completeRequest())
+	for j, i := range failed {
+		retried[i] = retriedErrs[j]
 	}
 	for j, i := range pending {
 		c := claims[i]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -239,4 +240,30 @@ func TestFinishIsBoundedWhateverTheBatch(t *testing.T) {
 		require.Equal(t, core.Unrecorded, out)
 	}
 	require.Less(t, took, 2*storeTimeout+storeTimeout, "Finish of %d claims took %s", len(claims), took)
+}
+
+// oneSlowMarker is a store whose done marker for the key "slow" hangs until
+// its context ends.
+type oneSlowMarker struct{ *memstore.Store }
+
+func (s oneSlowMarker) Complete(ctx context.Context, req driver.CompleteRequest) error {
+	if strings.HasSuffix(req.Key, "slow") {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return s.Store.Complete(ctx, req)
+}
+
+// One marker that hangs in Finish leaves the others their time: they are
+// written (Ran), only the slow one is Unrecorded.
+func TestFinishOneSlowMarkerSparesTheOthers(t *testing.T) {
+	g, err := core.New(oneSlowMarker{memstore.New()}, &core.Config{StoreTimeout: 100 * time.Millisecond, PlainKeys: true})
+	require.NoError(t, err)
+	ctx := context.Background()
+	claims := g.Claim(ctx, core.Job{Key: "slow"}, core.Job{Key: "fast"})
+	for _, c := range claims {
+		_, err := c.Work(ctx, func(context.Context) ([]byte, error) { return nil, nil })
+		require.NoError(t, err)
+	}
+	require.Equal(t, []core.Outcome{core.Unrecorded, core.Ran}, g.Finish(ctx, claims...))
 }

@@ -48,12 +48,12 @@ func NewTxGuard[TTx any](g *Guard) (*TxGuard[TTx], error) {
 //
 //   - key is free: fn runs. Its error (or panic) rolls back and comes back
 //     unchanged, with outcome Failed. Success commits and gives Ran once the
-//     commit succeeded. When the commit fails, the TxGuard asks the store
-//     whether the key is done (the commit went through and only its answer
-//     was lost): Ran if so, else Failed and the commit's error (if the store
-//     could not tell, a later copy finds the key done or runs the job). The
-//     commit is made even when ctx ended after fn succeeded (within
-//     StoreTimeout), since the work is complete.
+//     commit succeeded (a store reports a commit whose answer was lost but
+//     which went through as a success: driver.TxStore.CommitTx). A failed
+//     commit gives Failed and the commit's error; if the store could not
+//     tell, a later copy finds the key done or runs the job. The commit is
+//     made even when ctx ended after fn succeeded (within StoreTimeout),
+//     since the work is complete.
 //   - key is done (committed by another transaction, or by the Guard):
 //     Duplicate and a nil error; fn does not run.
 //   - key is held by a transaction that does not commit within the store's
@@ -116,52 +116,11 @@ func (t *TxGuard[TTx]) doInTx(ctx context.Context, job Job, fn func(ctx context.
 	sctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
 	defer cancel()
 	if err := t.commit(sctx, tx); err != nil {
-		if e.Outcome == Ran && t.committedAnyway(ctx, job) {
-			committed = true // its answer was lost, not the commit
-			return e
-		}
 		e.Outcome, e.Err, e.WouldSkip = Failed, fmt.Errorf("jobonce: commit: %w", err), 0
 		return e
 	}
 	committed = true
 	return e
-}
-
-// committedAnyway reports whether job's key is done after a commit that
-// failed: the commit went through and only its answer was lost. It asks
-// with claims of its own, within one StoreTimeout, while the key is held
-// (by the commit still running on the server, say), and releases a claim it
-// got (the commit did not go through). When the store cannot tell in time,
-// it reports false: Failed, whose retry finds the key done if the commit
-// went through after all.
-func (t *TxGuard[TTx]) committedAnyway(ctx context.Context, job Job) bool {
-	g := t.g
-	key, err := storedKey(g.cfg.KeyPrefix, job.Key, g.cfg.PlainKeys)
-	if err != nil {
-		return false
-	}
-	fp := storedFingerprint(job.Fingerprint)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
-	defer cancel()
-	for attempt := 0; ; attempt++ {
-		req := driver.ClaimRequest{Key: key, Token: driver.NewToken(), Fingerprint: fp, Lease: g.cfg.Lease}
-		reply, err := g.storeClaim(sctx, req)
-		switch {
-		case err == nil && reply.State == driver.StateClaimed:
-			g.releaseWithin(sctx, key, req.Token)
-			return false
-		case err == nil && reply.State == driver.StateDone:
-			out, _ := g.decide(job, fp, reply)
-			return out == Duplicate
-		}
-		pause := time.NewTimer(completeBackoff[min(attempt, len(completeBackoff)-1)])
-		select {
-		case <-pause.C:
-		case <-sctx.Done():
-			pause.Stop()
-			return false
-		}
-	}
 }
 
 // do records job in tx and runs fn, and returns the outcome as an Event,

@@ -168,7 +168,9 @@ type TxStore[TTx any] interface {
 	RecordTx(ctx context.Context, tx TTx, req RecordRequest) (ClaimReply, error)
 	// BeginTx begins a transaction on the store's database.
 	BeginTx(ctx context.Context) (TTx, error)
-	// CommitTx commits tx.
+	// CommitTx commits tx. It returns nil only when tx committed: when the
+	// commit's answer is lost, it finds out whether tx committed after all
+	// (within ctx) and returns nil if so, else an error.
 	CommitTx(ctx context.Context, tx TTx) error
 	// RollbackTx rolls tx back; after a commit it does nothing.
 	RollbackTx(ctx context.Context, tx TTx) error

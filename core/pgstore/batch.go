@@ -38,8 +38,10 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) ([]d
 			errs[i], settled[i] = err, true
 			continue
 		}
-		batch.Queue(s.sql.claim, s.claimArgs(ctx, &reqs[i])...)
 		queued = append(queued, i)
+	}
+	for _, i := range queued { // the statements' lock waits share the time left
+		batch.Queue(s.sql.claim, s.claimArgs(ctx, &reqs[i], len(queued))...)
 	}
 	if len(queued) > 0 {
 		br := s.pool.SendBatch(ctx, batch)
@@ -64,9 +66,16 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) ([]d
 			}
 		}
 	}
+	left := 0
 	for i := range reqs {
 		if !settled[i] {
-			replies[i], errs[i] = s.Claim(ctx, reqs[i])
+			left++
+		}
+	}
+	for i := range reqs {
+		if !settled[i] {
+			replies[i], errs[i] = s.claim(ctx, reqs[i], left)
+			left--
 		}
 	}
 	return replies, errs

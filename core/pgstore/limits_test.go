@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 // TestLockTimeoutRange: PostgreSQL's lock_timeout is an int of milliseconds.
@@ -198,4 +200,56 @@ func TestClaimCancelledWhileWaiting(t *testing.T) {
 	reply, err := s.Claim(dctx, claimReq(held, time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, driver.StateRunning, reply.State)
+}
+
+// TestHeldKeysShareTheBatchDeadline: in one batch, keys held by open
+// transactions share the time left before the deadline, so they are all
+// answered as running and a free key among them is claimed.
+func TestHeldKeysShareTheBatchDeadline(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, &pgstore.Config{LockTimeout: 2 * time.Second})
+	mode := txOf(t, s)
+	holder, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(ctx)
+	jobs := []core.Job{{Key: "free"}}
+	for i := range 6 {
+		key := fmt.Sprint("held-", i)
+		mode.Record(t, ctx, holder, key)
+		jobs = append(jobs, core.Job{Key: key})
+	}
+	g := testenv.NewGuard(t, s, &core.Config{StoreTimeout: time.Second}) // well under LockTimeout
+	claims := g.Claim(ctx, jobs...)
+	require.True(t, claims[0].Runs(), "the free key is claimed")
+	for i, c := range claims[1:] {
+		res, err := c.Work(ctx, func(context.Context) ([]byte, error) { return nil, errors.New("must not run") })
+		require.ErrorIs(t, err, core.ErrRunning, "held key %d", i)
+		require.Equal(t, core.Running, res.Outcome)
+	}
+	res, err := claims[0].Work(ctx, func(context.Context) ([]byte, error) { return nil, nil })
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, res.Outcome)
+	require.Equal(t, []core.Outcome{core.Ran}, g.Finish(ctx, claims[0]))
+}
+
+// TestFarDeadlineKeepsTheLockTimeout: a deadline decades away leaves
+// LockTimeout as it is: a holder that commits within it is waited for.
+func TestFarDeadlineKeepsTheLockTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, &pgstore.Config{LockTimeout: 5 * time.Second})
+	holder, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	txOf(t, s).Record(t, ctx, holder, "k")
+	key, err := txOf(t, s).StoredKey("k")
+	require.NoError(t, err)
+	committed := make(chan error, 1)
+	time.AfterFunc(300*time.Millisecond, func() { committed <- holder.Commit(context.Background()) })
+	far, cancel := context.WithDeadline(context.Background(), time.Now().Add(100*365*24*time.Hour))
+	defer cancel()
+	reply, err := s.Claim(far, claimReq(key, time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, driver.StateDone, reply.State, "the claim waited for the holder's commit")
+	require.NoError(t, <-committed)
 }

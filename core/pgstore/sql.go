@@ -18,6 +18,7 @@ type statements struct {
 	txSavepoint, txLockTimeout, txTakeover string
 	txRecord, txState, txRestore           string
 	txRelease, txRollback                  string
+	txID, txStatus                         string
 }
 
 func newStatements(cfg *Config) statements {
@@ -52,6 +53,8 @@ func newStatements(cfg *Config) statements {
 		txRestore:     load("tx_restore"),
 		txRelease:     load("tx_release"),
 		txRollback:    load("tx_rollback"),
+		txID:          load("tx_id"),
+		txStatus:      load("tx_status"),
 	}
 }
 

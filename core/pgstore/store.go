@@ -134,11 +134,17 @@ func fromMicros(us int64) time.Duration {
 // a key already held by req.Token (the same request sent again) is reported
 // claimed. A lease under 1ms gives an error naming it.
 func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
+	return s.claim(ctx, req, 1)
+}
+
+// claim is Claim for one of share claims made one after the other under
+// ctx: its lock wait is its share of the time left (see lockTimeoutFor).
+func (s *Store) claim(ctx context.Context, req driver.ClaimRequest, share int) (driver.ClaimReply, error) {
 	if err := checkDuration("ClaimRequest.Lease", req.Lease); err != nil {
 		return driver.ClaimReply{}, err
 	}
 	for attempt := 1; ; attempt++ {
-		reply, settled, err := s.claimOnce(ctx, req)
+		reply, settled, err := s.claimOnce(ctx, req, share)
 		if err != nil {
 			if lockTimedOut(err) {
 				return driver.ClaimReply{State: driver.StateRunning, Remaining: s.cfg.RetryAfter}, nil
@@ -155,20 +161,22 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 	}
 }
 
-func (s *Store) claimArgs(ctx context.Context, req *driver.ClaimRequest) []any {
-	return []any{[]byte(req.Key), uuid(req.Token), []byte(req.Fingerprint), req.Lease.Microseconds(), s.lockTimeoutFor(ctx)}
+func (s *Store) claimArgs(ctx context.Context, req *driver.ClaimRequest, share int) []any {
+	return []any{[]byte(req.Key), uuid(req.Token), []byte(req.Fingerprint), req.Lease.Microseconds(), s.lockTimeoutFor(ctx, share)}
 }
 
-// lockTimeoutFor returns the lock_timeout of a statement sent under ctx:
-// Config.LockTimeout, shortened to three quarters of the time left before
-// ctx's deadline, so that a key held by an open transaction is answered as
-// running by the database before the caller's deadline ends the call.
-func (s *Store) lockTimeoutFor(ctx context.Context) string {
+// lockTimeoutFor returns the lock_timeout of one of share statements sent
+// one after the other under ctx: Config.LockTimeout, shortened to its share
+// of three quarters of the time left before ctx's deadline, so that keys
+// held by open transactions are answered as running by the database before
+// the caller's deadline ends the call.
+func (s *Store) lockTimeoutFor(ctx context.Context, share int) string {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		return s.lockTimeout
 	}
-	bound := time.Until(deadline) * 3 / 4
+	left := time.Until(deadline)
+	bound := (left - left/4) / time.Duration(max(share, 1))
 	if bound >= s.cfg.LockTimeout {
 		return s.lockTimeout
 	}
@@ -177,8 +185,8 @@ func (s *Store) lockTimeoutFor(ctx context.Context) string {
 
 // claimOnce runs the claim statement once. settled is false when it returned
 // no row and must run again.
-func (s *Store) claimOnce(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, bool, error) {
-	rows, err := s.pool.Query(ctx, s.sql.claim, s.claimArgs(ctx, &req)...)
+func (s *Store) claimOnce(ctx context.Context, req driver.ClaimRequest, share int) (driver.ClaimReply, bool, error) {
+	rows, err := s.pool.Query(ctx, s.sql.claim, s.claimArgs(ctx, &req, share)...)
 	if err != nil {
 		return driver.ClaimReply{}, false, err
 	}

@@ -39,7 +39,7 @@ func (s *Store) RecordTx(ctx context.Context, tx pgx.Tx, req driver.RecordReques
 	for attempt := 1; ; attempt++ {
 		b := &pgx.Batch{}
 		b.Queue(s.sql.txSavepoint)
-		b.Queue(s.sql.txLockTimeout, s.lockTimeoutFor(ctx))
+		b.Queue(s.sql.txLockTimeout, s.lockTimeoutFor(ctx, 1))
 		b.Queue(s.sql.txTakeover, k)
 		b.Queue(s.sql.txRecord, k, []byte(req.Fingerprint), req.Retention.Microseconds())
 		b.Queue(s.sql.txState, k)
@@ -78,8 +78,26 @@ func (s *Store) RecordTx(ctx context.Context, tx pgx.Tx, req driver.RecordReques
 // Store's pool.
 func (s *Store) BeginTx(ctx context.Context) (pgx.Tx, error) { return s.pool.Begin(ctx) }
 
-// CommitTx implements driver.TxStore.
-func (s *Store) CommitTx(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) }
+// CommitTx implements driver.TxStore. A commit whose answer is lost (the
+// connection dies while COMMIT runs) may have gone through: CommitTx then
+// asks the database, on another connection, whether the transaction
+// committed, and returns nil if it did. It returns the commit's error when
+// the transaction did not commit or the database cannot tell within ctx.
+func (s *Store) CommitTx(ctx context.Context, tx pgx.Tx) error {
+	var xid *string // the transaction's id, NULL when it wrote nothing
+	if err := tx.QueryRow(ctx, s.sql.txID).Scan(&xid); err != nil {
+		return err
+	}
+	err := tx.Commit(ctx)
+	if err == nil || xid == nil {
+		return err
+	}
+	var status *string
+	if qerr := s.pool.QueryRow(ctx, s.sql.txStatus, *xid).Scan(&status); qerr == nil && status != nil && *status == "committed" {
+		return nil
+	}
+	return err
+}
 
 // RollbackTx implements driver.TxStore; after a commit it does nothing.
 func (s *Store) RollbackTx(ctx context.Context, tx pgx.Tx) error {
