@@ -2,7 +2,6 @@ package core_test
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -15,24 +14,6 @@ import (
 	"github.com/jobonce/jobonce/core/memstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
-
-// events records a Guard's events.
-type events struct {
-	mu   sync.Mutex
-	list []core.Event
-}
-
-func (e *events) observe(_ context.Context, ev core.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.list = append(e.list, ev)
-}
-
-func (e *events) all() []core.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]core.Event(nil), e.list...)
-}
 
 // counts sums a counter's data points by the given attribute.
 func counts(t *testing.T, reader *sdkmetric.ManualReader, name, attr string) map[string]int64 {
@@ -58,10 +39,10 @@ func counts(t *testing.T, reader *sdkmetric.ManualReader, name, attr string) map
 // delivery; those enforcement would skip run without a claim, reported as
 // Unguarded with WouldSkip, and are counted in jobonce.shadow.skips.
 func TestShadowMode(t *testing.T) {
-	var ev events
+	var ev testenv.Outcomes
 	reader := sdkmetric.NewManualReader()
 	g := testenv.NewGuard(t, memstore.New(), &core.Config{
-		Shadow: true, Observer: ev.observe, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
+		Shadow: true, Observer: ev.Observe, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
 	})
 	ctx := context.Background()
 	var runs atomic.Int32
@@ -98,7 +79,7 @@ func TestShadowMode(t *testing.T) {
 
 	require.EqualValues(t, 5, runs.Load())
 	var would []core.Outcome
-	for _, e := range ev.all() {
+	for _, e := range ev.Events() {
 		if e.WouldSkip != 0 {
 			require.Equal(t, core.Unguarded, e.Outcome)
 			would = append(would, e.WouldSkip)
@@ -109,11 +90,11 @@ func TestShadowMode(t *testing.T) {
 		counts(t, reader, "jobonce.shadow.skips", "outcome"))
 
 	// A store failure runs the job too, without a claim.
-	down := testenv.NewGuard(t, downStore{memstore.New()}, &core.Config{Shadow: true, Observer: ev.observe})
+	down := testenv.NewGuard(t, downStore{memstore.New()}, &core.Config{Shadow: true, Observer: ev.Observe})
 	out, err := down.Do(ctx, "k", func(context.Context) error { runs.Add(1); return nil })
 	require.NoError(t, err)
 	require.Equal(t, core.Unguarded, out)
-	last := ev.all()[len(ev.all())-1]
+	last := ev.Events()[len(ev.Events())-1]
 	require.Equal(t, core.Unavailable, last.WouldSkip)
 	require.ErrorIs(t, last.Err, core.ErrStoreUnavailable)
 

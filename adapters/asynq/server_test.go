@@ -272,3 +272,37 @@ type enqueuerFunc func(ctx context.Context, task *asynq.Task, opts ...asynq.Opti
 func (f enqueuerFunc) EnqueueContext(ctx context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error) {
 	return f(ctx, task, opts...)
 }
+
+// TestShadowModeAndJobContext: on a real Asynq server, the handler's
+// context carries the job's idempotency key (the same for both copies) and,
+// under a claim, its fence; in shadow mode the duplicate runs too, reported
+// with WouldSkip, and every event names Asynq and the task type.
+func TestShadowModeAndJobContext(t *testing.T) {
+	t.Parallel()
+	e := newAsynqEnv(t)
+	var outs testenv.Outcomes
+	g := testenv.RedisGuard(t, &core.Config{Shadow: true, Observer: outs.Observe})
+	keys := make(chan string, 2)
+	task := asynq.NewTask("invoice", []byte("42"))
+	e.enqueue(t, task)
+	e.enqueue(t, task)
+	h := asynqonce.MustMiddleware(g, nil)(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
+		key, ok := core.IdempotencyKey(ctx)
+		require.True(t, ok)
+		keys <- key
+		return nil
+	}))
+	e.start(t, e.serverConfig(1), h) // one at a time: the second copy is a duplicate
+	first, second := <-keys, <-keys
+	require.Equal(t, first, second, "one idempotency key for both copies")
+	e.waitEmpty(t, 10*time.Second)
+	events := outs.Events()
+	require.Len(t, events, 2)
+	require.Equal(t, core.Ran, events[0].Outcome)
+	require.Equal(t, core.Unguarded, events[1].Outcome)
+	require.Equal(t, core.Duplicate, events[1].WouldSkip)
+	for _, ev := range events {
+		require.Equal(t, "asynq", ev.Source)
+		require.Equal(t, "invoice", ev.Kind)
+	}
+}

@@ -309,3 +309,76 @@ func TestMiddlewareKeyer(t *testing.T) {
 	require.Contains(t, keys, "ran email:welcome:9")
 	require.Contains(t, keys, "duplicate email:welcome:9")
 }
+
+// keyWorker sends the idempotency key its job's context carries.
+type keyWorker struct {
+	river.WorkerDefaults[effectArgs]
+	keys chan string
+}
+
+func (w *keyWorker) Work(ctx context.Context, _ *river.Job[effectArgs]) error {
+	key, _ := core.IdempotencyKey(ctx)
+	w.keys <- key
+	return nil
+}
+
+// TestShadowModeAndJobContext: with a real River client, in shadow mode
+// both copies of a job run (the second reported with WouldSkip), with one
+// idempotency key; every event names River and the kind. The
+// transactional form honours shadow mode too.
+func TestShadowModeAndJobContext(t *testing.T) {
+	testenv.Short(t)
+	t.Parallel()
+	for _, form := range []string{"Middleware", "WrapTx"} {
+		t.Run(form, func(t *testing.T) {
+			t.Parallel()
+			pool, schema := riverSchema(t)
+			var outs testenv.Outcomes
+			workers := river.NewWorkers()
+			cfg := clientConfig(schema, workers, 1) // one at a time: the second copy is a duplicate
+			keys := make(chan string, 2)
+			switch form {
+			case "Middleware":
+				g := testenv.RedisGuard(t, &core.Config{Shadow: true, Observer: outs.Observe})
+				river.AddWorker(workers, &keyWorker{keys: keys})
+				cfg.Middleware = []rivertype.Middleware{MustMiddleware(g, nil)}
+			case "WrapTx":
+				store, err := pgstore.New(context.Background(), pool, &pgstore.Config{Migrate: true})
+				require.NoError(t, err)
+				g := testenv.NewGuard(t, store, &core.Config{Shadow: true, Observer: outs.Observe})
+				tg, err := core.NewTxGuard[pgx.Tx](g)
+				require.NoError(t, err)
+				river.AddWorker(workers, MustWrapTx[effectArgs](tg, keyTxWorker{keys}, nil))
+			}
+			args := effectArgs{N: 7}
+			_, err := insertClient(t, pool, schema).InsertMany(context.Background(),
+				[]river.InsertManyParams{{Args: args}, {Args: args}})
+			require.NoError(t, err)
+			startClient(t, pool, cfg)
+			first, second := <-keys, <-keys
+			require.NotEmpty(t, first)
+			require.Equal(t, first, second, "one idempotency key for both copies")
+			jobs := waitFinished(t, pool, 2, time.Minute)
+			require.Equal(t, 2, jobs.Completed)
+			var would []core.Outcome
+			for _, ev := range outs.Events() {
+				require.Equal(t, "river", ev.Source)
+				require.Equal(t, "riveronce_effect", ev.Kind)
+				would = append(would, ev.WouldSkip)
+			}
+			require.Equal(t, []core.Outcome{0, core.Duplicate}, would)
+		})
+	}
+}
+
+// keyTxWorker is keyWorker in the transactional form.
+type keyTxWorker struct{ keys chan string }
+
+func (keyTxWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware { return nil }
+func (keyTxWorker) NextRetry(*river.Job[effectArgs]) time.Time                { return time.Time{} }
+func (keyTxWorker) Timeout(*river.Job[effectArgs]) time.Duration              { return 0 }
+func (w keyTxWorker) WorkTx(ctx context.Context, _ pgx.Tx, _ *river.Job[effectArgs]) error {
+	key, _ := core.IdempotencyKey(ctx)
+	w.keys <- key
+	return nil
+}

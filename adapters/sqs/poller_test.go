@@ -3,6 +3,7 @@ package sqsonce_test
 import (
 	"bytes"
 	"context"
+	"path"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -288,4 +289,37 @@ func goroutines(t *testing.T) string {
 	var buf bytes.Buffer
 	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&buf, 1))
 	return buf.String()
+}
+
+// TestPollerShadowModeAndJobContext: in shadow mode the Poller runs and
+// deletes both copies of a job (the second reported with WouldSkip); the
+// handler's context carries one idempotency key for both; every event names
+// SQS and the queue.
+func TestPollerShadowModeAndJobContext(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	q := createQueue(t, c, queueSpec{visibility: 30, maxReceive: 5})
+	var outs testenv.Outcomes
+	g := testenv.RedisGuard(t, &core.Config{Shadow: true, Observer: outs.Observe})
+	keys := make(chan string, 2)
+	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, WaitTime: time.Second, Concurrency: 1, BatchSize: 1,
+		Handler: func(ctx context.Context, m types.Message) error {
+			key, ok := core.IdempotencyKey(ctx)
+			require.True(t, ok)
+			keys <- key
+			return nil
+		}}
+	sendAll(t, c, q.url, []string{"ship order 9", "ship order 9"})
+	stop := startPoller(t, p)
+	first, second := <-keys, <-keys
+	require.Equal(t, first, second, "one idempotency key for both copies")
+	requireDrained(t, c, q.url, 10*time.Second)
+	require.NoError(t, stop())
+	var would []core.Outcome
+	for _, ev := range outs.Events() {
+		require.Equal(t, "sqs", ev.Source)
+		require.Equal(t, path.Base(q.url), ev.Kind, "the queue's name")
+		would = append(would, ev.WouldSkip)
+	}
+	require.Equal(t, []core.Outcome{0, core.Duplicate}, would)
 }

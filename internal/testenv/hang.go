@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -32,14 +33,31 @@ func HangingRedis(t testing.TB, rdb *redis.Client) *HangingStore {
 	return NewHangingStore(store)
 }
 
-// Outcomes counts the outcomes a Guard observes; Observe is a core.Observer.
-type Outcomes struct{ n [16]atomic.Int64 }
+// Outcomes records the events a Guard observes, counted by outcome; its
+// Observe is a core.Observer.
+type Outcomes struct {
+	n      [16]atomic.Int64
+	mu     sync.Mutex
+	events []core.Event
+}
 
-// Observe counts e's outcome.
-func (o *Outcomes) Observe(_ context.Context, e core.Event) { o.n[e.Outcome].Add(1) }
+// Observe counts and keeps e.
+func (o *Outcomes) Observe(_ context.Context, e core.Event) {
+	o.n[e.Outcome].Add(1)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.events = append(o.events, e)
+}
 
 // Get returns how many times out was observed.
 func (o *Outcomes) Get(out core.Outcome) int64 { return o.n[out].Load() }
+
+// Events returns the events observed so far, in order.
+func (o *Outcomes) Events() []core.Event {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]core.Event(nil), o.events...)
+}
 
 // NewHangingStore wraps s, hanging from the start. A store that is not a
 // driver.BatchStore (memstore) has its batches run one call at a time.
