@@ -12,6 +12,7 @@ import (
 // timeout, as SQS, Asynq and River all do in their own ways.
 type queue struct {
 	ch          chan int // job ids
+	deliveries  int      // first deliveries, redeliveries aside
 	outstanding atomic.Int64
 	drained     chan struct{}
 	once        sync.Once
@@ -32,6 +33,7 @@ func newQueue(jobs, gap int) *queue {
 	for i := max(jobs-gap, 0); i < jobs; i++ {
 		order = append(order, i)
 	}
+	q.deliveries = len(order)
 	for _, id := range order {
 		q.outstanding.Add(1)
 		q.ch <- id
@@ -63,4 +65,9 @@ func (q *queue) wait(deadline time.Duration) bool {
 	case <-time.After(deadline):
 		return false
 	}
+}
+
+// acked returns how many deliveries were acknowledged.
+func (q *queue) acked() int {
+	return q.deliveries - int(q.outstanding.Load())
 }
