@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net/http"
+	"net/http/httptest"
 	"time"
 
 	"github.com/jobonce/jobonce/core"
@@ -176,4 +178,46 @@ func ExampleConfig_observer() {
 	// Output:
 	// ran 1
 	// duplicate 2
+}
+
+// An external API that accepts idempotency keys gets the job's: every copy
+// and retry of the job sends the same one, so the API absorbs a repeat the
+// Guard cannot prevent (a crash between the call and the done marker).
+func ExampleIdempotencyKey() {
+	seen := map[string]int{} // the API's record of the keys it applied
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		if seen[key]++; seen[key] > 1 {
+			w.WriteHeader(http.StatusConflict) // already applied: absorbed
+		}
+	}))
+	defer api.Close()
+
+	charge := func(ctx context.Context) error {
+		key, _ := core.IdempotencyKey(ctx)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, api.URL+"/v1/charges", nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		fmt.Println("charge:", resp.StatusCode, len(key), "character key")
+		return nil
+	}
+	// Two workers whose done markers were lost (two stores standing for a
+	// crash after the call) run the job twice; the API applies it once.
+	for range 2 {
+		if _, err := newGuard(nil).Do(context.Background(), "charge:order-42", charge); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println("applied:", len(seen))
+	// Output:
+	// charge: 200 30 character key
+	// charge: 409 30 character key
+	// applied: 1
 }
