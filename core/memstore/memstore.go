@@ -12,9 +12,16 @@ import (
 )
 
 // Store is an in-process driver.Store. The zero value is not ready; use New.
+//
+// A claim's fence is the larger of time.Now in microseconds since the Unix
+// epoch and one more than the key's previous fence. The Store keeps each
+// key's last fence for its whole life, after the key is released or expires,
+// so fences of a key always increase, whatever the clock does; its memory
+// grows by one small map entry per distinct key ever claimed.
 type Store struct {
 	mu      sync.Mutex
 	entries map[string]*entry
+	fences  map[string]int64 // the last fence of every key ever claimed
 	now     func() time.Time
 	claims  int // claims since the last sweep of expired entries
 }
@@ -22,6 +29,7 @@ type Store struct {
 type entry struct {
 	done        bool
 	token       driver.Token
+	fence       int64
 	fingerprint string
 	result      []byte
 	expires     time.Time
@@ -31,7 +39,7 @@ var _ driver.Store = (*Store)(nil)
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{entries: make(map[string]*entry), now: time.Now}
+	return &Store{entries: make(map[string]*entry), fences: make(map[string]int64), now: time.Now}
 }
 
 // live returns key's entry if it has not expired.
@@ -54,7 +62,8 @@ func checkDuration(field string, d time.Duration) error {
 }
 
 // Claim implements driver.Store. A key already held by req.Token (the same
-// request sent again) is reported claimed. A lease under 1ms gives an error.
+// request sent again) is reported claimed, with the fence it got then. A
+// lease under 1ms gives an error.
 func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
 	if err := ctx.Err(); err != nil {
 		return driver.ClaimReply{}, err
@@ -68,15 +77,18 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 	s.sweep(now)
 	if e := s.live(req.Key, now); e != nil {
 		if !e.done && e.token == req.Token {
-			return driver.ClaimReply{State: driver.StateClaimed}, nil
+			return driver.ClaimReply{State: driver.StateClaimed, Fence: e.fence}, nil
 		}
 		if e.done {
-			return driver.ClaimReply{State: driver.StateDone, Fingerprint: e.fingerprint, Result: bytes.Clone(e.result)}, nil
+			return driver.ClaimReply{State: driver.StateDone, Fingerprint: e.fingerprint, Result: bytes.Clone(e.result),
+				Remaining: e.expires.Sub(now)}, nil
 		}
 		return driver.ClaimReply{State: driver.StateRunning, Fingerprint: e.fingerprint, Remaining: e.expires.Sub(now)}, nil
 	}
-	s.entries[req.Key] = &entry{token: req.Token, fingerprint: req.Fingerprint, expires: now.Add(req.Lease)}
-	return driver.ClaimReply{State: driver.StateClaimed}, nil
+	fence := max(now.UnixMicro(), s.fences[req.Key]+1)
+	s.fences[req.Key] = fence
+	s.entries[req.Key] = &entry{token: req.Token, fence: fence, fingerprint: req.Fingerprint, expires: now.Add(req.Lease)}
+	return driver.ClaimReply{State: driver.StateClaimed, Fence: fence}, nil
 }
 
 // held returns the live claim on key held by token, or nil.
@@ -154,8 +166,8 @@ func (s *Store) Len() int {
 	return n
 }
 
-// sweep drops expired entries once every 1024 claims, so memory stays bounded
-// by the live entries.
+// sweep drops expired entries once every 1024 claims, so the memory of
+// claims and done markers stays bounded by the live ones. Fences stay.
 func (s *Store) sweep(now time.Time) {
 	s.claims++
 	if s.claims < 1024 {
