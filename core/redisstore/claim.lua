@@ -1,16 +1,24 @@
 -- Claims a key unless it holds a live claim or a done marker.
 -- KEYS[1]  the key
--- ARGV[1]  the claim's value: "R" .. token (16 bytes) .. fingerprint
--- ARGV[2]  the lease in milliseconds
--- Reply:   1 when claimed, or already held by this token (the same request
---          sent again, as a client does after a reply was lost);
---          otherwise {current value, remaining TTL in ms}
+-- ARGV[1]  "F" .. token (17 bytes), the prefix that names the claim's owner
+-- ARGV[2]  the fingerprint
+-- ARGV[3]  the lease in milliseconds
+-- Reply:   the claim's fence (an integer: the server clock in microseconds
+--          since the Unix epoch) when claimed; the fence stored with the
+--          claim when this token holds it already (the same request sent
+--          again, as a client does after a reply was lost); otherwise
+--          {current value, remaining TTL in ms}.
+-- The fence is stored after the owner as 8 bytes, big-endian. Doubles hold
+-- microseconds since the epoch exactly (below 2^53, until the year 2255).
 local v = redis.call('GET', KEYS[1])
 if not v then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
+  local now = redis.call('TIME')
+  local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  redis.call('SET', KEYS[1], ARGV[1] .. struct.pack('>I8', fence) .. ARGV[2], 'PX', ARGV[3])
+  return fence
 end
-if string.sub(v, 1, 17) == string.sub(ARGV[1], 1, 17) then
-  return 1
+if string.sub(v, 1, 17) == ARGV[1] then
+  local fence = struct.unpack('>I8', v, 18)
+  return fence
 end
 return {v, redis.call('PTTL', KEYS[1])}

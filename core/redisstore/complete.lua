@@ -1,6 +1,6 @@
 -- Replaces a claim with a done marker if the token still holds it.
 -- KEYS[1]  the key
--- ARGV[1]  "R" .. token (17 bytes)
+-- ARGV[1]  "F" .. token (17 bytes)
 -- ARGV[2]  the done marker: "d" .. fingerprint, or with a result
 --          "D" .. fingerprint length (1 byte) .. fingerprint .. result
 -- ARGV[3]  the retention in milliseconds

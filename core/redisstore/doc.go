@@ -11,14 +11,28 @@
 //
 // # Records
 //
-// A key holds one small string: a running claim ("R", the 16-byte token, the
-// payload fingerprint) whose TTL is the lease, or a done marker ("d", "D" or
-// "L", the fingerprint and the stored result) whose TTL is the retention.
+// A key holds one small string: a running claim ("F", the 16-byte token, the
+// 8-byte fence, the payload fingerprint) whose TTL is the lease, or a done
+// marker ("d", "D" or "L", the fingerprint and the stored result) whose TTL
+// is the retention and which a claim reports as the marker's remaining
+// retention.
 // Fingerprints and results may be of any length and hold any bytes; a nil
 // result comes back nil and an empty one empty. Expiry is Redis's own, so a
 // crashed worker's claim disappears when its lease ends. Redis keeps TTLs in
 // milliseconds: a lease or retention under 1ms is an error, and longer ones
 // are rounded up to whole milliseconds.
+//
+// # Fences
+//
+// A claim's fence is the Redis server's clock (TIME) in microseconds since
+// the Unix epoch, read in the claim script and kept with the claim, so a
+// claim sent again with the same token gets the same fence back. A key that
+// was released, or whose lease or retention ran out, is gone from Redis, and
+// the next claim's fence comes from the clock alone: successive claims of a
+// key get increasing fences as long as the clock of the server that answers
+// (after a failover, the new primary's) does not step back by more than the
+// time between them. Done markers keep no fence, so they cost no more memory
+// for it.
 //
 // # Failures
 //

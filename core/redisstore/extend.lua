@@ -1,6 +1,6 @@
 -- Renews the lease of a claim if the token still holds it.
 -- KEYS[1]  the key
--- ARGV[1]  "R" .. token (17 bytes)
+-- ARGV[1]  "F" .. token (17 bytes)
 -- ARGV[2]  the lease in milliseconds
 -- Reply:   1 when renewed, 0 when the token does not hold the key
 local v = redis.call('GET', KEYS[1])

@@ -15,6 +15,9 @@ type Record struct {
 	State driver.State
 	// Token is a running claim's token.
 	Token driver.Token
+	// Fence is a running claim's fencing token (see driver.ClaimReply);
+	// zero for a claim written by a version before fences.
+	Fence int64
 	// Fingerprint is the payload fingerprint kept with the claim or marker.
 	Fingerprint string
 	// Result is a done marker's stored result.
@@ -47,6 +50,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (Record, error) {
 	rec := Record{State: reply.State, Fingerprint: reply.Fingerprint, Result: reply.Result, TTL: ttl.Val()}
 	if rec.State == driver.StateRunning {
 		copy(rec.Token[:], v[1:ownerLen])
+		rec.Fence = runningFence(v)
 	}
 	return rec, nil
 }

@@ -10,22 +10,30 @@ import (
 
 // A key's value is one string, so a done marker costs one small Redis string:
 //
-//	running:             "R" token(16 bytes) fingerprint
+//	running:             "F" token(16 bytes) fence(8 bytes, big-endian) fingerprint
+//	running, unfenced:   "R" token(16 bytes) fingerprint
 //	done without result: "d" fingerprint
 //	done with result:    "D" len(fingerprint)(1 byte) fingerprint result
 //	                     "L" len(fingerprint)(uvarint) fingerprint result
 //
-// "D" holds fingerprints of up to 255 bytes, "L" longer ones. A done marker
-// written with a non-nil Result, even an empty one, is "D" or "L", so a
-// duplicate gets back nil exactly when the copy that ran stored nil. The
-// lease and the retention are the key's TTL.
+// claim.lua writes running values, with the fence it read from the server's
+// clock. "R" is what versions before fences wrote: it is still read, so a
+// claim they hold during an upgrade is reported running with its
+// fingerprint. "D" holds fingerprints of up to 255 bytes, "L" longer ones. A
+// done marker written with a non-nil Result, even an empty one, is "D" or
+// "L", so a duplicate gets back nil exactly when the copy that ran stored
+// nil. A done marker keeps no fence: the next claim after it expires takes
+// its fence from the clock alone. The lease and the retention are the key's
+// TTL.
 
 const (
-	tagRunning  = 'R'
-	tagDone     = 'D'
-	tagDoneLong = 'L'
-	tagDoneFP   = 'd'
-	ownerLen    = 1 + len(driver.Token{})
+	tagRunning         = 'F'
+	tagRunningUnfenced = 'R'
+	tagDone            = 'D'
+	tagDoneLong        = 'L'
+	tagDoneFP          = 'd'
+	ownerLen           = 1 + len(driver.Token{})
+	fenceLen           = 8
 )
 
 // ownerValue returns the prefix of a running value that identifies its owner.
@@ -36,12 +44,13 @@ func ownerValue(token driver.Token) string {
 	return string(b[:])
 }
 
-func runningValue(token driver.Token, fingerprint string) string {
-	b := make([]byte, 0, ownerLen+len(fingerprint))
-	b = append(b, tagRunning)
-	b = append(b, token[:]...)
-	b = append(b, fingerprint...)
-	return string(b)
+// runningFence returns the fence stored in a running value, or 0 when v
+// holds none.
+func runningFence(v string) int64 {
+	if len(v) < ownerLen+fenceLen || v[0] != tagRunning {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64([]byte(v[ownerLen : ownerLen+fenceLen])))
 }
 
 func doneValue(fingerprint string, result []byte) string {
@@ -62,23 +71,24 @@ func doneValue(fingerprint string, result []byte) string {
 	return string(b)
 }
 
-// parseValue decodes a value read back by the claim script.
+// parseValue decodes a value read back by the claim script, with the key's
+// TTL: a running claim's remaining lease or a done marker's remaining
+// retention.
 func parseValue(v string, pttl int64) (driver.ClaimReply, error) {
+	remaining := fromMillis(pttl)
 	switch {
-	case len(v) >= ownerLen && v[0] == tagRunning:
-		return driver.ClaimReply{
-			State:       driver.StateRunning,
-			Fingerprint: v[ownerLen:],
-			Remaining:   fromMillis(pttl),
-		}, nil
+	case len(v) >= ownerLen+fenceLen && v[0] == tagRunning:
+		return driver.ClaimReply{State: driver.StateRunning, Fingerprint: v[ownerLen+fenceLen:], Remaining: remaining}, nil
+	case len(v) >= ownerLen && v[0] == tagRunningUnfenced:
+		return driver.ClaimReply{State: driver.StateRunning, Fingerprint: v[ownerLen:], Remaining: remaining}, nil
 	case len(v) >= 1 && v[0] == tagDoneFP:
-		return driver.ClaimReply{State: driver.StateDone, Fingerprint: v[1:]}, nil
+		return driver.ClaimReply{State: driver.StateDone, Fingerprint: v[1:], Remaining: remaining}, nil
 	case len(v) >= 2 && v[0] == tagDone && len(v) >= 2+int(v[1]):
-		return doneReply(v, 2, int(v[1]))
+		return doneReply(v, 2, int(v[1]), remaining)
 	case len(v) >= 1 && v[0] == tagDoneLong:
 		n, size := binary.Uvarint([]byte(v[1:min(len(v), 1+binary.MaxVarintLen64)]))
 		if size > 0 && n <= uint64(len(v)-1-size) {
-			return doneReply(v, 1+size, int(n))
+			return doneReply(v, 1+size, int(n), remaining)
 		}
 	}
 	return driver.ClaimReply{}, fmt.Errorf("jobonce: key holds a value jobonce did not write (%d bytes); is another program using the key prefix?", len(v))
@@ -86,10 +96,10 @@ func parseValue(v string, pttl int64) (driver.ClaimReply, error) {
 
 // doneReply decodes a done marker with a result: the fingerprint is the n
 // bytes at v[at:], the result is what follows.
-func doneReply(v string, at, n int) (driver.ClaimReply, error) {
+func doneReply(v string, at, n int, remaining time.Duration) (driver.ClaimReply, error) {
 	result := make([]byte, len(v)-at-n) // not nil, even when empty
 	copy(result, v[at+n:])
-	return driver.ClaimReply{State: driver.StateDone, Fingerprint: v[at : at+n], Result: result}, nil
+	return driver.ClaimReply{State: driver.StateDone, Fingerprint: v[at : at+n], Result: result, Remaining: remaining}, nil
 }
 
 // fromMillis converts a TTL in milliseconds to a Duration, saturating at

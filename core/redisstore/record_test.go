@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"encoding/binary"
 	"strings"
 	"testing"
 	"time"
@@ -10,19 +11,29 @@ import (
 )
 
 func FuzzRecord(f *testing.F) {
-	f.Add([]byte("tok"), "fp", []byte("result"), false)
-	f.Add([]byte{}, "", []byte{}, false)
-	f.Add([]byte{}, "", []byte{}, true)
-	f.Add([]byte{0, 0xff}, "f\x00", []byte{'D', 0, 'R'}, false)
-	f.Add([]byte{1}, strings.Repeat("\xff", 256), []byte{}, false)
-	f.Add([]byte{1}, strings.Repeat("f", 70_000), []byte("r"), false)
-	f.Fuzz(func(t *testing.T, tok []byte, fp string, result []byte, nilResult bool) {
+	f.Add([]byte("tok"), int64(1796123369220322), "fp", []byte("result"), false)
+	f.Add([]byte{}, int64(1), "", []byte{}, false)
+	f.Add([]byte{}, int64(0), "", []byte{}, true)
+	f.Add([]byte{0, 0xff}, int64(1<<53-1), "f\x00", []byte{'D', 0, 'R'}, false)
+	f.Add([]byte{1}, int64(255), strings.Repeat("\xff", 256), []byte{}, false)
+	f.Add([]byte{1}, int64(1<<40), strings.Repeat("f", 70_000), []byte("r"), false)
+	f.Fuzz(func(t *testing.T, tok []byte, fence int64, fp string, result []byte, nilResult bool) {
 		var token driver.Token
 		copy(token[:], tok)
-		r, err := parseValue(runningValue(token, fp), 1500)
+		fence = max(fence, 1)
+		running := runningValue(token, fence, fp)
+		r, err := parseValue(running, 1500)
 		require.NoError(t, err)
 		require.Equal(t, driver.ClaimReply{State: driver.StateRunning, Fingerprint: fp, Remaining: 1500 * time.Millisecond}, r)
-		require.Equal(t, ownerValue(token), runningValue(token, fp)[:ownerLen])
+		require.Equal(t, ownerValue(token), running[:ownerLen])
+		require.Equal(t, fence, runningFence(running))
+		unfenced := "R" + string(token[:]) + fp
+		r, err = parseValue(unfenced, 1500)
+		require.NoError(t, err)
+		require.Equal(t, driver.ClaimReply{State: driver.StateRunning, Fingerprint: fp, Remaining: 1500 * time.Millisecond}, r,
+			"a claim written before fences is read")
+		require.Zero(t, runningFence(unfenced))
+		require.NotEqual(t, ownerValue(token), unfenced[:ownerLen], "a claim written before fences never matches an owner")
 
 		if nilResult {
 			result = nil
@@ -34,11 +45,17 @@ func FuzzRecord(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, driver.StateDone, r.State)
 		require.Equal(t, fp, r.Fingerprint)
+		require.Equal(t, 100*time.Millisecond, r.Remaining, "a done marker's remaining retention is its TTL")
 		require.Equal(t, string(result), string(r.Result))
 		require.Equal(t, result == nil, r.Result == nil, "nil and empty results stay apart")
 		require.LessOrEqual(t, len(done), 1+varintLen(len(fp))+len(fp)+len(result))
 		require.NotEqual(t, ownerValue(token), done[:min(len(done), ownerLen)], "a done marker never matches an owner")
 	})
+}
+
+// runningValue is the running value claim.lua writes.
+func runningValue(token driver.Token, fence int64, fingerprint string) string {
+	return ownerValue(token) + string(binary.BigEndian.AppendUint64(nil, uint64(fence))) + fingerprint
 }
 
 func varintLen(n int) int {
@@ -60,8 +77,9 @@ func TestShortFingerprintMarkersKeepTheirEncoding(t *testing.T) {
 	require.Equal(t, "L\x80\x02f"+fp+"r", doneValue("f"+fp, []byte("r")))
 }
 
-func TestMalformedLongMarkers(t *testing.T) {
-	for _, v := range []string{"L", "L\x80", "L\x05abcd", "L\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", "D\x05ab"} {
+func TestMalformedValues(t *testing.T) {
+	for _, v := range []string{"L", "L\x80", "L\x05abcd", "L\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", "D\x05ab",
+		"F" + strings.Repeat("t", 16+7), "R" + strings.Repeat("t", 15)} {
 		_, err := parseValue(v, 100)
 		require.ErrorContains(t, err, "did not write", "%q", v)
 	}

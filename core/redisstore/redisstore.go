@@ -111,10 +111,12 @@ func claimArgs(req *driver.ClaimRequest) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{runningValue(req.Token, req.Fingerprint), lease}, nil
+	return []any{ownerValue(req.Token), req.Fingerprint, lease}, nil
 }
 
-// Claim implements driver.Store in one round trip.
+// Claim implements driver.Store in one round trip. A claimed key's fence
+// comes from the Redis server's clock; a done marker's remaining retention
+// is its TTL.
 func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
 	args, err := claimArgs(&req)
 	if err != nil {
@@ -130,8 +132,8 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 func claimReply(v any) (driver.ClaimReply, error) {
 	switch v := v.(type) {
 	case int64:
-		if v == 1 {
-			return driver.ClaimReply{State: driver.StateClaimed}, nil
+		if v > 0 {
+			return driver.ClaimReply{State: driver.StateClaimed, Fence: v}, nil
 		}
 	case []any:
 		if len(v) == 2 {

@@ -27,6 +27,15 @@ func newStore(t testing.TB, client redis.UniversalClient) *redisstore.Store {
 	return s
 }
 
+// prefixedStore returns a key prefix of the test's own, whose keys are
+// deleted at cleanup, a client, and a Store on the client.
+func prefixedStore(t *testing.T) (string, *redis.Client, *redisstore.Store) {
+	t.Helper()
+	prefix := testenv.Prefix(t)
+	client := testenv.Redis(t, prefix)
+	return prefix, client, newStore(t, client)
+}
+
 func TestConformance(t *testing.T) {
 	client := testenv.Redis(t, "jobonce-storetest:")
 	storetest.Run(t, func(t *testing.T) driver.Store { return newStore(t, client) })

@@ -1,6 +1,6 @@
 -- Deletes a claim if the token still holds it.
 -- KEYS[1]  the key
--- ARGV[1]  "R" .. token (17 bytes)
+-- ARGV[1]  "F" .. token (17 bytes)
 -- Reply:   1 when deleted, 0 when the token does not hold the key
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 17) == ARGV[1] then
