@@ -20,9 +20,11 @@ type Config struct {
 	// Table is the name of the keys table. Defaults to "jobonce_keys".
 	Table string
 
-	// Migrate makes New create the table and its index when they are missing
-	// (see Migrate). Defaults to false: New only checks that the table exists
-	// and returns an error matching ErrNotMigrated when it does not.
+	// Migrate makes New create the table and its index when they are missing,
+	// and add the columns a table made by an earlier version lacks (see
+	// Migrate). Defaults to false: New only checks that the table and its
+	// columns exist and returns an error matching ErrNotMigrated when they
+	// do not.
 	Migrate bool
 
 	// LockTimeout bounds how long a claim or a transactional record waits for

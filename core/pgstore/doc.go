@@ -51,11 +51,24 @@
 // READ a copy that finds a key committed after its snapshot gets a
 // serialization failure instead of a duplicate.
 //
+// # Fences
+//
+// A claim, or a transactional record, gets a fence (driver.ClaimReply.Fence)
+// computed on the database's clock and kept in the row's fence column: the
+// clock in microseconds since the Unix epoch, or one more than the fence of
+// the expired row it takes over, whichever is larger. Expired rows, released
+// claims included, stay until pruned, so the next claim after a release or a
+// lapsed lease gets a fence greater than the last holder's even if the clock
+// stepped back; after a row is pruned, the next fence comes from the clock
+// alone.
+//
 // # Schema
 //
 // The table (Config.Schema, Config.Table) is created by Migrate, or by New
 // when Config.Migrate is set; MigrationSQL returns the SQL for migration
-// tools. Without it, New returns an error matching ErrNotMigrated.
+// tools. Migrate also adds the columns a later version needs (fence) to a
+// table an earlier version created. Without it, New returns an error
+// matching ErrNotMigrated that names the missing table or column.
 //
 // # Connection poolers
 //

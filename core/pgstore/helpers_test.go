@@ -35,6 +35,23 @@ func migratedStore(t testing.TB, pool *pgxpool.Pool, cfg *pgstore.Config) *pgsto
 	return s
 }
 
+// requireMigrateFixes checks that New on pool refuses its table with an
+// error matching ErrNotMigrated that names the table, says to migrate and
+// holds each of want; and that Migrate, run twice, makes New succeed.
+func requireMigrateFixes(t testing.TB, ctx context.Context, pool *pgxpool.Pool, want ...string) *pgstore.Store {
+	t.Helper()
+	_, err := pgstore.New(ctx, pool, nil)
+	require.ErrorIs(t, err, pgstore.ErrNotMigrated)
+	for _, w := range append([]string{"run pgstore.Migrate", `"jobonce_keys"`}, want...) {
+		require.ErrorContains(t, err, w)
+	}
+	require.NoError(t, pgstore.Migrate(ctx, pool, nil))
+	require.NoError(t, pgstore.Migrate(ctx, pool, nil), "Migrate is idempotent")
+	s, err := pgstore.New(ctx, pool, nil)
+	require.NoError(t, err)
+	return s
+}
+
 func claimReq(key string, lease time.Duration) driver.ClaimRequest {
 	return driver.ClaimRequest{Key: key, Token: driver.NewToken(), Lease: lease}
 }

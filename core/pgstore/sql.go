@@ -12,13 +12,13 @@ var sqlFiles embed.FS
 
 // statements holds the store's SQL with the table's quoted name in place.
 type statements struct {
-	migrate, check                         string
-	claim, extend, complete, release       string
-	prune                                  string
-	txSavepoint, txLockTimeout, txTakeover string
-	txRecord, txState, txRestore           string
-	txRelease, txRollback                  string
-	txID, txStatus                         string
+	migrate, check                   string
+	claim, extend, complete, release string
+	prune                            string
+	txSavepoint, txLockTimeout       string
+	txRecord, txState, txRestore     string
+	txRelease, txRollback            string
+	txID, txStatus                   string
 }
 
 func newStatements(cfg *Config) statements {
@@ -47,7 +47,6 @@ func newStatements(cfg *Config) statements {
 		prune:         load("prune"),
 		txSavepoint:   load("tx_savepoint"),
 		txLockTimeout: load("tx_lock_timeout"),
-		txTakeover:    load("tx_takeover"),
 		txRecord:      load("tx_record"),
 		txState:       load("tx_state"),
 		txRestore:     load("tx_restore"),

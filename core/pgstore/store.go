@@ -34,9 +34,10 @@ var _ driver.BatchStore = (*Store)(nil)
 const claimAttempts = 4
 
 // New returns a Store on pool. cfg may be nil for the defaults. With
-// Config.Migrate, New creates the table when it is missing; otherwise a
-// missing table gives an error matching ErrNotMigrated. An invalid Config
-// field gives an error naming it.
+// Config.Migrate, New migrates the table first (see Migrate); otherwise a
+// missing table, or a table an earlier version created without a column
+// this one needs, gives an error matching ErrNotMigrated that names it. An
+// invalid Config field gives an error naming it.
 func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("jobonce: pgstore.New: pool is nil")
@@ -67,8 +68,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 }
 
 // Migrate creates the keys table and its expiry index described by cfg when
-// they are missing. It is idempotent and safe to run from several processes
-// at once. cfg may be nil for the defaults.
+// they are missing, and adds the columns that a table created by an earlier
+// version lacks. It is idempotent and safe to run from several processes at
+// once. cfg may be nil for the defaults.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, cfg *Config) error {
 	if pool == nil {
 		return errors.New("jobonce: pgstore.Migrate: pool is nil")
@@ -129,7 +131,9 @@ func fromMicros(us int64) time.Duration {
 }
 
 // Claim implements driver.Store: one statement claims the key or reads its
-// state. The lease runs on the database clock. A key held by a transaction
+// state. The lease, the retention reported for a done key and the fence
+// run on the database clock; a claim that takes over an expired row gets a
+// fence greater than that row's. A key held by a transaction
 // that has not committed within Config.LockTimeout is reported as running;
 // a key already held by req.Token (the same request sent again) is reported
 // claimed. A lease under 1ms gives an error naming it.
@@ -202,17 +206,19 @@ func scanClaim(rows pgx.Rows) (driver.ClaimReply, bool, error) {
 		fingerprint   []byte
 		result        []byte
 		remaining     int64
+		fence         int64
 	)
 	if rows.Next() {
-		if err := rows.Scan(&claimed, &done, &fingerprint, &result, &remaining); err != nil {
+		if err := rows.Scan(&claimed, &done, &fingerprint, &result, &remaining, &fence); err != nil {
 			return reply, false, err
 		}
 		settled = true
 		switch {
 		case claimed:
-			reply.State = driver.StateClaimed
+			reply = driver.ClaimReply{State: driver.StateClaimed, Fence: fence}
 		case done:
-			reply = driver.ClaimReply{State: driver.StateDone, Fingerprint: string(fingerprint), Result: result}
+			reply = driver.ClaimReply{State: driver.StateDone, Fingerprint: string(fingerprint), Result: result,
+				Remaining: fromMicros(remaining)}
 		default:
 			reply = driver.ClaimReply{State: driver.StateRunning, Fingerprint: string(fingerprint),
 				Remaining: fromMicros(remaining)}
@@ -261,9 +267,10 @@ func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error 
 	return nil
 }
 
-// Release implements driver.Store: it deletes the claim held by token. It
-// returns core.ErrLeaseLost when token no longer holds a live claim, and
-// never touches another token's claim or a done row.
+// Release implements driver.Store: the claim held by token expires at once,
+// so the key is free; its row stays until pruned, keeping its fence for the
+// next claim. It returns core.ErrLeaseLost when token no longer holds a live
+// claim, and never touches another token's claim or a done row.
 func (s *Store) Release(ctx context.Context, key string, token driver.Token) error {
 	tag, err := s.pool.Exec(ctx, s.sql.release, []byte(key), uuid(token))
 	if err != nil {

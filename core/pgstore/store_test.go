@@ -63,18 +63,10 @@ func TestNewMissingTableSaysMigrate(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
 	pool, _ := testenv.Postgres(t)
-	_, err := pgstore.New(ctx, pool, nil)
-	require.ErrorIs(t, err, pgstore.ErrNotMigrated)
-	require.ErrorContains(t, err, "run pgstore.Migrate")
-	require.ErrorContains(t, err, `"jobonce_keys"`)
-
-	require.NoError(t, pgstore.Migrate(ctx, pool, nil))
-	require.NoError(t, pgstore.Migrate(ctx, pool, nil), "Migrate is idempotent")
-	s, err := pgstore.New(ctx, pool, nil)
-	require.NoError(t, err)
+	s := requireMigrateFixes(t, ctx, pool, "does not exist")
 
 	// A table dropped later gives the same advice from every call.
-	_, err = pool.Exec(ctx, "DROP TABLE jobonce_keys")
+	_, err := pool.Exec(ctx, "DROP TABLE jobonce_keys")
 	require.NoError(t, err)
 	_, err = s.Claim(ctx, claimReq("k", time.Second))
 	require.ErrorIs(t, err, pgstore.ErrNotMigrated)
@@ -116,7 +108,8 @@ func TestClaimLifecycle(t *testing.T) {
 	first := driver.ClaimRequest{Key: "job", Token: driver.NewToken(), Fingerprint: "fp-1", Lease: time.Minute}
 	r, err := s.Claim(ctx, first)
 	require.NoError(t, err)
-	require.Equal(t, driver.ClaimReply{State: driver.StateClaimed}, r)
+	require.Equal(t, driver.StateClaimed, r.State)
+	require.Positive(t, r.Fence)
 
 	second := driver.ClaimRequest{Key: "job", Token: driver.NewToken(), Fingerprint: "fp-2", Lease: time.Minute}
 	r, err = s.Claim(ctx, second)
@@ -137,7 +130,8 @@ func TestClaimLifecycle(t *testing.T) {
 
 	r, err = s.Claim(ctx, second)
 	require.NoError(t, err)
-	require.Equal(t, driver.ClaimReply{State: driver.StateDone, Fingerprint: "fp-1", Result: result}, r)
+	require.InDelta(t, time.Hour, r.Remaining, float64(5*time.Second), "a done row reports its remaining retention")
+	require.Equal(t, driver.ClaimReply{State: driver.StateDone, Fingerprint: "fp-1", Result: result, Remaining: r.Remaining}, r)
 
 	// A done row has no token: nothing can extend, complete or release it.
 	require.ErrorIs(t, s.Extend(ctx, "job", first.Token, time.Minute), core.ErrLeaseLost)
@@ -367,7 +361,8 @@ func TestBatch(t *testing.T) {
 	require.Equal(t, driver.StateClaimed, replies[0].State)
 	require.Equal(t, driver.StateRunning, replies[1].State)
 	require.Equal(t, driver.StateClaimed, replies[2].State)
-	require.Equal(t, driver.ClaimReply{State: driver.StateDone, Result: []byte("r"), Fingerprint: ""}, replies[3])
+	require.InDelta(t, time.Hour, replies[3].Remaining, float64(5*time.Second))
+	require.Equal(t, driver.ClaimReply{State: driver.StateDone, Result: []byte("r"), Fingerprint: "", Remaining: replies[3].Remaining}, replies[3])
 	require.Equal(t, driver.StateRunning, replies[4].State)
 
 	cerrs := s.CompleteBatch(ctx, []driver.CompleteRequest{

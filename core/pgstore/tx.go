@@ -24,7 +24,10 @@ const rollbackTimeout = 5 * time.Second
 // key held by another transaction that does not commit within LockTimeout
 // is reported running, with Config.RetryAfter as its remaining time; on
 // every answer but StateClaimed, and on an error, tx is left as it was and
-// usable. The record is kept for req.Retention on the database clock.
+// usable. The record is kept for req.Retention on the database clock. A
+// recorded key's fence comes from the database clock too, and is greater
+// than the fence of the expired row (a lapsed claim, an old record) it
+// replaces.
 // Use READ COMMITTED (PostgreSQL's default): under REPEATABLE READ a copy
 // that finds the key committed after its snapshot gets a serialization
 // failure (an error) instead of StateDone.
@@ -40,13 +43,12 @@ func (s *Store) RecordTx(ctx context.Context, tx pgx.Tx, req driver.RecordReques
 		b := &pgx.Batch{}
 		b.Queue(s.sql.txSavepoint)
 		b.Queue(s.sql.txLockTimeout, s.lockTimeoutFor(ctx, 1))
-		b.Queue(s.sql.txTakeover, k)
 		b.Queue(s.sql.txRecord, k, []byte(req.Fingerprint), req.Retention.Microseconds())
 		b.Queue(s.sql.txState, k)
 		b.Queue(s.sql.txRestore)
 		b.Queue(s.sql.txRelease)
 		br := tx.SendBatch(ctx, b)
-		recorded, st, err := readRecord(br)
+		fence, st, err := readRecord(br)
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
@@ -60,10 +62,10 @@ func (s *Store) RecordTx(ctx context.Context, tx pgx.Tx, req driver.RecordReques
 			return driver.ClaimReply{}, errors.Join(s.fail(ctx, err), rerr)
 		}
 		switch {
-		case recorded:
-			return driver.ClaimReply{State: driver.StateClaimed}, nil
+		case fence != 0:
+			return driver.ClaimReply{State: driver.StateClaimed, Fence: fence}, nil
 		case st.found && st.live && st.done:
-			return driver.ClaimReply{State: driver.StateDone, Fingerprint: string(st.fingerprint)}, nil
+			return driver.ClaimReply{State: driver.StateDone, Fingerprint: string(st.fingerprint), Remaining: fromMicros(st.remaining)}, nil
 		case st.found && st.live:
 			remaining := max(time.Duration(st.remaining)*time.Microsecond, s.cfg.LockTimeout)
 			return driver.ClaimReply{State: driver.StateRunning, Fingerprint: string(st.fingerprint), Remaining: remaining}, nil
@@ -114,25 +116,31 @@ type txState struct {
 	remaining         int64 // microseconds
 }
 
-// readRecord reads the results of the batch queued by record, in order.
-func readRecord(br pgx.BatchResults) (recorded bool, st txState, err error) {
-	for range 3 { // savepoint, lock_timeout, takeover
+// readRecord reads the results of the batch queued by RecordTx, in order:
+// the record's fence (0 when the key was not recorded) and the key's row.
+func readRecord(br pgx.BatchResults) (fence int64, st txState, err error) {
+	for range 2 { // savepoint, lock_timeout
 		if _, err = br.Exec(); err != nil {
-			return false, st, err
+			return 0, st, err
 		}
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return false, st, err
+		return 0, st, err
 	}
-	recorded = rows.Next()
+	if rows.Next() {
+		err = rows.Scan(&fence)
+	}
 	rows.Close()
-	if err = rows.Err(); err != nil {
-		return false, st, err
+	if err == nil {
+		err = rows.Err()
+	}
+	if err != nil {
+		return 0, st, err
 	}
 	rows, err = br.Query()
 	if err != nil {
-		return false, st, err
+		return 0, st, err
 	}
 	if rows.Next() {
 		st.found = true
@@ -143,12 +151,12 @@ func readRecord(br pgx.BatchResults) (recorded bool, st txState, err error) {
 		err = rows.Err()
 	}
 	if err != nil {
-		return false, st, err
+		return 0, st, err
 	}
 	for range 2 { // restore lock_timeout, release savepoint
 		if _, err = br.Exec(); err != nil {
-			return false, st, err
+			return 0, st, err
 		}
 	}
-	return recorded, st, nil
+	return fence, st, nil
 }

@@ -1,5 +1,6 @@
--- migrate.sql creates jobonce's keys table and its expiry index. It is
--- idempotent: running it again changes nothing.
+-- migrate.sql creates jobonce's keys table and its expiry index, and adds
+-- the columns later versions need to a table an earlier version created. It
+-- is idempotent: running it again changes nothing.
 --
 -- pgstore fills in the quoted table name (Config.Schema, Config.Table) and
 -- the index name (the table's name and "_expires_at_idx"). Run it in one
@@ -13,12 +14,20 @@
 --   result      the result stored with a done row, or NULL.
 --   expires_at  the end of the lease (running) or of the retention (done),
 --               always on the database clock.
+--   fence       the fencing token of the claim or transactional record that
+--               wrote the row: microseconds since the Unix epoch on the
+--               database clock, or one more than the fence of the expired
+--               row it replaced, whichever is larger. NULL in rows written
+--               before the column existed.
 CREATE TABLE IF NOT EXISTS {table} (
     key         bytea       NOT NULL PRIMARY KEY,
     token       uuid,
     fingerprint bytea       NOT NULL DEFAULT '',
     result      bytea,
-    expires_at  timestamptz NOT NULL
+    expires_at  timestamptz NOT NULL,
+    fence       bigint
 );
+
+ALTER TABLE {table} ADD COLUMN IF NOT EXISTS fence bigint;
 
 CREATE INDEX IF NOT EXISTS {index} ON {table} (expires_at);

@@ -1,12 +1,35 @@
--- tx_record.sql records a key as done in the caller's transaction. When
--- another transaction has recorded the key and not committed yet, it waits
--- for it (at most lock_timeout): a commit makes this a conflict, a rollback
--- lets the insert through. A committed row is neither changed nor locked.
+-- tx_record.sql records a key as done in the caller's transaction, in one
+-- statement. A row that has expired (a crashed claim, an old done row) is
+-- taken over; a live row is neither changed nor locked. When the key is
+-- absent but another transaction has recorded it and not committed yet, the
+-- insert waits for it (at most lock_timeout): a commit makes this a
+-- conflict, a rollback lets the insert through.
+--
+-- The record's fence is the database clock in microseconds since the Unix
+-- epoch, or one more than the fence of the expired row it takes over,
+-- whichever is larger.
 --
 -- Parameters: $1 key (bytea), $2 fingerprint (bytea),
 --   $3 retention in microseconds (bigint).
--- Reply: one row when the key was recorded, none when it exists.
-INSERT INTO {table} (key, token, fingerprint, result, expires_at)
-VALUES ($1, NULL, $2, NULL, clock_timestamp() + $3::bigint * interval '1 microsecond')
-ON CONFLICT (key) DO NOTHING
-RETURNING true
+-- Reply: one row (fence) when the key was recorded, none when it exists.
+WITH taken AS (
+    UPDATE {table} AS t
+       SET token = NULL,
+           fingerprint = $2,
+           result = NULL,
+           expires_at = clock_timestamp() + $3::bigint * interval '1 microsecond',
+           fence = greatest(floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint,
+                            coalesce(t.fence, 0) + 1)
+     WHERE key = $1 AND expires_at <= clock_timestamp()
+    RETURNING fence
+), inserted AS (
+    INSERT INTO {table} (key, token, fingerprint, result, expires_at, fence)
+    SELECT $1, NULL, $2, NULL, clock_timestamp() + $3::bigint * interval '1 microsecond',
+           floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint
+     WHERE NOT EXISTS (SELECT FROM taken)
+    ON CONFLICT (key) DO NOTHING
+    RETURNING fence
+)
+SELECT fence FROM taken
+UNION ALL
+SELECT fence FROM inserted
