@@ -7,7 +7,8 @@
 //
 // The suite covers the Store contract (claim, race, expiry takeover, token
 // safety, extend, complete, release, retention, fingerprints, results, batch
-// operations, bad input) and the Guard's behaviour on top of the store.
+// operations, fences, bad input) and the Guard's behaviour on top of the
+// store.
 // Beyond what driver.Store's documentation says, it holds every store to these
 // rules:
 //
@@ -16,7 +17,11 @@
 //     stored as nil comes back nil, an empty one empty;
 //   - a lease, extension or retention under 1ms is an error naming the field,
 //     and the longest time.Duration works;
-//   - a claim sent again with the token that holds the key reports claimed;
+//   - a claim sent again with the token that holds the key reports claimed,
+//     with the fence it got the first time;
+//   - a key's successive claims get strictly increasing fences, after a
+//     release, a lapsed lease or an expired done marker alike;
+//   - a claim that finds a done marker reports its remaining retention;
 //   - a call with a done context fails with an error wrapping the context's
 //     error and changes nothing; a batch call answers every request so.
 //

@@ -42,6 +42,10 @@ func RunStore(t *testing.T, newStore NewStore) {
 		{"LongestDurations", longestDurations},
 		{"CancelledContextEveryCall", cancelledContextEveryCall},
 		{"BatchCancelledContext", batchCancelledContext},
+		{"FencesIncrease", fencesIncrease},
+		{"LapsedHolderFenced", lapsedHolderFenced},
+		{"BatchFences", batchFences},
+		{"DoneRemaining", doneRemaining},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -98,11 +102,7 @@ func expiredClaimTakenOver(t *testing.T, s *suite) {
 	ctx, key := ctx(t), s.key("expire")
 	_, err := s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", 50*time.Millisecond))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		r, err := s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", time.Minute))
-		require.NoError(t, err)
-		return r.State == driver.StateClaimed
-	}, 10*time.Second, 20*time.Millisecond, "an expired claim can be taken over")
+	s.claimWhenFree(ctx, claimReq(key, driver.NewToken(), "", time.Minute))
 }
 
 func tokenSafety(t *testing.T, s *suite) {
@@ -110,11 +110,7 @@ func tokenSafety(t *testing.T, s *suite) {
 	old, owner := driver.NewToken(), driver.NewToken()
 	_, err := s.store.Claim(ctx, claimReq(key, old, "", 50*time.Millisecond))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		r, err := s.store.Claim(ctx, claimReq(key, owner, "", time.Minute))
-		require.NoError(t, err)
-		return r.State == driver.StateClaimed
-	}, 10*time.Second, 20*time.Millisecond)
+	s.claimWhenFree(ctx, claimReq(key, owner, "", time.Minute))
 
 	require.ErrorIs(t, s.store.Extend(ctx, key, old, time.Minute), core.ErrLeaseLost)
 	require.ErrorIs(t, s.store.Release(ctx, key, old), core.ErrLeaseLost)
@@ -200,11 +196,7 @@ func retentionExpires(t *testing.T, s *suite) {
 	r, err := s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, driver.StateDone, r.State)
-	require.Eventually(t, func() bool {
-		r, err := s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", time.Minute))
-		require.NoError(t, err)
-		return r.State == driver.StateClaimed
-	}, 10*time.Second, 20*time.Millisecond, "a done marker expires after its retention")
+	s.claimWhenFree(ctx, claimReq(key, driver.NewToken(), "", time.Minute))
 }
 
 func binaryKeysAndResults(t *testing.T, s *suite) {
@@ -282,27 +274,23 @@ func batch(t *testing.T, s *suite) {
 
 // claimSentAgain: a claim request sent again (a client retrying after its
 // reply was lost) finds the key held by its own token and reports it
-// claimed, not running; the lease is not renewed. Other tokens still find
-// it running.
+// claimed, not running, with the same fence; the lease is not renewed.
+// Other tokens still find it running.
 func claimSentAgain(t *testing.T, s *suite) {
 	ctx, key := ctx(t), s.key("again")
 	req := claimReq(key, driver.NewToken(), "fp", 20*time.Second)
-	r, err := s.store.Claim(ctx, req)
-	require.NoError(t, err)
-	require.Equal(t, driver.StateClaimed, r.State)
+	fence := s.fence(s.store.Claim(ctx, req))
 	req.Lease = time.Minute
-	r, err = s.store.Claim(ctx, req)
-	require.NoError(t, err)
-	require.Equal(t, driver.StateClaimed, r.State, "the claim's own token holds the key")
-	r, err = s.store.Claim(ctx, claimReq(key, driver.NewToken(), "fp", time.Minute))
+	require.Equal(t, fence, s.fence(s.store.Claim(ctx, req)), "the claim's own token holds the key, with its fence")
+	r, err := s.store.Claim(ctx, claimReq(key, driver.NewToken(), "fp", time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, driver.StateRunning, r.State)
 	require.LessOrEqual(t, r.Remaining, 20*time.Second, "sending a claim again does not renew its lease")
 	if bs, ok := s.store.(driver.BatchStore); ok {
 		replies, errs := bs.ClaimBatch(ctx, []driver.ClaimRequest{req, req})
 		require.Equal(t, []error{nil, nil}, errs)
-		require.Equal(t, driver.StateClaimed, replies[0].State)
-		require.Equal(t, driver.StateClaimed, replies[1].State)
+		require.Equal(t, fence, s.fence(replies[0], nil))
+		require.Equal(t, fence, s.fence(replies[1], nil))
 	}
 	require.NoError(t, s.store.Complete(ctx, driver.CompleteRequest{Key: key, Token: req.Token, Retention: time.Minute}))
 	r, err = s.store.Claim(ctx, req)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/jobonce/jobonce/core/driver"
 )
 
@@ -42,4 +44,29 @@ func ctx(t *testing.T) context.Context {
 
 func claimReq(key string, tok driver.Token, fp string, lease time.Duration) driver.ClaimRequest {
 	return driver.ClaimRequest{Key: key, Token: tok, Fingerprint: fp, Lease: lease}
+}
+
+// fence returns the fence of a claim's reply, which must be StateClaimed.
+func (s *suite) fence(r driver.ClaimReply, err error) int64 {
+	s.t.Helper()
+	require.NoError(s.t, err)
+	require.Equal(s.t, driver.StateClaimed, r.State)
+	require.Positive(s.t, r.Fence, "a claim's fence")
+	return r.Fence
+}
+
+// claimWhenFree sends req until it claims the key, as it does once the
+// key's claim or done marker has expired, and returns the claim's reply.
+func (s *suite) claimWhenFree(ctx context.Context, req driver.ClaimRequest) driver.ClaimReply {
+	s.t.Helper()
+	var (
+		r   driver.ClaimReply
+		err error
+	)
+	require.Eventually(s.t, func() bool {
+		r, err = s.store.Claim(ctx, req)
+		return err != nil || r.State == driver.StateClaimed
+	}, 10*time.Second, 5*time.Millisecond, "the key's claim or done marker expires")
+	s.fence(r, err)
+	return r
 }
