@@ -1,11 +1,14 @@
 package storetest
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 )
 
@@ -118,4 +121,30 @@ func doneRemaining(t *testing.T, s *suite) {
 			require.LessOrEqual(t, r.Remaining, retention)
 		}
 	}
+}
+
+// jobFencesIncrease: a job's function finds its claim's fence in its
+// context, and the run of the same key after a failure released the claim
+// finds a greater one.
+func jobFencesIncrease(t *testing.T, s *suite) {
+	g := s.guard(s.store, core.Config{})
+	ctx := ctx(t)
+	var fences []int64
+	run := func(result error) func(context.Context) error {
+		return func(ctx context.Context) error {
+			if f, ok := core.Fence(ctx); ok {
+				fences = append(fences, f)
+			}
+			return result
+		}
+	}
+	failed := errors.New("the job failed")
+	out, err := g.Do(ctx, "job", run(failed))
+	require.ErrorIs(t, err, failed)
+	require.Equal(t, core.Failed, out)
+	out, err = g.Do(ctx, "job", run(nil))
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, out)
+	require.Len(t, fences, 2, "each run has its claim's fence")
+	require.Greater(t, fences[1], fences[0])
 }

@@ -40,6 +40,7 @@ func RunGuard(t *testing.T, newStore NewStore) {
 		{"ClaimWorkFinish", claimWorkFinish},
 		{"LongFingerprints", longFingerprints},
 		{"PlainKeysKeepEnqueueApart", plainKeysKeepEnqueueApart},
+		{"JobFencesIncrease", jobFencesIncrease},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
