@@ -41,6 +41,8 @@ func RunGuard(t *testing.T, newStore NewStore) {
 		{"LongFingerprints", longFingerprints},
 		{"PlainKeysKeepEnqueueApart", plainKeysKeepEnqueueApart},
 		{"JobFencesIncrease", jobFencesIncrease},
+		{"FenceRefusesAZombie", fenceRefusesAZombie},
+		{"DuplicateReportsItsLag", duplicateReportsItsLag},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
