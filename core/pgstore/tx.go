@@ -83,8 +83,9 @@ func (s *Store) BeginTx(ctx context.Context) (pgx.Tx, error) { return s.pool.Beg
 // CommitTx implements driver.TxStore. A commit whose answer is lost (the
 // connection dies while COMMIT runs) may have gone through: CommitTx then
 // asks the database, on another connection, whether the transaction
-// committed, and returns nil if it did. It returns the commit's error when
-// the transaction did not commit or the database cannot tell within ctx.
+// committed (waiting while it is still in progress), and returns nil if it
+// did. It returns the commit's error when the transaction did not commit or
+// the database cannot tell within ctx.
 func (s *Store) CommitTx(ctx context.Context, tx pgx.Tx) error {
 	var xid *string // the transaction's id, NULL when it wrote nothing
 	if err := tx.QueryRow(ctx, s.sql.txID).Scan(&xid); err != nil {
@@ -94,11 +95,28 @@ func (s *Store) CommitTx(ctx context.Context, tx pgx.Tx) error {
 	if err == nil || xid == nil {
 		return err
 	}
-	var status *string
-	if qerr := s.pool.QueryRow(ctx, s.sql.txStatus, *xid).Scan(&status); qerr == nil && status != nil && *status == "committed" {
-		return nil
+	// The server may still be committing: ask until it has settled, or ctx
+	// ends.
+	for pause := 10 * time.Millisecond; ; pause = min(2*pause, 200*time.Millisecond) {
+		var status *string
+		if qerr := s.pool.QueryRow(ctx, s.sql.txStatus, *xid).Scan(&status); qerr == nil {
+			switch {
+			case status == nil: // too old to tell
+				return err
+			case *status == "committed":
+				return nil
+			case *status == "aborted":
+				return err
+			}
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
 	}
-	return err
 }
 
 // RollbackTx implements driver.TxStore; after a commit it does nothing.
