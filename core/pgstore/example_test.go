@@ -87,6 +87,54 @@ func Example_transactional() {
 	// duplicate
 }
 
+// A fenced write: the job's claim's fence goes with its write, and a row
+// keeps the fence of the last write, so the late write of a copy whose claim
+// lapsed (a smaller fence) changes nothing.
+func Example_fence() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testenv.DatabaseURL())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	store, err := pgstore.New(ctx, pool, &pgstore.Config{Migrate: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	guard, err := core.New(store, &core.Config{KeyPrefix: exampleRun()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	account := exampleRun() // a row of its own for each run
+	if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS example_accounts (id text PRIMARY KEY, balance int, fence bigint NOT NULL DEFAULT 0)"); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO example_accounts (id, balance) VALUES ($1, 0)", account); err != nil {
+		log.Fatal(err)
+	}
+	credit := func(ctx context.Context, fence int64) int64 {
+		tag, err := pool.Exec(ctx, "UPDATE example_accounts SET balance = balance + 100, fence = $2 WHERE id = $1 AND fence < $2", account, fence)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return tag.RowsAffected()
+	}
+	var fence int64
+	_, err = guard.Do(ctx, "credit:"+account, func(ctx context.Context) error {
+		fence, _ = core.Fence(ctx)
+		fmt.Println("the job's write:", credit(ctx, fence), "row")
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// A zombie: an earlier claim of the job whose write arrives late.
+	fmt.Println("a stale write:", credit(ctx, fence-1), "rows")
+	// Output:
+	// the job's write: 1 row
+	// a stale write: 0 rows
+}
+
 // exampleRun returns a key prefix of its own for each run of an example, so
 // that examples run again against the same database start afresh.
 func exampleRun() string { return "example:" + testenv.RandomID(8) + ":" }
