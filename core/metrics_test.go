@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/memstore"
@@ -36,4 +38,36 @@ func TestOutcomesPerConsumer(t *testing.T) {
 	require.Len(t, byKind, 101)
 	require.Equal(t, map[string]int64{"billing": 152}, counts(t, reader, "jobonce.outcomes", "jobonce.consumer"))
 	require.Equal(t, map[string]int64{"sqs": 2, "asynq": 150}, counts(t, reader, "jobonce.outcomes", "jobonce.source"))
+}
+
+// TestDuplicateLagHistogram: a duplicate's lag is recorded in
+// jobonce.duplicate.lag, in seconds.
+func TestDuplicateLagHistogram(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	g := testenv.NewGuard(t, memstore.New(), &core.Config{
+		Retention: time.Hour, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
+	})
+	ctx := context.Background()
+	nop := func(context.Context) error { return nil }
+	_, err := g.Do(ctx, "k", nop)
+	require.NoError(t, err)
+	time.Sleep(50 * time.Millisecond) // the redelivery's delay, not a synchronisation
+	out, err := g.Do(ctx, "k", nop)
+	require.NoError(t, err)
+	require.Equal(t, core.Duplicate, out)
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(ctx, &rm))
+	var lags []metricdata.HistogramDataPoint[float64]
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == "jobonce.duplicate.lag" {
+				lags = append(lags, m.Data.(metricdata.Histogram[float64]).DataPoints...)
+			}
+		}
+	}
+	require.Len(t, lags, 1)
+	require.EqualValues(t, 1, lags[0].Count)
+	require.GreaterOrEqual(t, lags[0].Sum, 0.04)
+	require.Less(t, lags[0].Sum, 60.0)
 }

@@ -8,17 +8,26 @@
 --          claim when this token holds it already (the same request sent
 --          again, as a client does after a reply was lost); otherwise
 --          {current value, remaining TTL in ms}.
--- The fence is stored after the owner as 8 bytes, big-endian. Doubles hold
--- microseconds since the epoch exactly (below 2^53, until the year 2255).
+-- The fence is stored after the owner as 8 bytes, big-endian, packed with
+-- arithmetic (exact: doubles hold microseconds since the epoch below 2^53,
+-- until the year 2255), so the script needs no library beyond Lua's own.
 local v = redis.call('GET', KEYS[1])
 if not v then
   local now = redis.call('TIME')
   local fence = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  redis.call('SET', KEYS[1], ARGV[1] .. struct.pack('>I8', fence) .. ARGV[2], 'PX', ARGV[3])
+  local bytes, rest = {}, fence
+  for i = 8, 1, -1 do
+    bytes[i] = rest % 256
+    rest = math.floor(rest / 256)
+  end
+  redis.call('SET', KEYS[1], ARGV[1] .. string.char(unpack(bytes)) .. ARGV[2], 'PX', ARGV[3])
   return fence
 end
 if string.sub(v, 1, 17) == ARGV[1] then
-  local fence = struct.unpack('>I8', v, 18)
+  local fence = 0
+  for i = 18, 25 do
+    fence = fence * 256 + string.byte(v, i)
+  end
   return fence
 end
 return {v, redis.call('PTTL', KEYS[1])}

@@ -15,7 +15,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"os"
 	"time"
@@ -42,7 +41,7 @@ func main() {
 	if url == "" {
 		mr = miniredis.NewMiniRedis()
 		if err := mr.Start(); err != nil {
-			log.Fatal(err)
+			fail("%v", err)
 		}
 		defer mr.Close()
 		stop := runClock(mr)
@@ -51,7 +50,7 @@ func main() {
 	}
 	opt, err := redis.ParseURL(url)
 	if err != nil {
-		log.Fatalf("REDIS_URL: %v", err)
+		fail("REDIS_URL: %v", err)
 	}
 	b := backends{redis: opt, pgURL: os.Getenv("DATABASE_URL")}
 	rows := strategies()
@@ -74,7 +73,7 @@ func main() {
 		start := time.Now()
 		r, err := run(context.Background(), b, s, fmt.Sprintf("row %d/%d, %s", i, n, s.name))
 		if err != nil {
-			log.Fatalf("%s: %v", s.name, err)
+			fail("%s: %v", s.name, err)
 		}
 		fmt.Printf("%-40s %8d %18d %13d %9s\n", s.name, r.effects, r.duplicates, r.missing, time.Since(start).Round(10*time.Millisecond))
 		if r.keyed > 0 {
@@ -133,3 +132,10 @@ func every(period time.Duration, fn func()) (stop func()) {
 type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// fail reports err and exits: the log package's output goes to slog, which
+// this program silences.
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "quickstart: "+format+"\n", args...)
+	os.Exit(1)
+}
