@@ -251,6 +251,9 @@ func (c *Claim) work(ctx context.Context, fn RunFunc) (Result, error) {
 			c.report(ctx, Rejected, c.err, 0)
 			return Result{Outcome: Rejected}, c.err
 		case c.failsOpen():
+			if ctx.Err() != nil {
+				return c.cancel(ctx)
+			}
 			return g.runUnguarded(ctx, c, fn, c.err)
 		}
 		err := fmt.Errorf("%w: %w", ErrStoreUnavailable, c.err)
@@ -364,11 +367,23 @@ func (g *Guard) runUnguarded(ctx context.Context, c *Claim, fn RunFunc, cause er
 // with outcome would (and error cause): without a claim, reported as
 // Unguarded (or Failed) with Event.WouldSkip set.
 func (c *Claim) runShadow(ctx context.Context, fn RunFunc, would Outcome, cause error) (Result, error) {
+	if ctx.Err() != nil {
+		return c.cancel(ctx)
+	}
 	c.wouldSkip = would
 	if would == Duplicate || would == Running || would == Conflict {
 		cause = nil // the store answered: this is no store failure
 	}
 	return c.g.runUnguarded(ctx, c, fn, cause)
+}
+
+// cancel reports that the caller's context ended before a job that holds
+// no claim could run: Canceled, and nothing runs.
+func (c *Claim) cancel(ctx context.Context) (Result, error) {
+	c.canceled = true
+	c.err = fmt.Errorf("jobonce: job not run: stopped by the caller's context: %w", ctx.Err())
+	c.report(ctx, Canceled, c.err, 0)
+	return Result{Outcome: Canceled}, c.err
 }
 
 // report hands one outcome of the claim's job to the Guard's observer, log

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 )
 
 // jobInfo is what a running job's context carries for its function.
@@ -34,8 +35,8 @@ const idempotencyKeyPrefix = "jobonce-"
 func idempotencyKey(prefix, key string) string {
 	h := sha256.New()
 	h.Write([]byte("jobonce idempotency key\x00"))
+	h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(prefix)))) // no prefix/key split is ambiguous
 	h.Write([]byte(prefix))
-	h.Write([]byte{0})
 	h.Write([]byte(key))
 	var sum [sha256.Size]byte
 	return idempotencyKeyPrefix + base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0])[:hashBytes])

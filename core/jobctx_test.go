@@ -67,3 +67,41 @@ var errDown = errors.New("connection refused")
 func (downStore) Claim(context.Context, driver.ClaimRequest) (driver.ClaimReply, error) {
 	return driver.ClaimReply{}, errDown
 }
+
+// TestIdempotencyKeyPrefixIsUnambiguous: a NUL byte in KeyPrefix or key
+// cannot make two different stored keys share an idempotency key.
+func TestIdempotencyKeyPrefixIsUnambiguous(t *testing.T) {
+	keyOf := func(prefix, key string) string {
+		var got string
+		_, err := testenv.MemGuard(t, &core.Config{KeyPrefix: prefix}).Do(context.Background(), key, func(ctx context.Context) error {
+			got, _ = core.IdempotencyKey(ctx)
+			return nil
+		})
+		require.NoError(t, err)
+		return got
+	}
+	require.NotEqual(t, keyOf("svc\x00a", "b"), keyOf("svc", "a\x00b"))
+}
+
+// TestCancelledCallerRunsNothingUnguarded: a claim answered before the
+// caller's context ended, whose job would run without a claim (a store
+// failure under FailOpen, a duplicate in shadow mode), runs nothing once the
+// context has ended: Canceled.
+func TestCancelledCallerRunsNothingUnguarded(t *testing.T) {
+	done := testenv.MemGuard(t, &core.Config{Shadow: true})
+	_, err := done.Do(context.Background(), "k", func(context.Context) error { return nil })
+	require.NoError(t, err)
+	for name, g := range map[string]*core.Guard{
+		"shadow duplicate": done,
+		"fail-open outage": testenv.NewGuard(t, downStore{memstore.New()}, &core.Config{FailOpen: true}),
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		c := g.Claim(ctx, core.Job{Key: "k"})[0]
+		cancel()
+		ran := false
+		res, err := c.Work(ctx, func(context.Context) ([]byte, error) { ran = true; return nil, nil })
+		require.False(t, ran, name)
+		require.Equal(t, core.Canceled, res.Outcome, name)
+		require.ErrorIs(t, err, context.Canceled, name)
+	}
+}

@@ -13,7 +13,7 @@ import (
 const instrumentationName = "github.com/jobonce/jobonce/core"
 
 // maxKinds bounds the distinct Source and Kind pairs a Guard's metrics
-// carry; further pairs are counted under Kind "other".
+// carry; further pairs are counted under Source and Kind "other".
 const maxKinds = 100
 
 // metrics holds the OpenTelemetry instruments. Every measurement carries
@@ -75,7 +75,8 @@ func newMetrics(mp metric.MeterProvider, consumer string) (*metrics, error) {
 
 // opts returns the attribute set of an outcome of a job of source and kind.
 // Once maxKinds Source and Kind pairs have been seen, a new pair is counted
-// under Kind "other" (and, not being cached, costs a lock each time).
+// under Source and Kind "other" (and, not being cached, costs a lock each
+// time).
 func (m *metrics) opts(out Outcome, source, kind string) *attrOpts {
 	if int(out) >= len(outcomeNames) {
 		out = 0
@@ -92,7 +93,7 @@ func (m *metrics) opts(out Outcome, source, kind string) *attrOpts {
 	pair := [2]string{source, kind}
 	if _, seen := m.kinds[pair]; !seen {
 		if len(m.kinds) >= maxKinds {
-			k.kind = "other"
+			k.source, k.kind = "other", "other"
 		} else {
 			m.kinds[pair] = struct{}{}
 		}
@@ -102,8 +103,8 @@ func (m *metrics) opts(out Outcome, source, kind string) *attrOpts {
 	}
 	attrs := make([]attribute.KeyValue, 0, 4)
 	attrs = append(attrs, attribute.String("outcome", outcomeNames[out]))
-	if source != "" {
-		attrs = append(attrs, attribute.String("jobonce.source", source))
+	if k.source != "" {
+		attrs = append(attrs, attribute.String("jobonce.source", k.source))
 	}
 	if k.kind != "" {
 		attrs = append(attrs, attribute.String("jobonce.kind", k.kind))

@@ -37,7 +37,14 @@ func TestOutcomesPerConsumer(t *testing.T) {
 	require.EqualValues(t, 51, byKind["other"], "kinds beyond the first 100 are counted as other")
 	require.Len(t, byKind, 101)
 	require.Equal(t, map[string]int64{"billing": 152}, counts(t, reader, "jobonce.outcomes", "jobonce.consumer"))
-	require.Equal(t, map[string]int64{"sqs": 2, "asynq": 150}, counts(t, reader, "jobonce.outcomes", "jobonce.source"))
+	require.Equal(t, map[string]int64{"sqs": 2, "asynq": 99, "other": 51}, counts(t, reader, "jobonce.outcomes", "jobonce.source"))
+
+	// New sources past the bound fold into "other" too.
+	for i := range 50 {
+		_, err := g.Run(ctx, core.Job{Key: fmt.Sprint("tenant-", i), Kind: "k", Source: fmt.Sprint("tenant-", i)}, nop)
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, 101, counts(t, reader, "jobonce.outcomes", "jobonce.source")["other"])
 }
 
 // TestDuplicateLagHistogram: a duplicate's lag is recorded in

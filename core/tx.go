@@ -116,7 +116,7 @@ func (t *TxGuard[TTx]) doInTx(ctx context.Context, job Job, fn func(ctx context.
 	sctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
 	defer cancel()
 	if err := t.commit(sctx, tx); err != nil {
-		e.Outcome, e.Err, e.WouldSkip = Failed, fmt.Errorf("jobonce: commit: %w", err), 0
+		e.Outcome, e.Err = Failed, fmt.Errorf("jobonce: commit: %w", err)
 		return e
 	}
 	committed = true
@@ -174,13 +174,16 @@ func (t *TxGuard[TTx]) do(ctx context.Context, tx TTx, job Job, fn func(ctx cont
 			}
 		}
 	}
+	if wouldSkip != 0 && ctx.Err() != nil {
+		return job.event(Canceled, fmt.Errorf("jobonce: job not run: stopped by the caller's context: %w", ctx.Err()))
+	}
 	start := time.Now()
 	finished := false
 	defer func() {
 		if !finished {
 			r := recover()
 			e := job.event(Failed, fmt.Errorf("jobonce: job panicked: %v", r))
-			e.Duration, e.WouldSkip = time.Since(start), wouldSkip
+			e.Duration, e.WouldSkip, e.Lag = time.Since(start), wouldSkip, lag
 			g.observe(ctx, e)
 			if r != nil {
 				panic(r)

@@ -16,22 +16,25 @@ type Config struct {
 	// must return the same key, and tasks that should each run must not (a
 	// done key skips later tasks for the Guard's Retention; periodic tasks
 	// need a key naming the occurrence). It may read the task's type, payload
-	// and headers. An empty key runs the task without a guard, reported to
-	// the Guard's Observer as core.Unguarded with the task type as the event's
-	// key. Defaults to DefaultKey: the task type, ":" and core.Fingerprint of
-	// the payload.
+	// and headers. An empty key is invalid (core.ErrInvalidKey): the handler
+	// does not run and the task is archived (asynq.SkipRetry), as in every
+	// adapter; list types that should run unguarded in UnguardedTypes.
+	// Defaults to nil: the task type, ":" and core.Fingerprint of the payload
+	// (see DefaultKey).
 	Key func(t *asynq.Task) string
 
 	// Fingerprint returns the fingerprint of a task's payload: a key found
 	// running or done with a different fingerprint is a conflict (two
 	// different jobs share a key), which is archived at once through
 	// asynq.SkipRetry. Returning "" disables the check for that task.
-	// Defaults to core.Fingerprint of the payload when Key is set; with the
-	// default Key, which holds that fingerprint already, none is stored.
+	// Defaults to nil: core.Fingerprint of the payload when Key is set; with
+	// the default key, which holds that fingerprint already, none is stored.
 	Fingerprint func(t *asynq.Task) string
 
-	// UnguardedTypes lists task types that run without a guard, as if Key
-	// returned "". Defaults to none.
+	// UnguardedTypes lists task types that run without a guard, reported to
+	// the Guard's Observer, log and metrics as core.Unguarded under their
+	// type; they have no key, so no idempotency key or fence either.
+	// Defaults to none.
 	UnguardedTypes []string
 
 	// WaitRunning is how long a copy that finds its job running elsewhere

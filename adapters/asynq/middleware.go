@@ -123,7 +123,7 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Hand
 // Config.Key (or the default) and fingerprinted by Config.Fingerprint.
 func (m *middleware) job(t *asynq.Task) core.Job {
 	if _, ok := m.unguarded[t.Type()]; ok {
-		return core.Job{Key: t.Type(), Kind: t.Type(), Source: source, Unguarded: true}
+		return core.Job{Kind: t.Type(), Source: source, Unguarded: true} // no key: no idempotency key either
 	}
 	var key string
 	if m.cfg.Key != nil {

@@ -260,3 +260,20 @@ func TestHeartbeatKeepsRedeliveryOut(t *testing.T) {
 	require.NoError(t, <-first)
 	require.EqualValues(t, 1, runs.Load())
 }
+
+// TestUnguardedTypeHasNoIdempotencyKey: a task of an unguarded type has no
+// key, so no idempotency key: two different tasks of one type could
+// otherwise share one and an API would drop the second.
+func TestUnguardedTypeHasNoIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	var keys []bool
+	h := asynqonce.MustMiddleware(testenv.MemGuard(t, nil), &asynqonce.Config{UnguardedTypes: []string{"charge"}})(
+		asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
+			_, ok := core.IdempotencyKey(ctx)
+			keys = append(keys, ok)
+			return nil
+		}))
+	require.NoError(t, h.ProcessTask(context.Background(), asynq.NewTask("charge", []byte("order-1"))))
+	require.NoError(t, h.ProcessTask(context.Background(), asynq.NewTask("charge", []byte("order-2"))))
+	require.Equal(t, []bool{false, false}, keys)
+}

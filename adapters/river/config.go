@@ -31,8 +31,8 @@ type Config struct {
 
 	// Skip reports jobs that run without the guard, such as kinds that are
 	// idempotent already. They are reported to the Guard's Observer, log and
-	// metrics as core.Unguarded with the kind as the key. Defaults to nil:
-	// every job is guarded.
+	// metrics as core.Unguarded, under their kind; they have no key, so no
+	// idempotency key or fence either. Defaults to nil: every job is guarded.
 	Skip func(job *rivertype.JobRow) bool
 }
 
@@ -67,7 +67,7 @@ func (c *Config) withDefaults() Config {
 // or nil (the middleware).
 func (c *Config) job(row *rivertype.JobRow, args any) core.Job {
 	if c.Skip != nil && c.Skip(row) {
-		return core.Job{Key: row.Kind, Kind: row.Kind, Source: source, Unguarded: true}
+		return core.Job{Kind: row.Kind, Source: source, Unguarded: true} // no key: no idempotency key either
 	}
 	key, named := c.namedKey(row, args)
 	var fp func() string

@@ -186,6 +186,12 @@ func TestMiddlewareOutcomes(t *testing.T) {
 		require.NoError(t, mw.Work(ctx, row(2, "free", `{}`), count(&runs)))
 		require.EqualValues(t, 2, runs.Load())
 		require.EqualValues(t, 2, outs.Get(core.Unguarded), "skipped jobs are reported as Unguarded")
+		err := mw.Work(ctx, row(3, "free", `{}`), func(ctx context.Context) error {
+			_, ok := core.IdempotencyKey(ctx)
+			require.False(t, ok, "a skipped job has no key, so no idempotency key")
+			return nil
+		})
+		require.NoError(t, err)
 	})
 
 	t.Run("WrapInsideMiddlewareClaimsOnce", func(t *testing.T) {
