@@ -33,6 +33,19 @@
 // after retries), the effect happened, so Do reports success with outcome
 // LeaseLost or Unrecorded, logged as a warning and counted.
 //
+// # Inside a job
+//
+// A job's function gets, from its context, IdempotencyKey, the same for
+// every copy and retry of the job, for an external API that accepts one;
+// and Fence, its claim's fencing token, larger than that of every earlier
+// claim of the key, for a store that should refuse the late write of a copy
+// whose claim lapsed.
+//
+// # Rolling out
+//
+// Config.Shadow makes the Guard claim and record as usual but run every
+// delivery, counting in jobonce.shadow.skips what enforcement would skip.
+//
 // # Exactly once for database effects
 //
 // NewTxGuard gives a Guard whose store records keys inside transactions
@@ -50,10 +63,13 @@
 // # Observing
 //
 // Every outcome, of leased claims and of the transactional mode alike, goes
-// to Config.Observer, to log/slog, and to OpenTelemetry metrics: the counter
-// jobonce.outcomes and the histogram jobonce.run.duration, both with an
-// "outcome" attribute. A nil error means the delivery is handled and can be
-// acknowledged; every other outcome comes with an error.
+// to Config.Observer, to log/slog, and to OpenTelemetry metrics: the
+// counters jobonce.outcomes and jobonce.shadow.skips, and the histograms
+// jobonce.run.duration and jobonce.duplicate.lag (how long after the first
+// copy a duplicate came: size Retention above it), with the attributes
+// outcome, jobonce.source, jobonce.kind and jobonce.consumer. A nil error
+// means the delivery is handled and can be acknowledged; every other
+// outcome comes with an error.
 //
 // # Stores
 //
