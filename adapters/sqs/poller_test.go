@@ -66,6 +66,7 @@ func testPollerRunsEachJobOnce(t *testing.T, s server, jobs int) {
 	var total sqsonce.Stats
 	for _, p := range pollers {
 		st := p.Stats()
+		total.Received += st.Received
 		total.Ran += st.Ran
 		total.Duplicates += st.Duplicates
 		total.Deleted += st.Deleted
@@ -73,8 +74,10 @@ func testPollerRunsEachJobOnce(t *testing.T, s server, jobs int) {
 		total.Failed += st.Failed
 	}
 	require.EqualValues(t, jobs, total.Ran)
-	require.EqualValues(t, jobs, total.Duplicates)
-	require.EqualValues(t, 2*jobs, total.Deleted)
+	// Every second copy is a duplicate; a server may deliver a message once
+	// more than that (at least once), and that delivery is a duplicate too.
+	require.GreaterOrEqual(t, total.Duplicates, int64(jobs))
+	require.Equal(t, total.Ran+total.Duplicates, total.Deleted, "every delivery that ran or was done is deleted, once")
 	require.Zero(t, total.Conflicts+total.Failed)
 }
 
