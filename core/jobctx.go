@@ -7,10 +7,12 @@ import (
 	"encoding/binary"
 )
 
-// jobInfo is what a running job's context carries for its function.
+// jobInfo is what a running job's context carries for its function. The
+// idempotency key is derived when the function asks for it, so jobs that do
+// not pay nothing for it.
 type jobInfo struct {
-	idempotencyKey string
-	fence          int64 // 0 when the job holds no claim
+	prefix, key string // the Guard's KeyPrefix and the job's key; key "" when it has none
+	fence       int64  // 0 when the job holds no claim
 }
 
 type jobInfoKey struct{}
@@ -18,11 +20,7 @@ type jobInfoKey struct{}
 // withJob returns the context a job's function runs with: ctx carrying the
 // job's idempotency key and, when it holds a claim, its fence.
 func (g *Guard) withJob(ctx context.Context, job Job, fence int64) context.Context {
-	info := &jobInfo{fence: fence}
-	if job.Key != "" {
-		info.idempotencyKey = idempotencyKey(g.cfg.KeyPrefix, job.Key)
-	}
-	return context.WithValue(ctx, jobInfoKey{}, info)
+	return context.WithValue(ctx, jobInfoKey{}, &jobInfo{prefix: g.cfg.KeyPrefix, key: job.Key, fence: fence})
 }
 
 // idempotencyKeyPrefix starts every idempotency key, so one can be told
@@ -53,10 +51,10 @@ func idempotencyKey(prefix, key string) string {
 // for a job without a key (Job.Unguarded with an empty Key).
 func IdempotencyKey(ctx context.Context) (string, bool) {
 	info, _ := ctx.Value(jobInfoKey{}).(*jobInfo)
-	if info == nil || info.idempotencyKey == "" {
+	if info == nil || info.key == "" {
 		return "", false
 	}
-	return info.idempotencyKey, true
+	return idempotencyKey(info.prefix, info.key), true
 }
 
 // Fence returns the fencing token of the claim under which the job whose
