@@ -11,26 +11,11 @@ func (g *Guard) observe(ctx context.Context, e Event) {
 	if g.cfg.Observer != nil {
 		g.cfg.Observer(ctx, e)
 	}
-	level := slog.LevelDebug
-	msg := "jobonce: " + e.Outcome.String()
-	switch e.Outcome {
-	case LeaseLost:
-		level, msg = slog.LevelWarn, "jobonce: job ran but its lease was lost before it was recorded; another copy may run it again"
-	case Unrecorded:
-		level, msg = slog.LevelWarn, "jobonce: job ran but the store could not record it; a later copy may run it again"
-	case Unguarded:
-		switch {
-		case e.WouldSkip != 0:
-			msg = "jobonce: shadow mode ran a job that enforcement would skip as " + e.WouldSkip.String()
-		case e.Err != nil:
-			level, msg = slog.LevelWarn, "jobonce: store unavailable; job ran unguarded (FailOpen)"
-		}
-	case Conflict, Unavailable, Rejected:
-		level = slog.LevelWarn
-	}
+	level := logLevel(&e)
 	if !g.cfg.Logger.Enabled(ctx, level) {
 		return
 	}
+	msg := logMessage(&e)
 	attrs := make([]slog.Attr, 0, 8)
 	attrs = append(attrs, slog.String("key", e.Key), slog.String("outcome", e.Outcome.String()))
 	if e.Source != "" || e.Kind != "" {
@@ -52,6 +37,35 @@ func (g *Guard) observe(ctx context.Context, e Event) {
 		attrs = append(attrs, slog.String("error", e.Err.Error()))
 	}
 	g.cfg.Logger.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// logLevel returns the level of e's log record: Warn for the outcomes an
+// operator must see, Debug for the rest.
+func logLevel(e *Event) slog.Level {
+	switch e.Outcome {
+	case LeaseLost, Unrecorded, Conflict, Unavailable, Rejected:
+		return slog.LevelWarn
+	case Unguarded:
+		if e.Err != nil && e.WouldSkip == 0 {
+			return slog.LevelWarn
+		}
+	}
+	return slog.LevelDebug
+}
+
+// logMessage returns the message of e's log record.
+func logMessage(e *Event) string {
+	switch {
+	case e.Outcome == LeaseLost:
+		return "jobonce: job ran but its lease was lost before it was recorded; another copy may run it again"
+	case e.Outcome == Unrecorded:
+		return "jobonce: job ran but the store could not record it; a later copy may run it again"
+	case e.Outcome == Unguarded && e.WouldSkip != 0:
+		return "jobonce: shadow mode ran a job that enforcement would skip as " + e.WouldSkip.String()
+	case e.Outcome == Unguarded && e.Err != nil:
+		return "jobonce: store unavailable; job ran unguarded (FailOpen)"
+	}
+	return "jobonce: " + e.Outcome.String()
 }
 
 // event returns the Event of an outcome of job.
