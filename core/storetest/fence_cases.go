@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,13 +42,21 @@ func fencesIncrease(t *testing.T, s *suite) {
 }
 
 // fencedEffects is a downstream store that applies a write only when its
-// fence is greater than the fence of the last write it applied to the key.
+// fence is greater than the fence of the last write it applied to the key
+// ("UPDATE … WHERE fence < $fence"). It is safe for concurrent use.
 type fencedEffects struct {
+	mu    sync.Mutex
 	last  map[string]int64
 	value map[string]string
 }
 
+func newFencedEffects() *fencedEffects {
+	return &fencedEffects{last: map[string]int64{}, value: map[string]string{}}
+}
+
 func (e *fencedEffects) write(key string, fence int64, value string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if fence <= e.last[key] {
 		return false
 	}
@@ -60,7 +69,7 @@ func (e *fencedEffects) write(key string, fence int64, value string) bool {
 // its smaller fence makes the late write change nothing.
 func lapsedHolderFenced(t *testing.T, s *suite) {
 	ctx, key := ctx(t), s.key("lapsed-holder")
-	effects := &fencedEffects{last: map[string]int64{}, value: map[string]string{}}
+	effects := newFencedEffects()
 	lapsed := s.fence(s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", 30*time.Millisecond)))
 	require.True(t, effects.write(key, lapsed, "written by the lapsed holder in time"))
 	holder := s.claimWhenFree(ctx, claimReq(key, driver.NewToken(), "", time.Minute)).Fence

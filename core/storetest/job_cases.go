@@ -12,26 +12,6 @@ import (
 	"github.com/jobonce/jobonce/core"
 )
 
-// fencedStore stands for a downstream store that keeps the fence of the
-// last write of each record and refuses a write whose fence is not larger
-// ("UPDATE … WHERE fence < $fence").
-type fencedStore struct {
-	mu     sync.Mutex
-	fences map[string]int64
-	values map[string]string
-}
-
-// write applies value to record under fence and reports whether it did.
-func (f *fencedStore) write(record, value string, fence int64) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if fence <= f.fences[record] {
-		return false
-	}
-	f.fences[record], f.values[record] = fence, value
-	return true
-}
-
 // fenceRefusesAZombie: a job whose lease lapsed while it stalled has a
 // smaller fence (core.Fence) than the copy that took the job over, so its
 // late write to a fenced store changes nothing.
@@ -39,7 +19,7 @@ func fenceRefusesAZombie(t *testing.T, s *suite) {
 	const lease = 100 * time.Millisecond
 	g := s.guard(s.store, core.Config{Lease: lease, DisableHeartbeat: true})
 	ctx := ctx(t)
-	down := &fencedStore{fences: map[string]int64{}, values: map[string]string{}}
+	down := newFencedEffects()
 
 	fenceOf := func(ctx context.Context) int64 {
 		fence, ok := core.Fence(ctx)
@@ -55,7 +35,7 @@ func fenceRefusesAZombie(t *testing.T, s *suite) {
 			fence := fenceOf(ctx)
 			zombieFence <- fence
 			<-resume // stalled past its lease; then its in-flight write lands
-			zombieWrote <- down.write("account-7", "zombie", fence)
+			zombieWrote <- down.write("account-7", fence, "zombie")
 			return nil
 		})
 	}()
@@ -64,7 +44,7 @@ func fenceRefusesAZombie(t *testing.T, s *suite) {
 	require.Eventually(t, func() bool {
 		out, _ := g.Do(ctx, "fenced-zombie", func(ctx context.Context) error {
 			takeover = fenceOf(ctx)
-			require.True(t, down.write("account-7", "takeover", takeover))
+			require.True(t, down.write("account-7", takeover, "takeover"))
 			return nil
 		})
 		return out == core.Ran
@@ -72,7 +52,7 @@ func fenceRefusesAZombie(t *testing.T, s *suite) {
 	close(resume)
 	require.Greater(t, takeover, zombie, "the copy that took over has the larger fence")
 	require.False(t, <-zombieWrote, "the zombie's late write is refused")
-	require.Equal(t, "takeover", down.values["account-7"])
+	require.Equal(t, "takeover", down.value["account-7"])
 }
 
 // duplicateReportsItsLag: a duplicate arriving a while after its first copy
