@@ -348,7 +348,7 @@ func TestShadowModeAndJobContext(t *testing.T) {
 				g := testenv.NewGuard(t, store, &core.Config{Shadow: true, Observer: outs.Observe})
 				tg, err := core.NewTxGuard[pgx.Tx](g)
 				require.NoError(t, err)
-				river.AddWorker(workers, MustWrapTx[effectArgs](tg, keyTxWorker{keys}, nil))
+				river.AddWorker(workers, MustWrapTx[effectArgs](tg, keyTxWorker{keys: keys}, nil))
 			}
 			args := effectArgs{N: 7}
 			_, err := insertClient(t, pool, schema).InsertMany(context.Background(),
@@ -372,11 +372,11 @@ func TestShadowModeAndJobContext(t *testing.T) {
 }
 
 // keyTxWorker is keyWorker in the transactional form.
-type keyTxWorker struct{ keys chan string }
+type keyTxWorker struct {
+	river.WorkerDefaults[effectArgs]
+	keys chan string
+}
 
-func (keyTxWorker) Middleware(*rivertype.JobRow) []rivertype.WorkerMiddleware { return nil }
-func (keyTxWorker) NextRetry(*river.Job[effectArgs]) time.Time                { return time.Time{} }
-func (keyTxWorker) Timeout(*river.Job[effectArgs]) time.Duration              { return 0 }
 func (w keyTxWorker) WorkTx(ctx context.Context, _ pgx.Tx, _ *river.Job[effectArgs]) error {
 	key, _ := core.IdempotencyKey(ctx)
 	w.keys <- key
