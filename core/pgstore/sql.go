@@ -18,7 +18,7 @@ type statements struct {
 	txSavepoint, txLockTimeout       string
 	txRecord, txState, txRestore     string
 	txRelease, txRollback            string
-	txID, txStatus                   string
+	txStatus                         string
 }
 
 func newStatements(cfg *Config) statements {
@@ -52,7 +52,6 @@ func newStatements(cfg *Config) statements {
 		txRestore:     load("tx_restore"),
 		txRelease:     load("tx_release"),
 		txRollback:    load("tx_rollback"),
-		txID:          load("tx_id"),
 		txStatus:      load("tx_status"),
 	}
 }

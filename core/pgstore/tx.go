@@ -48,7 +48,7 @@ func (s *Store) RecordTx(ctx context.Context, tx pgx.Tx, req driver.RecordReques
 		b.Queue(s.sql.txRestore)
 		b.Queue(s.sql.txRelease)
 		br := tx.SendBatch(ctx, b)
-		fence, st, err := readRecord(br)
+		fence, xid, st, err := readRecord(br)
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
@@ -63,6 +63,7 @@ func (s *Store) RecordTx(ctx context.Context, tx pgx.Tx, req driver.RecordReques
 		}
 		switch {
 		case fence != 0:
+			s.xids.Store(tx, xid)
 			return driver.ClaimReply{State: driver.StateClaimed, Fence: fence}, nil
 		case st.found && st.live && st.done:
 			return driver.ClaimReply{State: driver.StateDone, Fingerprint: string(st.fingerprint), Remaining: fromMicros(st.remaining)}, nil
@@ -85,21 +86,19 @@ func (s *Store) BeginTx(ctx context.Context) (pgx.Tx, error) { return s.pool.Beg
 // asks the database, on another connection, whether the transaction
 // committed (waiting while it is still in progress), and returns nil if it
 // did. It returns the commit's error when the transaction did not commit or
-// the database cannot tell within ctx.
+// the database cannot tell within ctx. It can tell for a transaction
+// RecordTx recorded a key in, whose id RecordTx read.
 func (s *Store) CommitTx(ctx context.Context, tx pgx.Tx) error {
-	var xid *string // the transaction's id, NULL when it wrote nothing
-	if err := tx.QueryRow(ctx, s.sql.txID).Scan(&xid); err != nil {
-		return err
-	}
+	xid, recorded := s.xids.LoadAndDelete(tx)
 	err := tx.Commit(ctx)
-	if err == nil || xid == nil {
+	if err == nil || !recorded {
 		return err
 	}
 	// The server may still be committing: ask until it has settled, or ctx
 	// ends.
 	for pause := 10 * time.Millisecond; ; pause = min(2*pause, 200*time.Millisecond) {
 		var status *string
-		if qerr := s.pool.QueryRow(ctx, s.sql.txStatus, *xid).Scan(&status); qerr == nil {
+		if qerr := s.pool.QueryRow(ctx, s.sql.txStatus, xid).Scan(&status); qerr == nil {
 			switch {
 			case status == nil: // too old to tell
 				return err
@@ -121,6 +120,7 @@ func (s *Store) CommitTx(ctx context.Context, tx pgx.Tx) error {
 
 // RollbackTx implements driver.TxStore; after a commit it does nothing.
 func (s *Store) RollbackTx(ctx context.Context, tx pgx.Tx) error {
+	s.xids.Delete(tx)
 	if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 		return err
 	}
@@ -135,30 +135,31 @@ type txState struct {
 }
 
 // readRecord reads the results of the batch queued by RecordTx, in order:
-// the record's fence (0 when the key was not recorded) and the key's row.
-func readRecord(br pgx.BatchResults) (fence int64, st txState, err error) {
+// the record's fence (0 when the key was not recorded) and the id of its
+// transaction, and the key's row.
+func readRecord(br pgx.BatchResults) (fence int64, xid string, st txState, err error) {
 	for range 2 { // savepoint, lock_timeout
 		if _, err = br.Exec(); err != nil {
-			return 0, st, err
+			return 0, "", st, err
 		}
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return 0, st, err
+		return 0, "", st, err
 	}
 	if rows.Next() {
-		err = rows.Scan(&fence)
+		err = rows.Scan(&fence, &xid)
 	}
 	rows.Close()
 	if err == nil {
 		err = rows.Err()
 	}
 	if err != nil {
-		return 0, st, err
+		return 0, "", st, err
 	}
 	rows, err = br.Query()
 	if err != nil {
-		return 0, st, err
+		return 0, "", st, err
 	}
 	if rows.Next() {
 		st.found = true
@@ -169,12 +170,12 @@ func readRecord(br pgx.BatchResults) (fence int64, st txState, err error) {
 		err = rows.Err()
 	}
 	if err != nil {
-		return 0, st, err
+		return 0, "", st, err
 	}
 	for range 2 { // restore lock_timeout, release savepoint
 		if _, err = br.Exec(); err != nil {
-			return 0, st, err
+			return 0, "", st, err
 		}
 	}
-	return fence, st, nil
+	return fence, xid, st, nil
 }

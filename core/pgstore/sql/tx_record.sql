@@ -11,7 +11,9 @@
 --
 -- Parameters: $1 key (bytea), $2 fingerprint (bytea),
 --   $3 retention in microseconds (bigint).
--- Reply: one row (fence) when the key was recorded, none when it exists.
+-- Reply: one row (fence, the transaction's id as text) when the key was
+-- recorded, none when it exists. The id lets a commit whose answer is lost
+-- be looked up (tx_status.sql).
 WITH taken AS (
     UPDATE {table} AS t
        SET token = NULL,
@@ -30,6 +32,6 @@ WITH taken AS (
     ON CONFLICT (key) DO NOTHING
     RETURNING fence
 )
-SELECT fence FROM taken
+SELECT fence, pg_current_xact_id()::text FROM taken
 UNION ALL
-SELECT fence FROM inserted
+SELECT fence, pg_current_xact_id()::text FROM inserted
