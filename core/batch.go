@@ -11,8 +11,13 @@ import (
 	"github.com/jobonce/jobonce/core/driver"
 )
 
-// maxBatch bounds how many calls share one store round trip.
-const maxBatch = 128
+const (
+	// maxBatch bounds how many calls share one store round trip.
+	maxBatch = 128
+	// groupRoundTrips is how many round trips a Guard's group commit has in
+	// flight at most: with two, one that hangs holds nobody up.
+	groupRoundTrips = 2
+)
 
 var (
 	// errStorePanicked fails every call of a round trip whose store call panicked.
@@ -25,11 +30,11 @@ var (
 	errBatchReplies = errors.New("jobonce: store answered a batch with the wrong number of replies")
 )
 
-// coalescer gathers concurrent store calls into one round trip (group
-// commit). A call that finds no round trip in flight leads one at once;
-// calls that arrive during a round trip queue, and when it returns, the
-// first of them leads the next round trip for the queue. No goroutine is
-// started and nothing delays a call: callers take turns.
+// coalescer gathers concurrent store calls into shared round trips (group
+// commit). A call that finds fewer than slots round trips in flight leads
+// one at once; calls that arrive while slots are in flight queue, and when one returns, the first of them leads the next round trip
+// for the queue. No goroutine is started and nothing delays a call: callers
+// take turns, and one round trip that hangs does not hold up the others.
 //
 // What it guarantees whatever other callers (or the store) do:
 //   - A call is answered within its own context and two timeouts: a queued
@@ -45,10 +50,11 @@ type coalescer[I, O any] struct {
 	one     func(ctx context.Context, in I) (O, error)       // a round trip for one call
 	send    func(ctx context.Context, in []I) ([]O, []error) // a round trip for several
 	timeout time.Duration                                    // bounds a round trip
+	slots   int                                              // round trips in flight at most; 0 means 1
 
-	mu    sync.Mutex
-	busy  bool             // a round trip is in flight
-	queue []*pending[I, O] // calls waiting for the next round trip
+	mu       sync.Mutex
+	inFlight int              // round trips in flight (led or about to be)
+	queue    []*pending[I, O] // calls waiting for the next round trip
 }
 
 // A pending call's state, guarded by coalescer.mu.
@@ -73,10 +79,10 @@ type pending[I, O any] struct {
 func (c *coalescer[I, O]) do(ctx context.Context, in I) (O, error) {
 	p := &pending[I, O]{ctx: ctx, in: in}
 	c.mu.Lock()
-	if !c.busy {
-		c.busy = true
+	if c.inFlight < max(c.slots, 1) {
+		c.inFlight++
 		c.mu.Unlock()
-		c.lead([]*pending[I, O]{p})
+		c.leadAlone(p)
 		return p.out, p.err
 	}
 	p.wake = make(chan struct{}, 1)
@@ -153,14 +159,10 @@ func (c *coalescer[I, O]) alone(ctx context.Context, in I) (out O, err error) {
 }
 
 // lead sends batch, whose first call is the caller's, answers every call in
-// it, and hands the lead to the head of the queue or ends the busy spell.
+// it, and hands its turn to the head of the queue or gives it up.
 func (c *coalescer[I, O]) lead(batch []*pending[I, O]) {
 	if len(batch) == 1 {
-		out, err := c.alone(batch[0].ctx, batch[0].in)
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		batch[0].out, batch[0].err, batch[0].state = out, err, answered
-		c.handOff()
+		c.leadAlone(batch[0])
 		return
 	}
 	outs, errs := c.roundTrip(batch)
@@ -177,11 +179,20 @@ func (c *coalescer[I, O]) lead(batch []*pending[I, O]) {
 	c.handOff()
 }
 
-// handOff makes the head of the queue lead the next round trip, or ends the
-// busy spell. c.mu is held.
+// leadAlone is lead for a batch of the caller's call alone.
+func (c *coalescer[I, O]) leadAlone(p *pending[I, O]) {
+	out, err := c.alone(p.ctx, p.in)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p.out, p.err, p.state = out, err, answered
+	c.handOff()
+}
+
+// handOff makes the head of the queue lead the next round trip, or gives
+// the turn up. c.mu is held.
 func (c *coalescer[I, O]) handOff() {
-	if len(c.queue) == 0 {
-		c.busy = false
+	if len(c.queue) == 0 || c.queue[0].state == leading {
+		c.inFlight--
 		return
 	}
 	// The head of the queue leads next; it takes its batch when it runs, so
@@ -243,20 +254,70 @@ func failAll[O any](n int, err error) ([]O, []error) {
 	return make([]O, n), errs
 }
 
-// newBatching returns the coalescers of a Guard on a BatchStore.
-func newBatching(bs driver.BatchStore, timeout time.Duration) (*coalescer[driver.ClaimRequest, driver.ClaimReply], *coalescer[driver.CompleteRequest, struct{}]) {
-	claims := &coalescer[driver.ClaimRequest, driver.ClaimReply]{timeout: timeout, one: bs.Claim, send: bs.ClaimBatch}
-	completes := &coalescer[driver.CompleteRequest, struct{}]{timeout: timeout,
-		one: func(ctx context.Context, req driver.CompleteRequest) (struct{}, error) {
-			return struct{}{}, bs.Complete(ctx, req)
-		},
-		send: completeBatch(bs)}
-	return claims, completes
+// storeOp is one call of the group commit: a claim, or a done marker.
+type storeOp struct {
+	claim    driver.ClaimRequest
+	complete driver.CompleteRequest
+	isClaim  bool
 }
 
-// completeBatch gives bs.CompleteBatch the shape of a batch send.
+// newGroupCommit returns the coalescer of a Guard on a BatchStore: claims
+// and done markers share its round trips.
+func newGroupCommit(bs driver.BatchStore, timeout time.Duration) *coalescer[storeOp, driver.ClaimReply] {
+	return &coalescer[storeOp, driver.ClaimReply]{timeout: timeout, slots: groupRoundTrips,
+		one: func(ctx context.Context, op storeOp) (driver.ClaimReply, error) {
+			if op.isClaim {
+				return bs.Claim(ctx, op.claim)
+			}
+			return driver.ClaimReply{}, bs.Complete(ctx, op.complete)
+		},
+		send: func(ctx context.Context, ops []storeOp) ([]driver.ClaimReply, []error) {
+			var claims []driver.ClaimRequest
+			var completes []driver.CompleteRequest
+			for _, op := range ops {
+				if op.isClaim {
+					claims = append(claims, op.claim)
+				} else {
+					completes = append(completes, op.complete)
+				}
+			}
+			replies, claimErrs, completeErrs := bs.Batch(ctx, completes, claims)
+			if len(replies) != len(claims) || len(claimErrs) != len(claims) || len(completeErrs) != len(completes) {
+				return nil, nil // sendBatch fails every call
+			}
+			outs, errs := make([]driver.ClaimReply, len(ops)), make([]error, len(ops))
+			var j, k int
+			for i, op := range ops {
+				if op.isClaim {
+					outs[i], errs[i] = replies[j], claimErrs[j]
+					j++
+				} else {
+					errs[i] = completeErrs[k]
+					k++
+				}
+			}
+			return outs, errs
+		}}
+}
+
+// claimBatch claims reqs in one round trip of bs.
+func claimBatch(bs driver.BatchStore) func(context.Context, []driver.ClaimRequest) ([]driver.ClaimReply, []error) {
+	return func(ctx context.Context, reqs []driver.ClaimRequest) ([]driver.ClaimReply, []error) {
+		replies, errs, completeErrs := bs.Batch(ctx, nil, reqs)
+		if len(completeErrs) != 0 {
+			return nil, nil // sendBatch fails every call
+		}
+		return replies, errs
+	}
+}
+
+// completeBatch writes the done markers of reqs in one round trip of bs.
 func completeBatch(bs driver.BatchStore) func(context.Context, []driver.CompleteRequest) ([]struct{}, []error) {
 	return func(ctx context.Context, reqs []driver.CompleteRequest) ([]struct{}, []error) {
-		return make([]struct{}, len(reqs)), bs.CompleteBatch(ctx, reqs)
+		replies, claimErrs, errs := bs.Batch(ctx, reqs, nil)
+		if len(replies) != 0 || len(claimErrs) != 0 {
+			return nil, nil // sendBatch fails every call
+		}
+		return make([]struct{}, len(reqs)), errs
 	}
 }

@@ -68,7 +68,7 @@ func TestCoalescerAnswersEveryCallOnce(t *testing.T) {
 	wg.Wait()
 	require.Less(t, rounds.Load(), int64(callers), "concurrent calls shared round trips")
 	require.LessOrEqual(t, biggest.Load(), int64(maxBatch))
-	require.False(t, c.busy)
+	require.Zero(t, c.inFlight)
 	require.Empty(t, c.queue)
 }
 
@@ -98,7 +98,7 @@ func TestCoalescerFailsEveryCallOfAPanickingRound(t *testing.T) {
 	v, err := c.do(context.Background(), 2)
 	require.NoError(t, err, "the next call leads a round trip of its own")
 	require.Equal(t, 4, v)
-	require.False(t, c.busy)
+	require.Zero(t, c.inFlight)
 }
 
 func TestCoalescerFailsABatchWithMissingReplies(t *testing.T) {

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -14,10 +15,17 @@ import (
 
 // Callers that leave by cancellation or timeout while the lead is handed
 // on: every call is answered exactly once, with its own value or an error,
-// and the coalescer ends idle.
+// and the coalescer ends idle, with one round trip in flight at a time or
+// more.
 func TestCoalescerChurn(t *testing.T) {
-	var inFlight atomic.Int32
-	c := &coalescer[int, int]{timeout: 3 * time.Millisecond,
+	for _, slots := range []int{1, groupRoundTrips} {
+		t.Run(fmt.Sprint("slots=", slots), func(t *testing.T) { churn(t, slots) })
+	}
+}
+
+func churn(t *testing.T, slots int) {
+	var inFlight, sending, most atomic.Int32
+	c := &coalescer[int, int]{timeout: 3 * time.Millisecond, slots: slots,
 		one: func(ctx context.Context, v int) (int, error) {
 			inFlight.Add(1)
 			defer inFlight.Add(-1)
@@ -27,6 +35,10 @@ func TestCoalescerChurn(t *testing.T) {
 		send: func(ctx context.Context, in []int) ([]int, []error) {
 			inFlight.Add(1)
 			defer inFlight.Add(-1)
+			n := sending.Add(1)
+			defer sending.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
 			time.Sleep(time.Duration(rand.IntN(6000)) * time.Microsecond)
 			return double(ctx, in)
 		}}
@@ -57,6 +69,7 @@ func TestCoalescerChurn(t *testing.T) {
 	t.Logf("ok %d canceled %d stuck %d", ok.Load(), canceled.Load(), stuck.Load())
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	require.False(t, c.busy)
+	require.Zero(t, c.inFlight)
 	require.Empty(t, c.queue)
+	require.LessOrEqual(t, int(most.Load()), slots, "shared round trips in flight at once")
 }

@@ -73,11 +73,11 @@ func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 	}
 	sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
 	defer cancel()
-	replies, errs := sendBatch(sctx, g.batch.ClaimBatch, reqs)
+	replies, errs := sendBatch(sctx, claimBatch(g.batch), reqs)
 	// The releases of claims granted after ctx ended share what is left of
 	// the batch's StoreTimeout, so the call stays within one store call's
 	// bound; a claim not released in time lapses with its lease.
-	rctx, rcancel := context.WithDeadline(context.WithoutCancel(ctx), now.Add(g.cfg.StoreTimeout))
+	rctx, rcancel := context.WithDeadline(detach(ctx), now.Add(g.cfg.StoreTimeout))
 	defer rcancel()
 	for j, i := range idx {
 		c := claims[i]
@@ -97,12 +97,12 @@ func (g *Guard) claimOne(ctx context.Context, c *Claim, job Job) {
 		return
 	}
 	c.started = time.Now()
-	if g.claims == nil {
+	if g.group == nil {
 		sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
 		c.reply, c.err = g.storeClaim(sctx, c.claimRequest())
 		cancel()
 	} else {
-		c.reply, c.err = g.claims.do(ctx, c.claimRequest())
+		c.reply, c.err = g.group.do(ctx, storeOp{claim: c.claimRequest(), isClaim: true})
 	}
 	g.stopped(ctx, c)
 }
@@ -320,7 +320,7 @@ func (c *Claim) call(ctx context.Context, fn RunFunc) (value []byte, err error) 
 		if finished && err == nil {
 			return
 		}
-		c.hb.stop()
+		c.stopHeartbeat()
 		if finished {
 			return // fn's error: work releases and reports it
 		}
@@ -448,7 +448,7 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 		for j, i := range pending {
 			reqs[j] = claims[i].completeRequest()
 		}
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
+		sctx, cancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
 		_, errs = sendBatch(sctx, completeBatch(g.batch), reqs)
 		cancel()
 		failed = nil
@@ -460,7 +460,7 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 	}
 	// The retries run side by side, so a marker that hangs takes none of
 	// the others' time.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
+	rctx, cancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
 	defer cancel()
 	retriedErrs := make([]error, len(failed))
 	var wg sync.WaitGroup
@@ -479,7 +479,7 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 			err = errs[j]
 		}
 		outs[i], c.final = completeOutcome(err), completeOutcome(err)
-		c.hb.stop()
+		c.stopHeartbeat()
 		c.report(ctx, outs[i], err, c.ran)
 	}
 	return outs
@@ -506,7 +506,7 @@ var completeBackoff = [...]time.Duration{10 * time.Millisecond, 50 * time.Millis
 // finish writes the done marker (see complete), then stops the heartbeat
 // that kept the claim alive meanwhile.
 func (c *Claim) finish(ctx context.Context) (Outcome, error) {
-	defer c.hb.stop()
+	defer c.stopHeartbeat()
 	return c.g.complete(ctx, c)
 }
 
@@ -515,10 +515,10 @@ func (c *Claim) finish(ctx context.Context) (Outcome, error) {
 // is cancelled: the effect happened.
 func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
 	req := c.completeRequest()
-	if g.completes == nil {
+	if g.group == nil {
 		return g.retryComplete(ctx, req)
 	}
-	_, err := g.completes.do(context.WithoutCancel(ctx), req)
+	_, err := g.group.do(detach(ctx), storeOp{complete: req})
 	if err == nil || errors.Is(err, ErrLeaseLost) {
 		return completeOutcome(err), err
 	}
@@ -528,7 +528,7 @@ func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
 // retryComplete writes a done marker on its own, retrying store failures
 // after completeBackoff; all the attempts share one StoreTimeout.
 func (g *Guard) retryComplete(ctx context.Context, req driver.CompleteRequest) (Outcome, error) {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
+	sctx, cancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
 	defer cancel()
 	return g.retryCompleteWithin(sctx, req)
 }
@@ -553,7 +553,7 @@ func (g *Guard) retryCompleteWithin(sctx context.Context, req driver.CompleteReq
 // release deletes our claim so a retry can run at once. Failure is harmless:
 // the claim expires with its lease.
 func (g *Guard) release(ctx context.Context, key string, token driver.Token) {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
+	sctx, cancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
 	defer cancel()
 	g.releaseWithin(sctx, key, token)
 }

@@ -17,9 +17,9 @@ type Guard struct {
 	cfg     Config
 	metrics *metrics
 
-	// Group commit of concurrent calls on a BatchStore; nil when off.
-	claims    *coalescer[driver.ClaimRequest, driver.ClaimReply]
-	completes *coalescer[driver.CompleteRequest, struct{}]
+	// Group commit of concurrent claims and done markers on a BatchStore;
+	// nil when off.
+	group *coalescer[storeOp, driver.ClaimReply]
 }
 
 // Job names one delivery of a job for Guard.Run and Guard.Claim.
@@ -76,7 +76,7 @@ func New(store driver.Store, cfg *Config) (*Guard, error) {
 	g := &Guard{store: store, cfg: c, metrics: m}
 	g.batch, _ = store.(driver.BatchStore)
 	if g.batch != nil && !c.DisableBatching {
-		g.claims, g.completes = newBatching(g.batch, c.StoreTimeout)
+		g.group = newGroupCommit(g.batch, c.StoreTimeout)
 	}
 	return g, nil
 }

@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 // gated is a BatchStore over memstore whose calls for chosen keys wait for
@@ -66,20 +68,8 @@ func (s *gated) Complete(ctx context.Context, req driver.CompleteRequest) error 
 	return s.Store.Complete(context.WithoutCancel(ctx), req)
 }
 
-func (s *gated) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) ([]driver.ClaimReply, []error) {
-	replies, errs := make([]driver.ClaimReply, len(reqs)), make([]error, len(reqs))
-	for i, r := range reqs {
-		replies[i], errs[i] = s.Claim(ctx, r)
-	}
-	return replies, errs
-}
-
-func (s *gated) CompleteBatch(ctx context.Context, reqs []driver.CompleteRequest) []error {
-	errs := make([]error, len(reqs))
-	for i, r := range reqs {
-		errs[i] = s.Complete(ctx, r)
-	}
-	return errs
+func (s *gated) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) ([]driver.ClaimReply, []error, []error) {
+	return testenv.OneByOne(s).Batch(ctx, completes, claims)
 }
 
 type outcomes struct {
@@ -172,13 +162,17 @@ func TestHungClaimIsBoundedByStoreTimeout(t *testing.T) {
 	for _, batching := range []bool{true, false} {
 		s := newGated()
 		g := gatedGuard(t, s, core.Config{StoreTimeout: 100 * time.Millisecond, DisableBatching: !batching})
-		release := s.close(g, s.claims, "stuck", true)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_, _ = g.Do(context.Background(), "stuck", mustNotRun) // its store call ignores its context
-		}()
-		<-s.entered
+		// Hung calls fill every round trip the group commit has in flight.
+		var wg sync.WaitGroup
+		var releases []func()
+		for i := range 2 {
+			key := fmt.Sprint("stuck-", i)
+			releases = append(releases, s.close(g, s.claims, key, true))
+			wg.Go(func() {
+				_, _ = g.Do(context.Background(), key, mustNotRun) // its store call ignores its context
+			})
+			<-s.entered
+		}
 
 		short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		start := time.Now()
@@ -200,25 +194,37 @@ func TestHungClaimIsBoundedByStoreTimeout(t *testing.T) {
 		require.NoError(t, err, "the store is healthy for this key")
 		require.Equal(t, core.Ran, out)
 		require.Less(t, time.Since(start), 2*time.Second, "within two StoreTimeouts (200ms) and slack for a loaded machine")
-		release()
-		<-done
+		for _, release := range releases {
+			release()
+		}
+		wg.Wait()
 	}
 }
 
-// A done marker that waits behind a slow round trip keeps its claim alive:
+// A done marker that waits behind slow round trips keeps its claim alive:
 // no other copy runs the job meanwhile, and the first copy ends Ran.
 func TestClaimStaysAliveUntilItsMarkerIsWritten(t *testing.T) {
 	const lease = 900 * time.Millisecond
 	s := newGated()
 	g := gatedGuard(t, s, core.Config{Lease: lease, StoreTimeout: 10 * time.Second})
-	release := s.close(g, s.marks, "slow", true)
-	defer release()
-	slow := make(chan core.Outcome, 1)
-	go func() {
-		out, _ := g.Do(context.Background(), "slow", func(context.Context) error { return nil })
-		slow <- out
+	// Another process's Guard on the same store, to look at the key.
+	probe := gatedGuard(t, s, core.Config{Lease: lease, StoreTimeout: 10 * time.Second})
+	var releases []func()
+	slow := make(chan core.Outcome, 2)
+	hang := func(key string) { // key's done marker is in flight, and hangs
+		releases = append(releases, s.close(g, s.marks, key, true))
+		go func() {
+			out, _ := g.Do(context.Background(), key, func(context.Context) error { return nil })
+			slow <- out
+		}()
+		require.Equal(t, mustStored(t, g, key), <-s.entered)
+	}
+	defer func() {
+		for _, r := range releases {
+			r()
+		}
 	}()
-	<-s.entered // slow's done marker is in flight, and hangs
+	hang("slow-1")
 
 	var runs atomic.Int32
 	returned := make(chan struct{})
@@ -226,23 +232,55 @@ func TestClaimStaysAliveUntilItsMarkerIsWritten(t *testing.T) {
 	go func() {
 		out, _ := g.Do(context.Background(), "b", func(context.Context) error {
 			runs.Add(1)
+			hang("slow-2") // every round trip of g is now in flight, and hangs
 			close(returned)
 			return nil
 		})
 		first <- out
 	}()
 	<-returned
-	// b's marker waits behind slow's. Time passes well beyond b's lease.
+	// b's marker waits behind the slow ones. Time passes well beyond b's lease.
 	for deadline := time.Now().Add(2 * lease); time.Now().Before(deadline); time.Sleep(lease / 6) {
-		out, err := g.Do(context.Background(), "b", func(context.Context) error { runs.Add(1); return nil })
+		out, err := probe.Do(context.Background(), "b", func(context.Context) error { runs.Add(1); return nil })
 		require.Equal(t, core.Running, out, "b's claim is alive while its marker waits")
 		require.ErrorIs(t, err, core.ErrRunning)
 	}
-	release()
+	for _, r := range releases {
+		r()
+	}
 	require.Equal(t, core.Ran, <-first)
 	require.Equal(t, core.Ran, <-slow)
+	require.Equal(t, core.Ran, <-slow)
 	require.EqualValues(t, 1, runs.Load())
-	out, err := g.Do(context.Background(), "b", func(context.Context) error { runs.Add(1); return nil })
+	out, err := probe.Do(context.Background(), "b", func(context.Context) error { runs.Add(1); return nil })
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out)
+}
+
+func mustStored(t *testing.T, g *core.Guard, key string) string {
+	t.Helper()
+	k, err := g.StoredKey(key)
+	require.NoError(t, err)
+	return k
+}
+
+// One round trip of the group commit that hangs holds up no other call: the
+// next claims and done markers share the other round trip in flight.
+func TestOneHungRoundTripHoldsNobodyUp(t *testing.T) {
+	s := newGated()
+	g := gatedGuard(t, s, core.Config{StoreTimeout: time.Hour})
+	release := s.close(g, s.marks, "stuck", true)
+	stuck := make(chan core.Outcome, 1)
+	go func() {
+		out, _ := g.Do(context.Background(), "stuck", func(context.Context) error { return nil })
+		stuck <- out
+	}()
+	<-s.entered // its done marker hangs, and would for an hour
+	for i := range 20 {
+		out, err := g.Do(context.Background(), fmt.Sprint("free-", i), func(context.Context) error { return nil })
+		require.NoError(t, err)
+		require.Equal(t, core.Ran, out)
+	}
+	release()
+	require.Equal(t, core.Ran, <-stuck)
 }

@@ -14,7 +14,9 @@ import (
 // until its done marker is written. It uses a timer rather than a goroutine,
 // so a job shorter than Lease/3 costs no store call; stop waits for a beat in
 // flight, so nothing outlives the job, for at most StoreTimeout, so a store
-// call that ignores its context cannot hold the caller.
+// call that ignores its context cannot hold the caller. A heartbeat whose
+// timer never fired is used again (heartbeats), with its timer: most jobs
+// are short.
 type heartbeat struct {
 	g        *Guard
 	ctx      context.Context // the job's context, for its values only
@@ -29,17 +31,27 @@ type heartbeat struct {
 	inflight chan struct{} // closed when the beat in flight ends; nil when none
 }
 
+// heartbeats holds stopped heartbeats whose timers never fired.
+var heartbeats sync.Pool
+
 func (g *Guard) startHeartbeat(ctx context.Context, c *Claim, cancel context.CancelCauseFunc) *heartbeat {
 	if g.cfg.DisableHeartbeat {
 		return nil
 	}
-	h := &heartbeat{
-		g: g, ctx: ctx, key: c.key, token: c.token, cancel: cancel,
-		deadline: c.started.Add(g.cfg.Lease),
+	h, _ := heartbeats.Get().(*heartbeat)
+	if h == nil {
+		h = new(heartbeat)
 	}
 	h.mu.Lock()
-	h.timer = time.AfterFunc(time.Until(c.started.Add(g.cfg.Lease/3)), h.beat)
-	h.mu.Unlock()
+	defer h.mu.Unlock()
+	h.g, h.ctx, h.key, h.token, h.cancel = g, ctx, c.key, c.token, cancel
+	h.deadline, h.stopped = c.started.Add(g.cfg.Lease), false
+	first := time.Until(c.started.Add(g.cfg.Lease / 3))
+	if h.timer == nil {
+		h.timer = time.AfterFunc(first, h.beat)
+	} else {
+		h.timer.Reset(first)
+	}
 	return h
 }
 
@@ -49,10 +61,23 @@ func (h *heartbeat) stop() {
 		return
 	}
 	h.mu.Lock()
+	if h.stopped {
+		h.mu.Unlock()
+		return
+	}
 	h.stopped = true
-	h.timer.Stop()
+	// Once Stop reports true, the timer's function does not run: nothing
+	// refers to h any more, so it can serve another job.
+	reuse := h.timer.Stop() && h.inflight == nil
 	inflight := h.inflight
+	if reuse {
+		h.g, h.ctx, h.cancel = nil, nil, nil
+	}
 	h.mu.Unlock()
+	if reuse {
+		heartbeats.Put(h)
+		return
+	}
 	if inflight == nil {
 		return
 	}
@@ -116,4 +141,11 @@ func (h *heartbeat) beat() {
 		h.timer.Reset(next)
 	}
 	h.mu.Unlock()
+}
+
+// stopHeartbeat stops the claim's heartbeat, once: a stopped heartbeat may
+// already serve another job.
+func (c *Claim) stopHeartbeat() {
+	c.hb.stop()
+	c.hb = nil
 }

@@ -64,10 +64,9 @@ func hashedKey(prefix, key string) (string, error) {
 		return "", fmt.Errorf("%w: key is empty", ErrInvalidKey)
 	}
 	sum := sha256.Sum256([]byte(key))
-	buf := make([]byte, len(prefix)+ascii85.MaxEncodedLen(hashBytes))
-	copy(buf, prefix)
-	n := ascii85.Encode(buf[len(prefix):], sum[:hashBytes])
-	return string(buf[:len(prefix)+n]), nil
+	var enc [(hashBytes + 3) / 4 * 5]byte // ascii85.MaxEncodedLen(hashBytes), on the stack
+	n := ascii85.Encode(enc[:], sum[:hashBytes])
+	return prefix + string(enc[:n]), nil
 }
 
 // enqueueKey returns the stored key of Enqueue's marker for key: always

@@ -37,3 +37,13 @@ func (g *Guard) storeRelease(ctx context.Context, key string, token driver.Token
 	defer storePanic(&err)
 	return g.store.Release(ctx, key, token)
 }
+
+// detach returns ctx without its cancellation, for store calls that must
+// run even once the caller has stopped (done markers, releases): ctx itself
+// when it cannot be cancelled, saving an allocation.
+func detach(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		return ctx
+	}
+	return context.WithoutCancel(ctx)
+}

@@ -102,7 +102,7 @@ func (t *TxGuard[TTx]) doInTx(ctx context.Context, job Job, fn func(ctx context.
 		if committed {
 			return
 		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
+		rctx, cancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
 		defer cancel()
 		if err := t.rollback(rctx, tx); err != nil {
 			g.cfg.Logger.WarnContext(ctx, "jobonce: rollback failed; the database ends the transaction with its connection",
@@ -113,7 +113,7 @@ func (t *TxGuard[TTx]) doInTx(ctx context.Context, job Job, fn func(ctx context.
 	if e.Outcome != Ran && e.Outcome != Unguarded {
 		return e
 	}
-	sctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), g.cfg.StoreTimeout)
+	sctx, cancel = context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
 	defer cancel()
 	if err := t.commit(sctx, tx); err != nil {
 		e.Outcome, e.Err = Failed, fmt.Errorf("jobonce: commit: %w", err)

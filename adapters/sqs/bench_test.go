@@ -3,6 +3,7 @@ package sqsonce_test
 import (
 	"context"
 	"fmt"
+	"path"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -47,14 +48,9 @@ func (s *countingStore) Release(ctx context.Context, key string, token driver.To
 	return s.BatchStore.Release(ctx, key, token)
 }
 
-func (s *countingStore) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) ([]driver.ClaimReply, []error) {
+func (s *countingStore) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) ([]driver.ClaimReply, []error, []error) {
 	s.calls.Add(1)
-	return s.BatchStore.ClaimBatch(ctx, reqs)
-}
-
-func (s *countingStore) CompleteBatch(ctx context.Context, reqs []driver.CompleteRequest) []error {
-	s.calls.Add(1)
-	return s.BatchStore.CompleteBatch(ctx, reqs)
+	return s.BatchStore.Batch(ctx, completes, claims)
 }
 
 // deleteWatch passes calls through to the client and closes done once n
@@ -89,7 +85,9 @@ func fill(b *testing.B, c *sqs.Client, n int) string {
 // BenchmarkPoller consumes no-op messages with a plain receive–handle–delete
 // loop and with the Poller on a Redis store, side by side; run it with a
 // fixed count, e.g. -benchtime=3000x. It reports messages per second and,
-// for the Poller, store round trips per message.
+// for the Poller, store round trips per message and the crash window:
+// marker-p50-µs and marker-p99-µs, how long after the handler returned its
+// message's done marker was written (see testenv.MarkerDelays).
 func BenchmarkPoller(b *testing.B) {
 	c := newSQS(b)
 	prefix := testenv.Prefix(b)
@@ -127,13 +125,15 @@ func benchPoller(b *testing.B, c *sqs.Client, rdb *redis.Client, prefix string, 
 		b.Fatal(err)
 	}
 	store := &countingStore{BatchStore: rs}
-	g, err := core.New(store, &core.Config{KeyPrefix: prefix + fmt.Sprint(b.N) + ":"})
+	delays := new(testenv.MarkerDelays)
+	g, err := core.New(store, &core.Config{KeyPrefix: prefix + fmt.Sprint(b.N) + ":", Observer: delays.Observe})
 	if err != nil {
 		b.Fatal(err)
 	}
 	watch := &deleteWatch{Client: c, done: make(chan struct{})}
 	watch.left.Store(int64(b.N))
-	p := &sqsonce.Poller{Client: watch, QueueURL: url, Guard: g, Handler: noop, Concurrency: concurrency, Receivers: receivers, WaitTime: time.Second}
+	h := testenv.RecordReturns(delays, defaultKey(url), noop)
+	p := &sqsonce.Poller{Client: watch, QueueURL: url, Guard: g, Handler: h, Concurrency: concurrency, Receivers: receivers, WaitTime: time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	b.ResetTimer()
@@ -150,6 +150,16 @@ func benchPoller(b *testing.B, c *sqs.Client, rdb *redis.Client, prefix string, 
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	b.ReportMetric(float64(store.calls.Load())/float64(b.N), "store-rt/msg")
+	delays.Report(b, "")
+}
+
+// defaultKey returns the Poller's default key function on the standard
+// queue at url: the queue's name, ":" and the fingerprint of the body.
+func defaultKey(url string) func(types.Message) string {
+	queue := path.Base(url)
+	return func(m types.Message) string {
+		return queue + ":" + core.Fingerprint([]byte(aws.ToString(m.Body)))
+	}
 }
 
 // BenchmarkPollerInterleaved runs, on the same server in alternating chunks
@@ -158,7 +168,10 @@ func benchPoller(b *testing.B, c *sqs.Client, rdb *redis.Client, prefix string, 
 // on Redis; the Poller with 40 handlers and two receivers on Redis; and the
 // Poller with its defaults on an in-memory store, which shows the Poller's
 // own cost apart from the store's. It reports each rate, each ratio to the
-// plain loop, and the store round trips per message of the Redis Pollers.
+// plain loop, the store round trips per message of the Redis Pollers, and
+// each Poller's crash window (name-marker-p50-µs and name-marker-p99-µs, see
+// BenchmarkPoller). Each Poller has a Guard of its own, for its window; the
+// two Redis Pollers' Guards share one store.
 // Run it with a fixed count, e.g. -benchtime=10000x.
 func BenchmarkPollerInterleaved(b *testing.B) {
 	c := newSQS(b)
@@ -172,25 +185,27 @@ func BenchmarkPollerInterleaved(b *testing.B) {
 		b.Fatal(err)
 	}
 	onRedis := &countingStore{BatchStore: rs}
-	redisGuard, err := core.New(onRedis, &core.Config{KeyPrefix: prefix})
-	if err != nil {
-		b.Fatal(err)
-	}
-	memGuard, err := core.New(memstore.New(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	variants := []struct {
+	type variant struct {
 		name                   string
 		guard                  *core.Guard
+		delays                 *testenv.MarkerDelays
 		concurrency, receivers int
 		queues                 []string
 		took                   time.Duration
-	}{
+	}
+	poller := func(name string, store driver.Store, prefix string, concurrency, receivers int) variant {
+		delays := new(testenv.MarkerDelays)
+		g, err := core.New(store, &core.Config{KeyPrefix: prefix, Observer: delays.Observe})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return variant{name: name, guard: g, delays: delays, concurrency: concurrency, receivers: receivers}
+	}
+	variants := []variant{
 		{name: "plain"},
-		{name: "poller", guard: redisGuard},
-		{name: "poller-40x2", guard: redisGuard, concurrency: 40, receivers: 2},
-		{name: "poller-memstore", guard: memGuard},
+		poller("poller", onRedis, prefix, 0, 0),
+		poller("poller-40x2", onRedis, prefix, 40, 2),
+		poller("poller-memstore", memstore.New(), "", 0, 0),
 	}
 	for i := range variants {
 		for range chunks {
@@ -210,7 +225,8 @@ func BenchmarkPollerInterleaved(b *testing.B) {
 			}
 			watch := &deleteWatch{Client: c, done: make(chan struct{})}
 			watch.left.Store(int64(n))
-			p := &sqsonce.Poller{Client: watch, QueueURL: v.queues[k], Guard: v.guard, Handler: noop,
+			h := testenv.RecordReturns(v.delays, defaultKey(v.queues[k]), noop)
+			p := &sqsonce.Poller{Client: watch, QueueURL: v.queues[k], Guard: v.guard, Handler: h,
 				Concurrency: v.concurrency, Receivers: v.receivers, WaitTime: time.Second}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
@@ -229,6 +245,7 @@ func BenchmarkPollerInterleaved(b *testing.B) {
 		b.ReportMetric(total/v.took.Seconds(), v.name+"-msgs/s")
 		if v.guard != nil {
 			b.ReportMetric(variants[0].took.Seconds()/v.took.Seconds(), v.name+"/plain")
+			v.delays.Report(b, v.name+"-")
 		}
 	}
 	b.ReportMetric(float64(onRedis.calls.Load())/(2*total), "store-rt/msg")

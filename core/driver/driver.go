@@ -142,16 +142,18 @@ type Store interface {
 	Release(ctx context.Context, key string, token Token) error
 }
 
-// BatchStore is a Store that claims and completes many keys in one round
-// trip. The Guard's group commit and its Claim and Finish use it.
+// BatchStore is a Store that writes done markers and claims keys, many of
+// each in one round trip. The Guard's group commit sends the markers of
+// finished jobs with the claims of new ones; Guard.Claim and Guard.Finish
+// send one kind.
 type BatchStore interface {
 	Store
-	// ClaimBatch claims every request as Claim would. It returns one reply and
-	// one error per request, in order.
-	ClaimBatch(ctx context.Context, reqs []ClaimRequest) ([]ClaimReply, []error)
-	// CompleteBatch completes every request as Complete would. It returns one
-	// error per request, in order.
-	CompleteBatch(ctx context.Context, reqs []CompleteRequest) []error
+	// Batch completes every request of completes as Complete would, then
+	// claims every request of claims as Claim would, in one round trip. It
+	// returns one reply and one error per claim, and one error per
+	// complete, in order. A request the store could not answer gets an
+	// error, never a zero reply.
+	Batch(ctx context.Context, completes []CompleteRequest, claims []ClaimRequest) (replies []ClaimReply, claimErrs, completeErrs []error)
 }
 
 // TxStore is a Store that records keys inside transactions of type TTx

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
@@ -22,110 +23,108 @@ func keyOrder(n int, key func(int) string) []int {
 	return order
 }
 
-// ClaimBatch implements driver.BatchStore: every request is claimed as Claim
-// would, in one round trip. The statements share one implicit transaction;
-// if any of them fails, every request is claimed again on its own.
-func (s *Store) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) ([]driver.ClaimReply, []error) {
-	replies := make([]driver.ClaimReply, len(reqs))
-	errs := make([]error, len(reqs))
-	settled := make([]bool, len(reqs))
-	order := keyOrder(len(reqs), func(i int) string { return reqs[i].Key })
-
-	batch := &pgx.Batch{}
-	queued := make([]int, 0, len(order))
-	for _, i := range order {
-		if err := checkDuration("ClaimRequest.Lease", reqs[i].Lease); err != nil {
+// Batch implements driver.BatchStore: every complete, then every claim, as
+// Complete and Claim would, in one round trip. The statements run in key
+// order (a key's complete before its claim), so batches lock rows in one
+// global order and never deadlock each other, and share one implicit
+// transaction: if any of them fails, none holds, and every request is sent
+// again on its own.
+func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) ([]driver.ClaimReply, []error, []error) {
+	nc := len(completes)
+	replies := make([]driver.ClaimReply, len(claims))
+	errs := make([]error, nc+len(claims)) // completes, then claims
+	settled := make([]bool, len(errs))
+	key := func(i int) string {
+		if i < nc {
+			return completes[i].Key
+		}
+		return claims[i-nc].Key
+	}
+	queued := make([]int, 0, len(errs))
+	for _, i := range keyOrder(len(errs), key) {
+		var err error
+		if i < nc {
+			err = checkDuration("CompleteRequest.Retention", completes[i].Retention)
+		} else {
+			err = checkDuration("ClaimRequest.Lease", claims[i-nc].Lease)
+		}
+		if err != nil {
 			errs[i], settled[i] = err, true
 			continue
 		}
 		queued = append(queued, i)
 	}
-	for _, i := range queued { // the statements' lock waits share the time left
-		batch.Queue(s.sql.claim, s.claimArgs(ctx, &reqs[i], len(queued))...)
-	}
 	if len(queued) > 0 {
-		br := s.pool.SendBatch(ctx, batch)
-		var failed error
-		for _, i := range queued {
-			rows, err := br.Query()
-			if err == nil {
-				replies[i], settled[i], err = scanClaim(rows)
-			}
-			if err != nil {
-				failed = err
-				break
-			}
-		}
-		if err := br.Close(); failed == nil {
-			failed = err
-		}
-		if failed != nil {
-			// The implicit transaction rolled back: none of the claims holds.
-			for _, i := range queued {
-				settled[i] = false
-			}
-		}
+		s.sendBatch(ctx, queued, nc, completes, claims, replies, errs, settled)
 	}
-	left := 0
-	for i := range reqs {
+	left := 0 // claims sent again on their own share the time left
+	for i := nc; i < len(errs); i++ {
 		if !settled[i] {
 			left++
 		}
 	}
-	for i := range reqs {
-		if !settled[i] {
-			replies[i], errs[i] = s.claim(ctx, reqs[i], left)
+	for i := range errs {
+		switch {
+		case settled[i]:
+		case i < nc:
+			errs[i] = s.Complete(ctx, completes[i])
+		default:
+			replies[i-nc], errs[i] = s.claim(ctx, claims[i-nc], left)
 			left--
 		}
 	}
-	return replies, errs
+	return replies, errs[nc:], errs[:nc:nc]
 }
 
-// CompleteBatch implements driver.BatchStore: every request is completed as
-// Complete would, in one round trip. If any statement fails, every request
-// is completed again on its own.
-func (s *Store) CompleteBatch(ctx context.Context, reqs []driver.CompleteRequest) []error {
-	errs := make([]error, len(reqs))
-	done := make([]bool, len(reqs))
-	order := keyOrder(len(reqs), func(i int) string { return reqs[i].Key })
-
+// sendBatch sends the queued requests (indexes into completes, then claims
+// after nc) in one pgx batch and records what it settled. When a statement
+// fails, the implicit transaction rolled back, so nothing is settled.
+func (s *Store) sendBatch(ctx context.Context, queued []int, nc int, completes []driver.CompleteRequest, claims []driver.ClaimRequest,
+	replies []driver.ClaimReply, errs []error, settled []bool,
+) {
+	claimsQueued := 0
+	for _, i := range queued {
+		if i >= nc {
+			claimsQueued++
+		}
+	}
 	batch := &pgx.Batch{}
-	queued := make([]int, 0, len(order))
-	for _, i := range order {
-		if err := checkDuration("CompleteRequest.Retention", reqs[i].Retention); err != nil {
-			errs[i], done[i] = err, true
-			continue
+	for _, i := range queued {
+		if i < nc {
+			batch.Queue(s.sql.complete, s.completeArgs(&completes[i])...)
+		} else { // the statements' lock waits share the time left
+			batch.Queue(s.sql.claim, s.claimArgs(ctx, &claims[i-nc], claimsQueued)...)
 		}
-		batch.Queue(s.sql.complete, s.completeArgs(&reqs[i])...)
-		queued = append(queued, i)
 	}
-	if len(queued) > 0 {
-		br := s.pool.SendBatch(ctx, batch)
-		var failed error
-		for _, i := range queued {
-			tag, err := br.Exec()
-			if err != nil {
-				failed = err
-				break
+	br := s.pool.SendBatch(ctx, batch)
+	var failed error
+	for _, i := range queued {
+		var err error
+		if i < nc {
+			var tag pgconn.CommandTag
+			if tag, err = br.Exec(); err == nil {
+				settled[i] = true
+				if tag.RowsAffected() == 0 {
+					errs[i] = core.ErrLeaseLost
+				}
 			}
-			done[i] = true
-			if tag.RowsAffected() == 0 {
-				errs[i] = core.ErrLeaseLost
+		} else {
+			var rows pgx.Rows
+			if rows, err = br.Query(); err == nil {
+				replies[i-nc], settled[i], err = scanClaim(rows)
 			}
 		}
-		if err := br.Close(); failed == nil {
+		if err != nil {
 			failed = err
-		}
-		if failed != nil {
-			for _, i := range queued {
-				done[i], errs[i] = false, nil
-			}
+			break
 		}
 	}
-	for i := range reqs {
-		if !done[i] {
-			errs[i] = s.Complete(ctx, reqs[i])
+	if err := br.Close(); failed == nil {
+		failed = err
+	}
+	if failed != nil {
+		for _, i := range queued {
+			settled[i], errs[i] = false, nil
 		}
 	}
-	return errs
 }

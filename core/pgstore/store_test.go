@@ -16,6 +16,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/core/storetest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -352,7 +353,7 @@ func TestBatch(t *testing.T) {
 		claimReq("new-a", time.Minute), // the same key twice in one batch
 		claimReq("bad", 0),
 	}
-	replies, errs := s.ClaimBatch(ctx, reqs)
+	replies, errs := storetest.ClaimBatch(ctx, s, reqs)
 	require.Len(t, replies, len(reqs))
 	for i := range 5 {
 		require.NoError(t, errs[i], i)
@@ -365,7 +366,7 @@ func TestBatch(t *testing.T) {
 	require.Equal(t, driver.ClaimReply{State: driver.StateDone, Result: []byte("r"), Fingerprint: "", Remaining: replies[3].Remaining}, replies[3])
 	require.Equal(t, driver.StateRunning, replies[4].State)
 
-	cerrs := s.CompleteBatch(ctx, []driver.CompleteRequest{
+	cerrs := storetest.CompleteBatch(ctx, s, []driver.CompleteRequest{
 		{Key: "new-a", Token: reqs[2].Token, Result: []byte("a"), Retention: time.Hour},
 		{Key: "new-b", Token: reqs[4].Token, Retention: time.Hour}, // wrong token
 		{Key: "new-b", Token: reqs[0].Token, Result: []byte("b"), Retention: time.Hour},
@@ -376,7 +377,7 @@ func TestBatch(t *testing.T) {
 	require.NoError(t, cerrs[2])
 	require.ErrorContains(t, cerrs[3], "CompleteRequest.Retention must be at least 1ms")
 
-	replies, errs = s.ClaimBatch(ctx, []driver.ClaimRequest{claimReq("new-a", time.Minute), claimReq("new-b", time.Minute)})
+	replies, errs = storetest.ClaimBatch(ctx, s, []driver.ClaimRequest{claimReq("new-a", time.Minute), claimReq("new-b", time.Minute)})
 	require.NoError(t, errors.Join(errs...))
 	require.Equal(t, []byte("a"), replies[0].Result)
 	require.Equal(t, []byte("b"), replies[1].Result)
@@ -405,7 +406,7 @@ func TestBatchesDoNotDeadlock(t *testing.T) {
 					}
 					reqs = append(reqs, claimReq(fmt.Sprintf("k%02d", k), time.Minute))
 				}
-				replies, errs := s.ClaimBatch(ctx, reqs)
+				replies, errs := storetest.ClaimBatch(ctx, s, reqs)
 				mu.Lock()
 				for i := range reqs {
 					require.NoError(t, errs[i])
@@ -452,7 +453,7 @@ func TestLiveRowsAnswerWithoutLocks(t *testing.T) {
 	r, err = s.Claim(qctx, claimReq("running", time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, driver.StateRunning, r.State)
-	replies, errs := s.ClaimBatch(qctx, []driver.ClaimRequest{claimReq("done", time.Minute), claimReq("running", time.Minute)})
+	replies, errs := storetest.ClaimBatch(qctx, s, []driver.ClaimRequest{claimReq("done", time.Minute), claimReq("running", time.Minute)})
 	require.NoError(t, errors.Join(errs...))
 	require.Equal(t, driver.StateDone, replies[0].State)
 	require.Equal(t, driver.StateRunning, replies[1].State)

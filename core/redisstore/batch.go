@@ -13,60 +13,60 @@ import (
 // without a reply or an error of its own.
 var errUnanswered = errors.New("jobonce: redisstore: the pipeline ended without answering this request")
 
-// ClaimBatch implements driver.BatchStore: one pipelined round trip. Every
-// request gets a reply or an error; a request the pipeline did not answer
-// gets an error (wrapping ctx's error once ctx is done), never a zero reply.
-func (s *Store) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) ([]driver.ClaimReply, []error) {
-	replies := make([]driver.ClaimReply, len(reqs))
-	errs := s.pipeline(ctx, claimScript, len(reqs), func(i int) ([]string, []any, error) {
-		args, err := claimArgs(&reqs[i])
-		return []string{reqs[i].Key}, args, err
+// Batch implements driver.BatchStore: the complete scripts, then the claim
+// scripts, pipelined in one round trip. Every request gets a reply or an
+// error; a request the pipeline did not answer gets an error (wrapping ctx's
+// error once ctx is done), never a zero reply. A nil complete error means
+// that request's done marker was written.
+func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) ([]driver.ClaimReply, []error, []error) {
+	replies := make([]driver.ClaimReply, len(claims))
+	errs := s.pipeline(ctx, len(completes)+len(claims), func(i int) (*redis.Script, string, []any, error) {
+		if i < len(completes) {
+			args, err := s.completeArgs(&completes[i])
+			return completeScript, completes[i].Key, args, err
+		}
+		req := &claims[i-len(completes)]
+		args, err := s.claimArgs(req)
+		return claimScript, req.Key, args, err
 	}, func(i int, cmd *redis.Cmd) error {
+		if i < len(completes) {
+			return tokenChecked(ctx, cmd)
+		}
 		v, err := cmd.Result()
 		if err != nil {
 			return cancelled(ctx, err)
 		}
-		replies[i], err = claimReply(v)
+		replies[i-len(completes)], err = claimReply(v)
 		return err
 	})
-	return replies, errs
+	return replies, errs[len(completes):], errs[:len(completes):len(completes)]
 }
 
-// CompleteBatch implements driver.BatchStore: one pipelined round trip. A nil
-// error means that request's done marker was written; a request the pipeline
-// did not answer gets an error (wrapping ctx's error once ctx is done).
-func (s *Store) CompleteBatch(ctx context.Context, reqs []driver.CompleteRequest) []error {
-	return s.pipeline(ctx, completeScript, len(reqs), func(i int) ([]string, []any, error) {
-		args, err := completeArgs(&reqs[i])
-		return []string{reqs[i].Key}, args, err
-	}, func(_ int, cmd *redis.Cmd) error {
-		return tokenChecked(ctx, cmd)
-	})
-}
-
-// pipeline runs script n times in one pipeline with EVALSHA. Entries that
-// find the script missing (NOSCRIPT, after a restart or failover) are run
-// again on their own through Script.Run, which loads it. Entries whose
-// arguments are invalid are not sent and keep args' error.
-func (s *Store) pipeline(ctx context.Context, script *redis.Script, n int,
-	args func(i int) ([]string, []any, error), reply func(i int, cmd *redis.Cmd) error,
+// pipeline runs n scripts in one pipeline with EVALSHA; call(i) gives the
+// script of entry i, its key and its arguments. Entries that find their
+// script missing (NOSCRIPT, after a restart or failover) are run again on
+// their own through Script.Run, which loads it. Entries whose arguments are
+// invalid are not sent and keep call's error.
+func (s *Store) pipeline(ctx context.Context, n int,
+	call func(i int) (*redis.Script, string, []any, error), reply func(i int, cmd *redis.Cmd) error,
 ) []error {
 	errs := make([]error, n)
 	cmds := make([]*redis.Cmd, n)
-	type call struct {
-		keys []string
-		argv []any
+	type entry struct {
+		script *redis.Script
+		keys   []string
+		argv   []any
 	}
-	calls := make([]call, n)
+	entries := make([]entry, n)
 	pipe := s.client.Pipeline()
 	for i := range n {
-		keys, argv, err := args(i)
+		script, key, argv, err := call(i)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		calls[i] = call{keys, argv}
-		cmds[i] = script.EvalSha(ctx, pipe, keys, argv...)
+		entries[i] = entry{script, []string{key}, argv}
+		cmds[i] = script.EvalSha(ctx, pipe, entries[i].keys, argv...)
 	}
 	if pipe.Len() == 0 {
 		return errs
@@ -77,7 +77,8 @@ func (s *Store) pipeline(ctx context.Context, script *redis.Script, n int,
 			continue
 		}
 		if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
-			cmd = script.Run(ctx, s.client, calls[i].keys, calls[i].argv...)
+			e := entries[i]
+			cmd = e.script.Run(ctx, s.client, e.keys, e.argv...)
 		}
 		if cmd.Err() == nil && cmd.Val() == nil {
 			// Every script replies with a value; none means no reply came.

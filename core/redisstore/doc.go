@@ -6,8 +6,8 @@
 //
 // Every operation is one round trip: one embedded Lua script each for claim,
 // extend, complete and release, each touching a single key, so the store
-// works on a single node, behind Sentinel and on Redis Cluster. ClaimBatch and
-// CompleteBatch pipeline many scripts in one round trip.
+// works on a single node, behind Sentinel and on Redis Cluster. Batch
+// pipelines the scripts of many claims and done markers in one round trip.
 //
 // # Records
 //

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -47,6 +48,8 @@ type Config struct {
 type Store struct {
 	client redis.UniversalClient
 	logger *slog.Logger
+
+	leases, retentions boxCache
 }
 
 var _ driver.BatchStore = (*Store)(nil)
@@ -106,19 +109,19 @@ func millis(field string, d time.Duration) (int64, error) {
 	return ms, nil
 }
 
-func claimArgs(req *driver.ClaimRequest) ([]any, error) {
+func (s *Store) claimArgs(req *driver.ClaimRequest) ([]any, error) {
 	lease, err := millis("ClaimRequest.Lease", req.Lease)
 	if err != nil {
 		return nil, err
 	}
-	return []any{ownerValue(req.Token), req.Fingerprint, lease}, nil
+	return []any{ownerValue(req.Token), req.Fingerprint, s.leases.box(lease)}, nil
 }
 
 // Claim implements driver.Store in one round trip. A claimed key's fence
 // comes from the Redis server's clock; a done marker's remaining retention
 // is its TTL.
 func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
-	args, err := claimArgs(&req)
+	args, err := s.claimArgs(&req)
 	if err != nil {
 		return driver.ClaimReply{}, err
 	}
@@ -158,19 +161,38 @@ func (s *Store) Extend(ctx context.Context, key string, token driver.Token, leas
 
 // Complete implements driver.Store.
 func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error {
-	args, err := completeArgs(&req)
+	args, err := s.completeArgs(&req)
 	if err != nil {
 		return err
 	}
 	return tokenChecked(ctx, completeScript.Run(ctx, s.client, []string{req.Key}, args...))
 }
 
-func completeArgs(req *driver.CompleteRequest) ([]any, error) {
+func (s *Store) completeArgs(req *driver.CompleteRequest) ([]any, error) {
 	retention, err := millis("CompleteRequest.Retention", req.Retention)
 	if err != nil {
 		return nil, err
 	}
-	return []any{ownerValue(req.Token), doneValue(req.Fingerprint, req.Result), retention}, nil
+	return []any{ownerValue(req.Token), doneValue(req.Fingerprint, req.Result), s.retentions.box(retention)}, nil
+}
+
+// boxCache keeps the last number boxed as an argument: a Guard sends the
+// same lease and retention with every request, and boxing each anew costs
+// an allocation.
+type boxCache struct{ last atomic.Pointer[boxed] }
+
+type boxed struct {
+	n int64
+	v any
+}
+
+func (c *boxCache) box(n int64) any {
+	if b := c.last.Load(); b != nil && b.n == n {
+		return b.v
+	}
+	b := &boxed{n, n}
+	c.last.Store(b)
+	return b.v
 }
 
 // Release implements driver.Store.

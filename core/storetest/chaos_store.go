@@ -269,107 +269,85 @@ func cmpErr(injected, own error) error {
 	return own
 }
 
-// ClaimBatch implements driver.BatchStore.
-func (c *chaosStore) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) (replies []driver.ClaimReply, errs []error) {
+// Batch implements driver.BatchStore: the completes and claims of one batch
+// fail, hang or panic together, or (partial) some entries fail.
+func (c *chaosStore) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) (replies []driver.ClaimReply, claimErrs, completeErrs []error) {
 	f, d := c.pick(true, true)
-	evs := make([]*storeEvent, len(reqs))
-	for i, r := range reqs {
-		evs[i] = c.log.begin(ctx, opClaimBatch, f, r.Key, r.Token)
-	}
-	replies, errs = make([]driver.ClaimReply, len(reqs)), make([]error, len(reqs))
-	defer func() {
-		for i, ev := range evs {
-			ev.end(replies[i].State, errs[i])
-		}
-	}()
-	all := func(ctx context.Context, idx []int) {
-		sub := make([]driver.ClaimRequest, len(idx))
-		for j, i := range idx {
-			sub[j] = reqs[i]
-		}
-		var rs []driver.ClaimReply
-		var es []error
-		sent := time.Now()
-		if c.batch != nil {
-			rs, es = c.batch.ClaimBatch(ctx, sub)
-		} else {
-			rs, es = make([]driver.ClaimReply, len(sub)), make([]error, len(sub))
-			for j, r := range sub {
-				rs[j], es[j] = c.inner.Claim(ctx, r)
-			}
-		}
-		for j, i := range idx {
-			replies[i], errs[i] = rs[j], es[j]
-			c.log.granted(evs[i], sent, rs[j].State, es[j])
-		}
-	}
-	if f == partial {
-		failed, sent := c.split(len(reqs))
-		if len(sent) > 0 {
-			all(ctx, sent)
-		}
-		c.markPartial(evs, failed)
-		for _, i := range failed {
-			replies[i], errs[i] = driver.ClaimReply{}, fmt.Errorf("%w: %s entry %d failed", errInjected, opClaimBatch, i)
-		}
-		return replies, errs
-	}
-	if ierr := c.inject(ctx, opClaimBatch, f, d, func(ctx context.Context) { all(ctx, seq(len(reqs))) }); ierr != nil {
-		for i := range reqs {
-			replies[i], errs[i] = driver.ClaimReply{}, ierr
-		}
-	}
-	return replies, errs
-}
-
-// CompleteBatch implements driver.BatchStore.
-func (c *chaosStore) CompleteBatch(ctx context.Context, reqs []driver.CompleteRequest) (errs []error) {
-	f, d := c.pick(true, true)
-	evs := make([]*storeEvent, len(reqs))
-	for i, r := range reqs {
+	nc, n := len(completes), len(completes)+len(claims)
+	evs := make([]*storeEvent, n)
+	for i, r := range completes {
 		evs[i] = c.log.begin(ctx, opCompleteBatch, f, r.Key, r.Token)
 	}
-	errs = make([]error, len(reqs))
+	for i, r := range claims {
+		evs[nc+i] = c.log.begin(ctx, opClaimBatch, f, r.Key, r.Token)
+	}
+	replies, errs := make([]driver.ClaimReply, len(claims)), make([]error, n)
 	defer func() {
 		for i, ev := range evs {
-			ev.end(0, errs[i])
+			if i < nc {
+				ev.end(0, errs[i])
+			} else {
+				ev.end(replies[i-nc].State, errs[i])
+			}
 		}
 	}()
 	all := func(ctx context.Context, idx []int) {
-		sub := make([]driver.CompleteRequest, len(idx))
-		for j, i := range idx {
-			sub[j] = reqs[i]
-		}
-		var es []error
-		if c.batch != nil {
-			es = c.batch.CompleteBatch(ctx, sub)
-		} else {
-			es = make([]error, len(sub))
-			for j, r := range sub {
-				es[j] = c.inner.Complete(ctx, r)
+		var subDone []driver.CompleteRequest
+		var subClaims []driver.ClaimRequest
+		for _, i := range idx {
+			if i < nc {
+				subDone = append(subDone, completes[i])
+			} else {
+				subClaims = append(subClaims, claims[i-nc])
 			}
 		}
-		for j, i := range idx {
-			errs[i] = es[j]
+		rs, ces := make([]driver.ClaimReply, len(subClaims)), make([]error, len(subClaims))
+		des := make([]error, len(subDone))
+		sent := time.Now()
+		if c.batch != nil {
+			rs, ces, des = c.batch.Batch(ctx, subDone, subClaims)
+		} else {
+			for j, r := range subDone {
+				des[j] = c.inner.Complete(ctx, r)
+			}
+			for j, r := range subClaims {
+				rs[j], ces[j] = c.inner.Claim(ctx, r)
+			}
+		}
+		var j, k int
+		for _, i := range idx {
+			if i < nc {
+				errs[i] = des[k]
+				k++
+				continue
+			}
+			replies[i-nc], errs[i] = rs[j], ces[j]
+			c.log.granted(evs[i], sent, rs[j].State, ces[j])
+			j++
 		}
 	}
 	if f == partial {
-		failed, sent := c.split(len(reqs))
+		failed, sent := c.split(n)
 		if len(sent) > 0 {
 			all(ctx, sent)
 		}
 		c.markPartial(evs, failed)
 		for _, i := range failed {
-			errs[i] = fmt.Errorf("%w: %s entry %d failed", errInjected, opCompleteBatch, i)
+			o := opCompleteBatch
+			if i >= nc {
+				o, replies[i-nc] = opClaimBatch, driver.ClaimReply{}
+			}
+			errs[i] = fmt.Errorf("%w: %s entry %d failed", errInjected, o, i)
 		}
-		return errs
+		return replies, errs[nc:], errs[:nc:nc]
 	}
-	if ierr := c.inject(ctx, opCompleteBatch, f, d, func(ctx context.Context) { all(ctx, seq(len(reqs))) }); ierr != nil {
-		for i := range reqs {
+	if ierr := c.inject(ctx, opClaimBatch, f, d, func(ctx context.Context) { all(ctx, seq(n)) }); ierr != nil {
+		clear(replies)
+		for i := range errs {
 			errs[i] = ierr
 		}
 	}
-	return errs
+	return replies, errs[nc:], errs[:nc:nc]
 }
 
 // markPartial records which entries of a partly failed batch failed.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -34,6 +35,7 @@ func RunStore(t *testing.T, newStore NewStore) {
 		{"BinaryKeysAndResults", binaryKeysAndResults},
 		{"CancelledContext", cancelledContext},
 		{"Batch", batch},
+		{"MixedBatch", mixedBatch},
 		{"ClaimSentAgain", claimSentAgain},
 		{"FingerprintsOfAnyLength", fingerprintsOfAnyLength},
 		{"BatchFingerprintsOfAnyLength", batchFingerprintsOfAnyLength},
@@ -241,7 +243,7 @@ func batch(t *testing.T, s *suite) {
 		key := s.key("batch-" + string(rune('a'+i%3))) // three keys, each twice
 		reqs[i] = claimReq(key, toks[i], "", time.Minute)
 	}
-	replies, errs := bs.ClaimBatch(ctx, reqs)
+	replies, errs := ClaimBatch(ctx, bs, reqs)
 	require.Len(t, replies, 6)
 	require.Len(t, errs, 6)
 	for i := range 3 {
@@ -255,7 +257,7 @@ func batch(t *testing.T, s *suite) {
 		{Key: reqs[1].Key, Token: toks[4], Retention: time.Minute}, // not the holder
 		{Key: reqs[2].Key, Token: toks[2], Retention: time.Minute},
 	}
-	errs = bs.CompleteBatch(ctx, done)
+	errs = CompleteBatch(ctx, bs, done)
 	require.Len(t, errs, 3)
 	require.NoError(t, errs[0])
 	require.ErrorIs(t, errs[1], core.ErrLeaseLost)
@@ -264,12 +266,65 @@ func batch(t *testing.T, s *suite) {
 	for i := range again {
 		again[i] = claimReq(reqs[i].Key, driver.NewToken(), "", time.Minute)
 	}
-	replies, errs = bs.ClaimBatch(ctx, again)
+	replies, errs = ClaimBatch(ctx, bs, again)
 	require.Equal(t, []error{nil, nil, nil}, errs)
 	require.Equal(t, driver.StateDone, replies[0].State)
 	require.Equal(t, []byte("a"), replies[0].Result)
 	require.Equal(t, driver.StateRunning, replies[1].State)
 	require.Equal(t, driver.StateDone, replies[2].State)
+}
+
+// mixedBatch: one Batch writes done markers and claims other keys, each
+// answered on its own: a marker by a token that no longer holds its key is
+// ErrLeaseLost, an invalid request fails alone, and the rest stand.
+func mixedBatch(t *testing.T, s *suite) {
+	bs, ok := s.store.(driver.BatchStore)
+	if !ok {
+		t.Skip("store is not a driver.BatchStore")
+	}
+	ctx := ctx(t)
+	held := make([]driver.ClaimRequest, 3)
+	for i := range held {
+		held[i] = claimReq(s.key("mixed-held-"+strconv.Itoa(i)), driver.NewToken(), "", time.Minute)
+		s.fence(s.store.Claim(ctx, held[i]))
+	}
+	completes := []driver.CompleteRequest{
+		{Key: held[0].Key, Token: held[0].Token, Result: []byte("r0"), Retention: time.Minute},
+		{Key: held[1].Key, Token: driver.NewToken(), Retention: time.Minute}, // not the holder
+		{Key: held[2].Key, Token: held[2].Token, Retention: 0},               // invalid
+	}
+	claims := []driver.ClaimRequest{
+		claimReq(s.key("mixed-new-a"), driver.NewToken(), "", time.Minute),
+		claimReq(held[1].Key, driver.NewToken(), "", time.Minute),
+		claimReq(s.key("mixed-new-b"), driver.NewToken(), "", 0), // invalid
+		claimReq(s.key("mixed-new-c"), driver.NewToken(), "", time.Minute),
+	}
+	replies, claimErrs, completeErrs := bs.Batch(ctx, completes, claims)
+	require.Len(t, replies, len(claims))
+	require.Len(t, claimErrs, len(claims))
+	require.Len(t, completeErrs, len(completes))
+	require.NoError(t, completeErrs[0])
+	require.ErrorIs(t, completeErrs[1], core.ErrLeaseLost)
+	require.Error(t, completeErrs[2])
+	require.NotErrorIs(t, completeErrs[2], core.ErrLeaseLost)
+	for _, i := range []int{0, 3} {
+		require.NoError(t, claimErrs[i])
+		require.Equal(t, driver.StateClaimed, replies[i].State)
+		require.Positive(t, replies[i].Fence)
+	}
+	require.NoError(t, claimErrs[1])
+	require.Equal(t, driver.StateRunning, replies[1].State, "the key is held by its first claim")
+	require.Error(t, claimErrs[2])
+	require.Equal(t, driver.ClaimReply{}, replies[2])
+
+	r, err := s.store.Claim(ctx, claimReq(held[0].Key, driver.NewToken(), "", time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, driver.StateDone, r.State, "the marker written in the batch stands")
+	require.Equal(t, []byte("r0"), r.Result)
+	require.NoError(t, s.store.Complete(ctx, driver.CompleteRequest{Key: held[2].Key, Token: held[2].Token, Retention: time.Minute}),
+		"the invalid marker changed nothing: its claim still holds")
+	require.NoError(t, s.store.Complete(ctx, driver.CompleteRequest{Key: claims[0].Key, Token: claims[0].Token, Retention: time.Minute}),
+		"the claim granted in the batch holds")
 }
 
 // claimSentAgain: a claim request sent again (a client retrying after its
@@ -287,7 +342,7 @@ func claimSentAgain(t *testing.T, s *suite) {
 	require.Equal(t, driver.StateRunning, r.State)
 	require.LessOrEqual(t, r.Remaining, 20*time.Second, "sending a claim again does not renew its lease")
 	if bs, ok := s.store.(driver.BatchStore); ok {
-		replies, errs := bs.ClaimBatch(ctx, []driver.ClaimRequest{req, req})
+		replies, errs := ClaimBatch(ctx, bs, []driver.ClaimRequest{req, req})
 		require.Equal(t, []error{nil, nil}, errs)
 		require.Equal(t, fence, s.fence(replies[0], nil))
 		require.Equal(t, fence, s.fence(replies[1], nil))
@@ -388,14 +443,14 @@ func batchFingerprintsOfAnyLength(t *testing.T, s *suite) {
 			names = append(names, "fingerprint "+fname+", result "+rname)
 		}
 	}
-	replies, errs := bs.ClaimBatch(ctx, claims)
+	replies, errs := ClaimBatch(ctx, bs, claims)
 	require.Len(t, replies, len(claims))
 	require.Len(t, errs, len(claims))
 	for i := range claims {
 		require.NoError(t, errs[i], names[i])
 		require.Equal(t, driver.StateClaimed, replies[i].State, names[i])
 	}
-	errs = bs.CompleteBatch(ctx, completes)
+	errs = CompleteBatch(ctx, bs, completes)
 	require.Len(t, errs, len(completes))
 	for i := range completes {
 		require.NoError(t, errs[i], names[i])
@@ -404,7 +459,7 @@ func batchFingerprintsOfAnyLength(t *testing.T, s *suite) {
 	for i, c := range claims {
 		again[i] = claimReq(c.Key, driver.NewToken(), c.Fingerprint, time.Minute)
 	}
-	replies, errs = bs.ClaimBatch(ctx, again)
+	replies, errs = ClaimBatch(ctx, bs, again)
 	for i, c := range completes {
 		require.NoError(t, errs[i], names[i])
 		require.Equal(t, driver.StateDone, replies[i].State, names[i])
@@ -481,14 +536,14 @@ func shortDurationsRejected(t *testing.T, s *suite) {
 
 	if bs, ok := s.store.(driver.BatchStore); ok {
 		key3, tok3 := s.key("short-batch"), driver.NewToken()
-		replies, errs := bs.ClaimBatch(ctx, []driver.ClaimRequest{
+		replies, errs := ClaimBatch(ctx, bs, []driver.ClaimRequest{
 			claimReq(s.key("short-batch-bad"), driver.NewToken(), "", 500*time.Microsecond),
 			claimReq(key3, tok3, "", time.Minute),
 		})
 		requireDurationError(t, errs[0], "Lease", 500*time.Microsecond)
 		require.NoError(t, errs[1])
 		require.Equal(t, driver.StateClaimed, replies[1].State)
-		errs = bs.CompleteBatch(ctx, []driver.CompleteRequest{
+		errs = CompleteBatch(ctx, bs, []driver.CompleteRequest{
 			{Key: key3, Token: tok3, Retention: 0},
 			{Key: key, Token: tok, Retention: time.Minute},
 		})
@@ -587,20 +642,20 @@ func batchCancelledContext(t *testing.T, s *suite) {
 			claims[i] = claimReq(key, tok, "fp", time.Minute)
 			completes[i] = driver.CompleteRequest{Key: key, Token: tok, Fingerprint: "fp", Result: []byte("r"), Retention: time.Minute}
 		}
-		replies, errs := bs.ClaimBatch(c.ctx, claims)
+		replies, errs := ClaimBatch(c.ctx, bs, claims)
 		require.Len(t, replies, n)
 		require.Len(t, errs, n)
 		for i := range n {
 			requireCancelled(t, errs[i], c.want, "ClaimBatch")
 			require.Zero(t, replies[i].State, "an unanswered claim has no state")
 		}
-		replies, errs = bs.ClaimBatch(live, claims)
+		replies, errs = ClaimBatch(live, bs, claims)
 		for i := range n {
 			require.NoError(t, errs[i])
 			require.Equal(t, driver.StateClaimed, replies[i].State, "a cancelled ClaimBatch wrote nothing")
 		}
 
-		errs = bs.CompleteBatch(c.ctx, completes)
+		errs = CompleteBatch(c.ctx, bs, completes)
 		require.Len(t, errs, n)
 		for i := range n {
 			requireCancelled(t, errs[i], c.want, "CompleteBatch")
@@ -610,7 +665,7 @@ func batchCancelledContext(t *testing.T, s *suite) {
 			require.NoError(t, err)
 			require.Equal(t, driver.StateRunning, r.State, "a cancelled CompleteBatch wrote no marker")
 		}
-		errs = bs.CompleteBatch(live, completes)
+		errs = CompleteBatch(live, bs, completes)
 		require.Equal(t, make([]error, n), errs)
 	}
 }

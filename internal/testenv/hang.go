@@ -71,24 +71,21 @@ func NewHangingStore(s driver.Store) *HangingStore {
 	return h
 }
 
-// oneByOne is a driver.BatchStore that runs each request of a batch as its own
-// call.
+// OneByOne is a driver.BatchStore that runs each request of a batch as its
+// own call of s: a store without batches of its own under the group commit.
+func OneByOne(s driver.Store) driver.BatchStore { return oneByOne{s} }
+
 type oneByOne struct{ driver.Store }
 
-func (s oneByOne) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) ([]driver.ClaimReply, []error) {
-	replies, errs := make([]driver.ClaimReply, len(reqs)), make([]error, len(reqs))
-	for i, r := range reqs {
-		replies[i], errs[i] = s.Claim(ctx, r)
+func (s oneByOne) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) ([]driver.ClaimReply, []error, []error) {
+	replies, claimErrs, completeErrs := make([]driver.ClaimReply, len(claims)), make([]error, len(claims)), make([]error, len(completes))
+	for i, r := range completes {
+		completeErrs[i] = s.Complete(ctx, r)
 	}
-	return replies, errs
-}
-
-func (s oneByOne) CompleteBatch(ctx context.Context, reqs []driver.CompleteRequest) []error {
-	errs := make([]error, len(reqs))
-	for i, r := range reqs {
-		errs[i] = s.Complete(ctx, r)
+	for i, r := range claims {
+		replies[i], claimErrs[i] = s.Claim(ctx, r)
 	}
-	return errs
+	return replies, claimErrs, completeErrs
 }
 
 func (s *HangingStore) wait(ctx context.Context) error {
@@ -108,15 +105,18 @@ func (s *HangingStore) Claim(ctx context.Context, req driver.ClaimRequest) (driv
 	return s.BatchStore.Claim(ctx, req)
 }
 
-// ClaimBatch implements driver.BatchStore.
-func (s *HangingStore) ClaimBatch(ctx context.Context, reqs []driver.ClaimRequest) ([]driver.ClaimReply, []error) {
+// Batch implements driver.BatchStore.
+func (s *HangingStore) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) ([]driver.ClaimReply, []error, []error) {
 	if s.Hang.Load() {
 		err := s.wait(ctx)
-		errs := make([]error, len(reqs))
-		for i := range errs {
-			errs[i] = err
+		claimErrs, completeErrs := make([]error, len(claims)), make([]error, len(completes))
+		for i := range claimErrs {
+			claimErrs[i] = err
 		}
-		return make([]driver.ClaimReply, len(reqs)), errs
+		for i := range completeErrs {
+			completeErrs[i] = err
+		}
+		return make([]driver.ClaimReply, len(claims)), claimErrs, completeErrs
 	}
-	return s.BatchStore.ClaimBatch(ctx, reqs)
+	return s.BatchStore.Batch(ctx, completes, claims)
 }
