@@ -15,8 +15,11 @@ const (
 	// maxBatch bounds how many calls share one store round trip.
 	maxBatch = 128
 	// groupRoundTrips is how many round trips a Guard's group commit has in
-	// flight at most: with two, one that hangs holds nobody up.
-	groupRoundTrips = 2
+	// flight at most. Under light load (an Asynq server hands out one task
+	// at a time) calls then go at once, as without batching; under heavy
+	// load they queue and share round trips; and one round trip that hangs
+	// holds nobody up.
+	groupRoundTrips = 4
 )
 
 var (

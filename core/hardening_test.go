@@ -165,7 +165,7 @@ func TestHungClaimIsBoundedByStoreTimeout(t *testing.T) {
 		// Hung calls fill every round trip the group commit has in flight.
 		var wg sync.WaitGroup
 		var releases []func()
-		for i := range 2 {
+		for i := range core.GroupRoundTrips {
 			key := fmt.Sprint("stuck-", i)
 			releases = append(releases, s.close(g, s.claims, key, true))
 			wg.Go(func() {
@@ -210,7 +210,7 @@ func TestClaimStaysAliveUntilItsMarkerIsWritten(t *testing.T) {
 	// Another process's Guard on the same store, to look at the key.
 	probe := gatedGuard(t, s, core.Config{Lease: lease, StoreTimeout: 10 * time.Second})
 	var releases []func()
-	slow := make(chan core.Outcome, 2)
+	slow := make(chan core.Outcome, core.GroupRoundTrips)
 	hang := func(key string) { // key's done marker is in flight, and hangs
 		releases = append(releases, s.close(g, s.marks, key, true))
 		go func() {
@@ -224,7 +224,9 @@ func TestClaimStaysAliveUntilItsMarkerIsWritten(t *testing.T) {
 			r()
 		}
 	}()
-	hang("slow-1")
+	for i := range core.GroupRoundTrips - 1 {
+		hang(fmt.Sprint("slow-", i))
+	}
 
 	var runs atomic.Int32
 	returned := make(chan struct{})
@@ -232,7 +234,7 @@ func TestClaimStaysAliveUntilItsMarkerIsWritten(t *testing.T) {
 	go func() {
 		out, _ := g.Do(context.Background(), "b", func(context.Context) error {
 			runs.Add(1)
-			hang("slow-2") // every round trip of g is now in flight, and hangs
+			hang("slow-last") // every round trip of g is now in flight, and hangs
 			close(returned)
 			return nil
 		})
@@ -249,8 +251,9 @@ func TestClaimStaysAliveUntilItsMarkerIsWritten(t *testing.T) {
 		r()
 	}
 	require.Equal(t, core.Ran, <-first)
-	require.Equal(t, core.Ran, <-slow)
-	require.Equal(t, core.Ran, <-slow)
+	for range core.GroupRoundTrips {
+		require.Equal(t, core.Ran, <-slow)
+	}
 	require.EqualValues(t, 1, runs.Load())
 	out, err := probe.Do(context.Background(), "b", func(context.Context) error { runs.Add(1); return nil })
 	require.NoError(t, err)
