@@ -4,15 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 
 	asynqonce "github.com/jobonce/jobonce/adapters/asynq"
 	"github.com/jobonce/jobonce/core"
@@ -64,7 +61,7 @@ func BenchmarkServer(b *testing.B) {
 			srv := asynq.NewServer(e.opt, cfg)
 			stats := testenv.Redis(b, "")
 			b.ResetTimer()
-			start, cpu, rcpu := time.Now(), cpuTime(), redisCPU(b, stats)
+			start, cpu, rcpu := time.Now(), testenv.ProcessCPU(), testenv.RedisCPU(b, stats)
 			if err := srv.Start(h); err != nil {
 				b.Fatal(err)
 			}
@@ -73,7 +70,7 @@ func BenchmarkServer(b *testing.B) {
 			case <-time.After(5 * time.Minute):
 				b.Fatal("tasks did not finish")
 			}
-			elapsed, used, rused := time.Since(start), cpuTime()-cpu, redisCPU(b, stats)-rcpu
+			elapsed, used, rused := time.Since(start), testenv.ProcessCPU()-cpu, testenv.RedisCPU(b, stats)-rcpu
 			b.StopTimer()
 			srv.Shutdown()
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "tasks/s")
@@ -141,32 +138,4 @@ func BenchmarkHandler(b *testing.B) {
 			})
 		}
 	}
-}
-
-// cpuTime returns the CPU time (user and system) this process used so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// redisCPU returns the CPU time (user and system) the Redis server used so
-// far, from INFO cpu.
-func redisCPU(b *testing.B, rdb *redis.Client) time.Duration {
-	info, err := rdb.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var total float64
-	for _, line := range strings.Split(info, "\r\n") {
-		name, value, ok := strings.Cut(line, ":")
-		if ok && (name == "used_cpu_sys" || name == "used_cpu_user") {
-			v, err := strconv.ParseFloat(value, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			total += v
-		}
-	}
-	return time.Duration(total * float64(time.Second))
 }

@@ -34,7 +34,9 @@ func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil
 // the default); with batching off; and with a naive two-command middleware
 // for reference. Settings: FetchCooldown 1ms, FetchPollInterval 50ms,
 // MaxWorkers 100, one client, jobs inserted before the clock starts. It
-// reports jobs/s and the CPU time this process used per job, and for the
+// reports jobs/s, the CPU time this process and the Redis server used per
+// job (redis-cpu-µs/job includes other clients' load on a shared Redis),
+// and for the
 // middleware the crash window: marker-p50-µs and marker-p99-µs, how long
 // after the worker returned its job's done marker was written (see
 // testenv.MarkerDelays).
@@ -94,18 +96,20 @@ func benchNoOp(b *testing.B, mw []rivertype.Middleware, delays *testenv.MarkerDe
 	client, events, cancel := noOpClient(b, mw, delays)
 	defer cancel()
 
+	stats := testenv.Redis(b, "")
 	b.StartTimer()
-	cpu := processCPU()
+	cpu, rcpu := testenv.ProcessCPU(), testenv.RedisCPU(b, stats)
 	start := time.Now()
 	require.NoError(b, client.Start(ctx))
 	for range b.N {
 		<-events
 	}
 	elapsed := time.Since(start)
-	cpu = processCPU() - cpu
+	cpu, rcpu = testenv.ProcessCPU()-cpu, testenv.RedisCPU(b, stats)-rcpu
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/job")
+	b.ReportMetric(float64(rcpu.Microseconds())/float64(b.N), "redis-cpu-µs/job")
 	if delays != nil {
 		delays.Report(b, "")
 	}
@@ -156,7 +160,7 @@ func BenchmarkWork(b *testing.B) {
 		b.ReportAllocs()
 		b.SetParallelism(50)
 		var n atomic.Int64
-		cpu := processCPU()
+		cpu := testenv.ProcessCPU()
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
@@ -169,7 +173,7 @@ func BenchmarkWork(b *testing.B) {
 			}
 		})
 		b.StopTimer()
-		b.ReportMetric(float64((processCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/job")
+		b.ReportMetric(float64((testenv.ProcessCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/job")
 	}
 	b.Run("plain", func(b *testing.B) {
 		run(b, func(ctx context.Context, _ *rivertype.JobRow, doInner func(context.Context) error) error {

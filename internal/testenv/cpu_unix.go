@@ -1,14 +1,15 @@
 //go:build unix
 
-package riveronce
+package testenv
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU returns the CPU time this process has used.
-func processCPU() time.Duration {
+// ProcessCPU returns the CPU time (user and system) this process used so
+// far, or 0 where the system does not tell.
+func ProcessCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
