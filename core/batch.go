@@ -92,8 +92,8 @@ func (c *coalescer[I, O]) do(ctx context.Context, in I) (O, error) {
 	c.queue = append(c.queue, p)
 	c.mu.Unlock()
 
-	bound := time.NewTimer(c.timeout)
-	defer bound.Stop()
+	bound := newBound(c.timeout)
+	defer putBound(bound)
 	done := ctx.Done()
 	for waited := 1; ; {
 		select {
@@ -120,6 +120,23 @@ func (c *coalescer[I, O]) do(ctx context.Context, in I) (O, error) {
 			bound.Reset(c.timeout)
 		}
 	}
+}
+
+// bounds holds stopped timers for queued calls to wait with: a queued call
+// needs one, and most never fire.
+var bounds sync.Pool
+
+func newBound(d time.Duration) *time.Timer {
+	if t, ok := bounds.Get().(*time.Timer); ok {
+		t.Reset(d) // a stopped timer's channel is empty once Reset (Go 1.23)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+func putBound(t *time.Timer) {
+	t.Stop()
+	bounds.Put(t)
 }
 
 // leave takes a queued call out of the queue. It reports false when the call
