@@ -28,9 +28,10 @@ type Config struct {
 
 	// DisableBatching turns off group commit. With a BatchStore (redisstore,
 	// pgstore), claims and done markers of concurrent calls share store round
-	// trips: a call that finds none in flight goes at once; calls that
-	// arrive meanwhile go together in the next round trip, up to 128. No
-	// goroutine or timer is involved. Defaults to false (batching on).
+	// trips: a call that finds fewer than four in flight goes at once; calls
+	// that arrive while four are in flight go together in the next round
+	// trip, up to 128, claims and markers alike. No goroutine is involved.
+	// Defaults to false (batching on).
 	DisableBatching bool
 
 	// FailOpen runs jobs unguarded when the store cannot be reached, reporting

@@ -79,7 +79,7 @@ func lapsedHolderFenced(t *testing.T, s *suite) {
 	require.Equal(t, "written by the holder", effects.value[key])
 }
 
-// batchFences: ClaimBatch gives every claim its fence, the same one to a
+// batchFences: a batch gives every claim its fence, the same one to a
 // request sent again in the batch, and greater ones to the claims after a
 // release.
 func batchFences(t *testing.T, s *suite) {
@@ -108,7 +108,7 @@ func batchFences(t *testing.T, s *suite) {
 }
 
 // doneRemaining: a claim that finds a done marker reports the marker's
-// remaining retention, through Claim and through ClaimBatch.
+// remaining retention, through Claim and through Batch.
 func doneRemaining(t *testing.T, s *suite) {
 	ctx := ctx(t)
 	for _, retention := range []time.Duration{20 * time.Second, time.Minute} {
