@@ -80,15 +80,17 @@ type pending[I, O any] struct {
 
 // do sends in, alone or with others, and returns its answer.
 func (c *coalescer[I, O]) do(ctx context.Context, in I) (O, error) {
-	p := &pending[I, O]{ctx: ctx, in: in}
 	c.mu.Lock()
 	if c.inFlight < max(c.slots, 1) {
 		c.inFlight++
 		c.mu.Unlock()
-		c.leadAlone(p)
-		return p.out, p.err
+		out, err := c.alone(ctx, in)
+		c.mu.Lock()
+		c.handOff()
+		c.mu.Unlock()
+		return out, err
 	}
-	p.wake = make(chan struct{}, 1)
+	p := &pending[I, O]{ctx: ctx, in: in, wake: make(chan struct{}, 1)}
 	c.queue = append(c.queue, p)
 	c.mu.Unlock()
 
