@@ -175,8 +175,11 @@ func (c *coalescer[I, O]) alone(ctx context.Context, in I) (out O, err error) {
 			out, err = zero, fmt.Errorf("%w: %v", errStorePanicked, r)
 		}
 	}()
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > c.timeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
 	return c.one(ctx, in)
 }
 
@@ -235,6 +238,13 @@ func (c *coalescer[I, O]) take() []*pending[I, O] {
 	c.queue = c.queue[n:]
 	for _, p := range batch[1:] {
 		p.state = inRound
+	}
+	if len(c.queue) > 0 && c.inFlight < max(c.slots, 1) {
+		// More calls than one batch takes, and a round trip to spare: the
+		// next head leads one now rather than wait for this one.
+		c.inFlight++
+		c.queue[0].state = leading
+		c.queue[0].wake <- struct{}{}
 	}
 	return batch
 }

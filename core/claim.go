@@ -511,29 +511,25 @@ func (c *Claim) finish(ctx context.Context) (Outcome, error) {
 }
 
 // complete writes the done marker, through the group commit when there is
-// one, retrying store failures a few times on its own. It runs even when ctx
-// is cancelled: the effect happened.
+// one, retrying store failures a few times on its own; every attempt shares
+// one StoreTimeout (a marker queued behind round trips in flight may wait
+// one more, as any call of the group commit). It runs even when ctx is
+// cancelled: the effect happened.
 func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
 	req := c.completeRequest()
-	if g.group == nil {
-		return g.retryComplete(ctx, req)
-	}
-	_, err := g.group.do(detach(ctx), storeOp{complete: req})
-	if err == nil || errors.Is(err, ErrLeaseLost) {
-		return completeOutcome(err), err
-	}
-	return g.retryComplete(ctx, req)
-}
-
-// retryComplete writes a done marker on its own, retrying store failures
-// after completeBackoff; all the attempts share one StoreTimeout.
-func (g *Guard) retryComplete(ctx context.Context, req driver.CompleteRequest) (Outcome, error) {
 	sctx, cancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
 	defer cancel()
+	if g.group != nil {
+		_, err := g.group.do(sctx, storeOp{complete: req})
+		if err == nil || errors.Is(err, ErrLeaseLost) || sctx.Err() != nil {
+			return completeOutcome(err), err
+		}
+	}
 	return g.retryCompleteWithin(sctx, req)
 }
 
-// retryCompleteWithin is retryComplete under a context the caller bounded.
+// retryCompleteWithin writes a done marker on its own, retrying store
+// failures after completeBackoff, under a context the caller bounded.
 func (g *Guard) retryCompleteWithin(sctx context.Context, req driver.CompleteRequest) (Outcome, error) {
 	for attempt := 0; ; attempt++ {
 		err := g.storeComplete(sctx, req)

@@ -113,9 +113,12 @@ func (h *heartbeat) beat() {
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(h.ctx), until)
 	// A store call that ignores its context must not keep the job running
-	// past the lease: the job's context ends when the lease does.
+	// past the lease: the job's context ends when the lease does. The
+	// expiry may fire as it is stopped, so it holds this job's cancel
+	// itself: h may serve another job by the time it runs.
+	jobCancel := h.cancel
 	expiry := time.AfterFunc(time.Until(h.deadline), func() {
-		h.cancel(fmt.Errorf("%w: the lease ran out while its renewal was pending", ErrLeaseLost))
+		jobCancel(fmt.Errorf("%w: the lease ran out while its renewal was pending", ErrLeaseLost))
 	})
 	err := h.g.storeExtend(ctx, h.key, h.token, lease)
 	expiry.Stop()
