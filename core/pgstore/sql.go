@@ -16,7 +16,7 @@ type statements struct {
 	claim, extend, complete, release string
 	prune                            string
 	txSavepoint, txLockTimeout       string
-	txRecord, txState, txRestore     string
+	txInsert, txRecord, txState      string
 	txRelease, txRollback            string
 	txStatus                         string
 }
@@ -47,9 +47,9 @@ func newStatements(cfg *Config) statements {
 		prune:         load("prune"),
 		txSavepoint:   load("tx_savepoint"),
 		txLockTimeout: load("tx_lock_timeout"),
+		txInsert:      load("tx_insert"),
 		txRecord:      load("tx_record"),
 		txState:       load("tx_state"),
-		txRestore:     load("tx_restore"),
 		txRelease:     load("tx_release"),
 		txRollback:    load("tx_rollback"),
 		txStatus:      load("tx_status"),

@@ -18,16 +18,16 @@ var _ driver.TxStore[pgx.Tx] = (*Store)(nil)
 const rollbackTimeout = 5 * time.Second
 
 // RecordTx implements driver.TxStore for pgx.Tx, the transactional mode
-// that core.NewTxGuard drives: it records req.Key as done in tx, in one
-// round trip, inside a savepoint with lock_timeout set to
-// Config.LockTimeout (the caller's lock_timeout is restored afterwards). A
-// key held by another transaction that does not commit within LockTimeout
-// is reported running, with Config.RetryAfter as its remaining time; on
-// every answer but StateClaimed, and on an error, tx is left as it was and
-// usable. The record is kept for req.Retention on the database clock. A
-// recorded key's fence comes from the database clock too, and is greater
-// than the fence of the expired row (a lapsed claim, an old record) it
-// replaces.
+// that core.NewTxGuard drives: it records req.Key as done in tx inside a
+// savepoint with lock_timeout set to Config.LockTimeout (the caller's
+// lock_timeout is restored afterwards), in one round trip; taking over an
+// expired row takes a second. A key held by another transaction that does
+// not commit within LockTimeout is reported running, with Config.RetryAfter
+// as its remaining time; on every answer but StateClaimed, and on an error,
+// tx is left as it was and usable. The record is kept for req.Retention on
+// the database clock. A recorded key's fence comes from the database clock
+// too, and is greater than the fence of the expired row (a lapsed claim, an
+// old record) it replaces.
 // Use READ COMMITTED (PostgreSQL's default): under REPEATABLE READ a copy
 // that finds the key committed after its snapshot gets a serialization
 // failure (an error) instead of StateDone.
@@ -38,17 +38,25 @@ func (s *Store) RecordTx(ctx context.Context, tx pgx.Tx, req driver.RecordReques
 	if req.Retention < time.Millisecond {
 		return driver.ClaimReply{}, fmt.Errorf("jobonce: pgstore: RecordRequest.Retention must be at least 1ms, got %s", req.Retention)
 	}
-	k := []byte(req.Key)
-	for attempt := 1; ; attempt++ {
-		b := &pgx.Batch{}
+	k, fp, retention := []byte(req.Key), []byte(req.Fingerprint), req.Retention.Microseconds()
+	// The first attempt only inserts (tx_insert.sql), which is all a key
+	// without a row needs; a key whose row has expired, or vanished between
+	// the statements, goes round again with tx_record.sql, which takes an
+	// expired row over.
+	for attempt := 0; ; attempt++ {
+		takeover := attempt > 0
+		b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 5)}
 		b.Queue(s.sql.txSavepoint)
-		b.Queue(s.sql.txLockTimeout, s.lockTimeoutFor(ctx, 1))
-		b.Queue(s.sql.txRecord, k, []byte(req.Fingerprint), req.Retention.Microseconds())
+		if takeover {
+			b.Queue(s.sql.txLockTimeout, s.lockTimeoutFor(ctx, 1))
+			b.Queue(s.sql.txRecord, k, fp, retention)
+		} else {
+			b.Queue(s.sql.txInsert, k, fp, retention, s.lockTimeoutFor(ctx, 1))
+		}
 		b.Queue(s.sql.txState, k)
-		b.Queue(s.sql.txRestore)
 		b.Queue(s.sql.txRelease)
 		br := tx.SendBatch(ctx, b)
-		fence, xid, st, err := readRecord(br)
+		fence, xid, st, err := readRecord(br, takeover)
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
@@ -134,12 +142,16 @@ type txState struct {
 	remaining         int64 // microseconds
 }
 
-// readRecord reads the results of the batch queued by RecordTx, in order:
-// the record's fence (0 when the key was not recorded) and the id of its
-// transaction, and the key's row.
-func readRecord(br pgx.BatchResults) (fence int64, xid string, st txState, err error) {
-	for range 2 { // savepoint, lock_timeout
-		if _, err = br.Exec(); err != nil {
+// readRecord reads the results of a batch queued by RecordTx, in order: the
+// record's fence (0 when the key was not recorded) and the id of its
+// transaction, and the key's row. takeover tells which batch: tx_insert.sql,
+// or tx_lock_timeout.sql and tx_record.sql.
+func readRecord(br pgx.BatchResults, takeover bool) (fence int64, xid string, st txState, err error) {
+	if _, err = br.Exec(); err != nil { // savepoint
+		return 0, "", st, err
+	}
+	if takeover {
+		if _, err = br.Exec(); err != nil { // lock_timeout
 			return 0, "", st, err
 		}
 	}
@@ -162,8 +174,7 @@ func readRecord(br pgx.BatchResults) (fence int64, xid string, st txState, err e
 		return 0, "", st, err
 	}
 	if rows.Next() {
-		st.found = true
-		err = rows.Scan(&st.done, &st.fingerprint, &st.remaining, &st.live)
+		err = rows.Scan(&st.found, &st.done, &st.fingerprint, &st.remaining, &st.live)
 	}
 	rows.Close()
 	if err == nil {
@@ -172,10 +183,8 @@ func readRecord(br pgx.BatchResults) (fence int64, xid string, st txState, err e
 	if err != nil {
 		return 0, "", st, err
 	}
-	for range 2 { // restore lock_timeout, release savepoint
-		if _, err = br.Exec(); err != nil {
-			return 0, "", st, err
-		}
+	if _, err = br.Exec(); err != nil { // release savepoint
+		return 0, "", st, err
 	}
 	return fence, xid, st, nil
 }
