@@ -23,6 +23,12 @@ var (
 	// Release when the token does not match.
 	ErrLeaseLost = driver.ErrLeaseLost
 
+	// ErrUnreplicated reports a store write whose durability the store could
+	// not confirm in time (redisstore.Config.WaitReplicas): a claim so
+	// answered was released and the job did not run (Unavailable); a done
+	// marker so answered is Unrecorded.
+	ErrUnreplicated = driver.ErrUnreplicated
+
 	// ErrStoreUnavailable reports that the store could not be reached. The job did
 	// not run (fail closed) and should be retried later.
 	ErrStoreUnavailable = errors.New("jobonce: store unavailable")

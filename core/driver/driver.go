@@ -12,6 +12,15 @@ import (
 // no longer holds the key. core.ErrLeaseLost is the same value.
 var ErrLeaseLost = errors.New("jobonce: lease lost")
 
+// ErrUnreplicated is what Claim, Complete, Extend and Batch return for a
+// write the store made but whose durability it could not confirm in time
+// (too few replicas, or no fsync, acknowledged it): a failover or restart
+// may lose it. A claim answered so has been released; a done marker
+// answered so is written on the primary, and writing it again would find
+// the key done, so the Guard reports Unrecorded without retrying.
+// core.ErrUnreplicated is the same value.
+var ErrUnreplicated = errors.New("jobonce: write not acknowledged by enough replicas")
+
 // Token identifies one claim. Only the holder of the token may extend,
 // complete or release the claim.
 type Token [16]byte

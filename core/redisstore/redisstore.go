@@ -41,6 +41,27 @@ type Config struct {
 	// SkipEvictionCheck skips reading maxmemory-policy in New, for servers
 	// that forbid CONFIG GET. Defaults to false.
 	SkipEvictionCheck bool
+
+	// WaitReplicas makes a claim count as held, a done marker as written and
+	// a lease as renewed only once this many replicas acknowledged the write
+	// (Redis WAIT, sent in the same pipeline as the write: it adds
+	// replication latency but no round trip; on a Cluster client, one WAIT
+	// per primary follows the pipeline). A batch waits once. A claim not
+	// acknowledged within WaitTimeout is released and reported as
+	// core.ErrUnreplicated, a store failure: the job does not run. A done
+	// marker not acknowledged is reported Unrecorded: the effect happened.
+	// Defaults to 0: a write counts once the primary made it, and a failover
+	// before it replicated loses it.
+	WaitReplicas int
+
+	// WaitAOF also waits until the primary (and WaitReplicas replicas) wrote
+	// the write to its append-only file (WAITAOF, Redis 7.2 and later), so
+	// that a restart of the primary keeps it. Defaults to false.
+	WaitAOF bool
+
+	// WaitTimeout bounds the wait for acknowledgements; keep it well under
+	// the Guard's StoreTimeout. Defaults to 1s.
+	WaitTimeout time.Duration
 }
 
 // Store is a driver.Store and driver.BatchStore on Redis. It is safe for
