@@ -453,7 +453,7 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 		cancel()
 		failed = nil
 		for j, i := range pending {
-			if errs[j] != nil && !errors.Is(errs[j], ErrLeaseLost) {
+			if errs[j] != nil && !markerFinal(errs[j]) {
 				failed = append(failed, i)
 			}
 		}
@@ -489,6 +489,13 @@ func (c *Claim) completeRequest() driver.CompleteRequest {
 	return driver.CompleteRequest{Key: c.key, Token: c.token, Fingerprint: c.fp, Result: c.value, Retention: c.g.cfg.Retention}
 }
 
+// markerFinal reports whether a failed done marker's write is final, not to
+// be tried again: the token lost the key, or the marker was written but not
+// acknowledged (writing it again would find the key done, not held).
+func markerFinal(err error) bool {
+	return errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrUnreplicated)
+}
+
 func completeOutcome(err error) Outcome {
 	switch {
 	case err == nil:
@@ -521,7 +528,7 @@ func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
 	defer cancel()
 	if g.group != nil {
 		_, err := g.group.do(sctx, storeOp{complete: req})
-		if err == nil || errors.Is(err, ErrLeaseLost) || sctx.Err() != nil {
+		if err == nil || markerFinal(err) || sctx.Err() != nil {
 			return completeOutcome(err), err
 		}
 	}
@@ -533,7 +540,7 @@ func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
 func (g *Guard) retryCompleteWithin(sctx context.Context, req driver.CompleteRequest) (Outcome, error) {
 	for attempt := 0; ; attempt++ {
 		err := g.storeComplete(sctx, req)
-		if err == nil || errors.Is(err, ErrLeaseLost) || attempt == len(completeBackoff) {
+		if err == nil || markerFinal(err) || attempt == len(completeBackoff) {
 			return completeOutcome(err), err
 		}
 		pause := time.NewTimer(completeBackoff[attempt])

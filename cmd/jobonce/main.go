@@ -4,12 +4,26 @@
 //	go run ./cmd/jobonce [flags] inspect KEY
 //	go run ./cmd/jobonce [flags] release KEY
 //
-// check reports the eviction policy and persistence settings that decide
-// whether done markers survive memory pressure and restarts. inspect shows a
-// key's state. release deletes a stuck running claim by hand (token-checked,
-// so it never deletes a claim taken after the inspection), for example when
-// a job must run again before its lease expires. KEY is the key the
-// application passes to the Guard; -prefix and -plain must match its Config.
+// check reports, for each server, the eviction policy, the persistence
+// (AOF, RDB snapshots) and the replication (role, connected replicas,
+// largest replica lag) that decide whether done markers survive memory
+// pressure, restarts and failovers, with a "RISK:" line for each way they can
+// be lost and duplicates run (see redisstore.ServerInfo.Risks). -fail-on
+// lists the kinds of risk (eviction, persistence, replication, or all, the
+// default, or none) that make it fail, so it can run as a readiness probe or
+// a CI step; -max-lag is the replica lag above which replication is a risk.
+//
+// inspect shows a key's state. release deletes a stuck running claim by hand
+// (token-checked, so it never deletes a claim taken after the inspection),
+// for example when a job must run again before its lease expires. KEY is the
+// key the application passes to the Guard; -prefix and -plain must match its
+// Config.
+//
+// # Exit status
+//
+// 0 when the command succeeded (for check: no risk of a -fail-on kind), 1
+// when it could not run (bad flags, Redis unreachable, a failed release), 2
+// when check found a risk of a -fail-on kind.
 package main
 
 import (
@@ -31,7 +45,14 @@ import (
 
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "jobonce:", err)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "jobonce: ") {
+			msg = "jobonce: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
+		if errors.Is(err, errRisk) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
@@ -41,12 +62,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	url := fs.String("redis", envOr("REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL (or $REDIS_URL)")
 	prefix := fs.String("prefix", "jobonce:", "the Guard's Config.KeyPrefix")
 	plain := fs.Bool("plain", false, "the Guard uses Config.PlainKeys")
+	failOn := fs.String("fail-on", "all", "check: risk kinds that fail it (exit 2), comma-separated among eviction, persistence, replication; or all, or none")
+	maxLag := fs.Duration("max-lag", 10*time.Second, "check: replica lag above which replication is a risk")
 	fs.SetOutput(out)
 	fs.Usage = func() {
 		fmt.Fprintln(out, "usage: jobonce [flags] check | inspect KEY | release KEY")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	failKinds, err := parseFailOn(*failOn)
+	if err != nil {
 		return err
 	}
 	opt, err := redis.ParseURL(*url)
@@ -69,7 +96,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	cmd, rest := fs.Arg(0), fs.Args()
 	switch {
 	case cmd == "check" && len(rest) == 1:
-		return check(ctx, client, out)
+		return check(ctx, client, out, failKinds, *maxLag)
 	case (cmd == "inspect" || cmd == "release") && len(rest) == 2:
 		key, err := guard.StoredKey(rest[1])
 		if err != nil {
@@ -106,29 +133,6 @@ func printRecord(out io.Writer, key string, rec redisstore.Record) {
 	default:
 		fmt.Fprintln(out, "state: absent (never run, released, or expired)")
 	}
-}
-
-func check(ctx context.Context, client *redis.Client, out io.Writer) error {
-	cfg, err := client.ConfigGet(ctx, "*").Result()
-	if err != nil {
-		return fmt.Errorf("CONFIG GET (is it disabled on this server?): %w", err)
-	}
-	ok := true
-	policy := cfg["maxmemory-policy"]
-	fmt.Fprintf(out, "maxmemory: %s, maxmemory-policy: %s\n", cfg["maxmemory"], policy)
-	if strings.HasPrefix(policy, "allkeys-") {
-		ok = false
-		fmt.Fprintln(out, "  RISK: allkeys-* can evict claims and done markers, letting duplicates run; use noeviction or volatile-*")
-	}
-	fmt.Fprintf(out, "appendonly: %s, save: %q\n", cfg["appendonly"], cfg["save"])
-	if cfg["appendonly"] != "yes" && cfg["save"] == "" {
-		ok = false
-		fmt.Fprintln(out, "  RISK: no persistence: a restart forgets every done marker, so redelivered jobs run again")
-	}
-	if ok {
-		fmt.Fprintln(out, "ok: done markers are neither evicted nor lost on restart")
-	}
-	return nil
 }
 
 func envOr(name, def string) string {

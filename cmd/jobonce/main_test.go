@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"testing"
 	"time"
 
@@ -55,9 +57,58 @@ func TestInspectAndRelease(t *testing.T) {
 	require.Contains(t, out.String(), "done")
 	require.ErrorContains(t, run(ctx, args("release", "job-1"), &out), "no running claim")
 
-	out.Reset()
-	require.NoError(t, run(ctx, args("check"), &out))
-	require.Contains(t, out.String(), "maxmemory-policy")
 	require.Error(t, run(ctx, args("bogus"), &out))
 	require.Error(t, run(ctx, args("inspect", ""), &out))
+}
+
+func TestCheck(t *testing.T) {
+	testenv.Redis(t, "")
+	ctx := context.Background()
+	check := func(flags ...string) (string, error) {
+		var out bytes.Buffer
+		err := run(ctx, append(append([]string{"-redis", testenv.RedisURL()}, flags...), "check"), &out)
+		return out.String(), err
+	}
+
+	// scripts/test.sh starts the test Redis with --save '' --appendonly no
+	// and no replica.
+	out, err := check()
+	require.ErrorIs(t, err, errRisk, "-fail-on all is the default")
+	require.ErrorContains(t, err, "persistence")
+	for _, want := range []string{"maxmemory-policy: ", "persistence: appendonly false", "role master",
+		"0 connected replicas", "RISK: persistence: ", "RISK: replication: "} {
+		require.Contains(t, out, want)
+	}
+
+	out, err = check("-fail-on", "eviction")
+	require.NoError(t, err, "no allkeys-* policy on the test Redis")
+	require.Contains(t, out, "RISK: persistence: ", "risks are printed even when they do not fail the check")
+	_, err = check("-fail-on", "none")
+	require.NoError(t, err)
+	_, err = check("-fail-on", "eviction, persistence")
+	require.ErrorIs(t, err, errRisk)
+	require.NotContains(t, err.Error(), "replication", "only -fail-on kinds are named")
+	_, err = check("-fail-on", "replication", "-max-lag", "1h")
+	require.ErrorIs(t, err, errRisk, "a primary without replicas is a risk whatever the lag")
+
+	_, err = check("-fail-on", "eviction,bogus")
+	require.ErrorContains(t, err, `unknown risk kind "bogus"`)
+	require.False(t, errors.Is(err, errRisk), "a bad flag is exit 1, not 2")
+	_, err = check("-max-lag", "soon")
+	require.ErrorContains(t, err, "-max-lag")
+	require.False(t, errors.Is(err, errRisk))
+}
+
+func TestCheckUnreachable(t *testing.T) {
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"-redis", "redis://127.0.0.1:1/0?dial_timeout=100ms&max_retries=-1", "check"}, &out)
+	require.ErrorContains(t, err, "jobonce: redisstore: INFO on 127.0.0.1:1")
+	require.False(t, errors.Is(err, errRisk), "an unreachable Redis is exit 1, not 2")
+}
+
+func TestHelp(t *testing.T) {
+	var out bytes.Buffer
+	require.ErrorIs(t, run(context.Background(), []string{"-h"}, &out), flag.ErrHelp)
+	require.Contains(t, out.String(), "-fail-on")
+	require.Contains(t, out.String(), "-max-lag")
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/redis/go-redis/v9"
@@ -14,13 +15,19 @@ import (
 var errUnanswered = errors.New("jobonce: redisstore: the pipeline ended without answering this request")
 
 // Batch implements driver.BatchStore: the complete scripts, then the claim
-// scripts, pipelined in one round trip. Every request gets a reply or an
-// error; a request the pipeline did not answer gets an error (wrapping ctx's
-// error once ctx is done), never a zero reply. A nil complete error means
-// that request's done marker was written.
+// scripts, pipelined in one round trip (with Config.WaitReplicas, followed
+// by one WAIT). A script missing from the server's cache (after a restart
+// or failover) is loaded and its calls sent again after the others, so a
+// claim may then find a key completed in the same batch still running, and
+// be retried later. Every request gets a reply or an error; a request the
+// pipeline did not answer gets an error (wrapping ctx's error once ctx is
+// done), never a zero reply. A nil complete error means that request's done
+// marker was written (and acknowledged, when asked). Claims granted but not
+// acknowledged are released and answered core.ErrUnreplicated, as are
+// markers written but not acknowledged.
 func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) ([]driver.ClaimReply, []error, []error) {
 	replies := make([]driver.ClaimReply, len(claims))
-	errs := s.pipeline(ctx, len(completes)+len(claims), func(i int) (*redis.Script, string, []any, error) {
+	errs, unacked := s.pipeline(ctx, len(completes)+len(claims), func(i int) (*redis.Script, string, []any, error) {
 		if i < len(completes) {
 			args, err := s.completeArgs(&completes[i])
 			return completeScript, completes[i].Key, args, err
@@ -39,52 +46,178 @@ func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, c
 		replies[i-len(completes)], err = claimReply(v)
 		return err
 	})
-	return replies, errs[len(completes):], errs[:len(completes):len(completes)]
+	claimErrs, completeErrs := errs[len(completes):], errs[:len(completes):len(completes)]
+	if unacked != nil {
+		for i, err := range completeErrs {
+			if err == nil {
+				completeErrs[i] = unacked
+			}
+		}
+		s.releaseUnacknowledged(ctx, claims, replies, claimErrs, unacked)
+	}
+	return replies, claimErrs, completeErrs
+}
+
+// releaseUnacknowledged releases the claims granted in a batch whose writes
+// were not acknowledged, and answers them unacked: a failover could lose
+// them, and another copy would then run alongside. A release that fails
+// leaves the claim to lapse with its lease.
+func (s *Store) releaseUnacknowledged(ctx context.Context, claims []driver.ClaimRequest, replies []driver.ClaimReply, errs []error, unacked error) {
+	var granted []int
+	for i, err := range errs {
+		if err == nil && replies[i].State == driver.StateClaimed {
+			granted = append(granted, i)
+		}
+	}
+	if len(granted) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.wait.timeout)
+	defer cancel()
+	pipe := s.client.Pipeline()
+	for _, i := range granted {
+		releaseScript.Eval(rctx, pipe, []string{claims[i].Key}, ownerValue(claims[i].Token)) // EVAL: the script may not be loaded here
+		replies[i], errs[i] = driver.ClaimReply{}, unacked
+	}
+	if _, err := pipe.Exec(rctx); err != nil {
+		s.logger.WarnContext(ctx, "jobonce: redisstore: could not release claims whose writes were not acknowledged; they lapse with their leases",
+			"claims", len(granted), "error", err)
+	}
+}
+
+// entry is one script call of a pipeline.
+type entry struct {
+	script  *redis.Script
+	keys    []string
+	argv    []any
+	cmd     *redis.Cmd
+	execErr error // the pipeline's error, for a call it left unanswered
 }
 
 // pipeline runs n scripts in one pipeline with EVALSHA; call(i) gives the
-// script of entry i, its key and its arguments. Entries that find their
-// script missing (NOSCRIPT, after a restart or failover) are run again on
-// their own through Script.Run, which loads it. Entries whose arguments are
-// invalid are not sent and keep call's error.
+// script of entry i, its key and its arguments, and reply(i, cmd) reads its
+// answer. Entries whose arguments are invalid are not sent and keep call's
+// error. Entries that find their script missing (NOSCRIPT, after a restart
+// or failover) are run again once it is loaded.
+//
+// With Config.WaitReplicas or WaitAOF, the pipeline ends with WAIT (or
+// WAITAOF), and pipeline also returns its error when the writes were not
+// acknowledged: core.ErrUnreplicated. On a Cluster client, the entries go
+// to each primary's own client, in parallel, each pipeline with its wait.
 func (s *Store) pipeline(ctx context.Context, n int,
 	call func(i int) (*redis.Script, string, []any, error), reply func(i int, cmd *redis.Cmd) error,
-) []error {
-	errs := make([]error, n)
-	cmds := make([]*redis.Cmd, n)
-	type entry struct {
-		script *redis.Script
-		keys   []string
-		argv   []any
-	}
+) (errs []error, unacked error) {
+	errs = make([]error, n)
 	entries := make([]entry, n)
-	pipe := s.client.Pipeline()
+	sent := make([]int, 0, n)
 	for i := range n {
 		script, key, argv, err := call(i)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		entries[i] = entry{script, []string{key}, argv}
-		cmds[i] = script.EvalSha(ctx, pipe, entries[i].keys, argv...)
+		entries[i] = entry{script: script, keys: []string{key}, argv: argv}
+		sent = append(sent, i)
 	}
-	if pipe.Len() == 0 {
-		return errs
+	if len(sent) == 0 {
+		return errs, nil
 	}
-	_, execErr := pipe.Exec(ctx) // errors are read per command
-	for i, cmd := range cmds {
+	cluster, _ := s.client.(*redis.ClusterClient)
+	if !s.wait.on() || cluster == nil {
+		unacked = s.run(ctx, s.client, entries, sent, true)
+	} else {
+		unacked = s.runOnPrimaries(ctx, cluster, entries, sent, errs)
+	}
+	for _, i := range sent {
+		cmd := entries[i].cmd
 		if cmd == nil {
-			continue
-		}
-		if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
-			e := entries[i]
-			cmd = e.script.Run(ctx, s.client, e.keys, e.argv...)
+			continue // errs[i] says why
 		}
 		if cmd.Err() == nil && cmd.Val() == nil {
 			// Every script replies with a value; none means no reply came.
-			cmd.SetErr(cmp.Or(execErr, errUnanswered))
+			cmd.SetErr(cmp.Or(entries[i].execErr, errUnanswered))
 		}
 		errs[i] = reply(i, cmd)
 	}
-	return errs
+	return errs, unacked
+}
+
+// runOnPrimaries runs the entries sent on the primaries that own their keys,
+// one pipeline each, side by side; an entry whose primary is unknown gets
+// an error in errs.
+func (s *Store) runOnPrimaries(ctx context.Context, cluster *redis.ClusterClient, entries []entry, sent []int, errs []error) error {
+	groups := make(map[*redis.Client][]int)
+	for _, i := range sent {
+		primary, err := cluster.MasterForKey(ctx, entries[i].keys[0])
+		if err != nil {
+			errs[i] = cancelled(ctx, err)
+			continue
+		}
+		groups[primary] = append(groups[primary], i)
+	}
+	var mu sync.Mutex
+	var unacked error
+	var wg sync.WaitGroup
+	for primary, idx := range groups {
+		wg.Go(func() {
+			if err := s.run(ctx, primary, entries, idx, true); err != nil {
+				mu.Lock()
+				unacked = cmp.Or(unacked, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return unacked
+}
+
+// run sends entries idx on one node in one pipeline, with the wait when
+// configured. With reload, the entries that found their script missing are
+// sent again once it is loaded (with a wait of their own). It returns the
+// wait's error.
+func (s *Store) run(ctx context.Context, on node, entries []entry, idx []int, reload bool) error {
+	pipe := on.Pipeline()
+	for _, i := range idx {
+		e := &entries[i]
+		e.cmd = e.script.EvalSha(ctx, pipe, e.keys, e.argv...)
+	}
+	var acked func() error
+	if s.wait.on() {
+		acked = s.wait.queue(ctx, pipe)
+	}
+	_, execErr := pipe.Exec(ctx) // errors are read per command
+	var missing []int
+	for _, i := range idx {
+		e := &entries[i]
+		e.execErr = execErr
+		if err := e.cmd.Err(); reload && err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
+			missing = append(missing, i)
+		}
+	}
+	var unacked error
+	if acked != nil {
+		unacked = acked()
+	}
+	if len(missing) == 0 {
+		return unacked
+	}
+	if acked == nil {
+		for _, i := range missing {
+			e := &entries[i]
+			e.cmd = e.script.Run(ctx, on, e.keys, e.argv...) // loads the script
+		}
+		return nil
+	}
+	loaded := missing[:0:0]
+	for _, i := range missing {
+		if err := entries[i].script.Load(ctx, on).Err(); err != nil {
+			entries[i].cmd.SetErr(cancelled(ctx, err))
+			continue
+		}
+		loaded = append(loaded, i)
+	}
+	if len(loaded) == 0 {
+		return unacked
+	}
+	return cmp.Or(s.run(ctx, on, entries, loaded, false), unacked)
 }

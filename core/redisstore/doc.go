@@ -46,6 +46,8 @@
 // # Eviction
 //
 // A done marker that Redis evicts lets a duplicate run. New reads the
-// server's maxmemory-policy and warns under allkeys-*; use noeviction, or a
-// volatile-* policy on a Redis that holds other keys without TTLs.
+// server's maxmemory-policy and warns under any policy but noeviction:
+// volatile-* policies evict keys with a TTL, which every claim and done
+// marker has. ReadServerInfo and ServerInfo.Risks report eviction,
+// persistence and replication risks; cmd/jobonce check prints them.
 package redisstore

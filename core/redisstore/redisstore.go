@@ -1,12 +1,12 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -70,6 +70,7 @@ type Store struct {
 	client redis.UniversalClient
 	logger *slog.Logger
 
+	wait               waitFor // acknowledgement of writes; off when zero
 	leases, retentions boxCache
 }
 
@@ -90,7 +91,13 @@ func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	s := &Store{client: client, logger: c.Logger}
+	if c.WaitReplicas < 0 || c.WaitTimeout < 0 {
+		return nil, fmt.Errorf("jobonce: redisstore: Config.WaitReplicas (%d) and WaitTimeout (%s) must not be negative", c.WaitReplicas, c.WaitTimeout)
+	}
+	if c.WaitTimeout == 0 {
+		c.WaitTimeout = time.Second
+	}
+	s := &Store{client: client, logger: c.Logger, wait: waitFor{replicas: c.WaitReplicas, aof: c.WaitAOF, timeout: c.WaitTimeout}}
 	if !c.SkipEvictionCheck {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -98,9 +105,19 @@ func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 		switch {
 		case err != nil:
 			s.logger.Debug("jobonce: could not read maxmemory-policy", "error", err)
-		case strings.HasPrefix(policy, "allkeys-"):
-			s.logger.Warn("jobonce: Redis may evict claims and done markers under memory pressure, letting duplicates run; set maxmemory-policy to noeviction or volatile-*",
+		case evicts(policy):
+			s.logger.Warn("jobonce: Redis may evict claims and done markers under memory pressure, letting duplicates run; set maxmemory-policy to noeviction",
 				"maxmemory-policy", policy)
+		}
+	}
+	if c.WaitAOF {
+		// A server without WAITAOF, or without an append-only file, would
+		// answer every write unacknowledged: every job would fail closed.
+		// Say so now.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := client.Do(ctx, "WAITAOF", 1, 0, 1).Err(); err != nil && redis.HasErrorPrefix(err, "ERR") {
+			return nil, fmt.Errorf("jobonce: redisstore: Config.WaitAOF needs WAITAOF (Redis 7.2 or later) and appendonly yes: %w", err)
 		}
 	}
 	return s, nil
@@ -142,6 +159,10 @@ func (s *Store) claimArgs(req *driver.ClaimRequest) ([]any, error) {
 // comes from the Redis server's clock; a done marker's remaining retention
 // is its TTL.
 func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
+	if s.wait.on() {
+		replies, errs, _ := s.Batch(ctx, nil, []driver.ClaimRequest{req})
+		return replies[0], errs[0]
+	}
 	args, err := s.claimArgs(&req)
 	if err != nil {
 		return driver.ClaimReply{}, err
@@ -177,11 +198,21 @@ func (s *Store) Extend(ctx context.Context, key string, token driver.Token, leas
 	if err != nil {
 		return err
 	}
+	if s.wait.on() {
+		errs, unacked := s.pipeline(ctx, 1, func(int) (*redis.Script, string, []any, error) {
+			return extendScript, key, []any{ownerValue(token), ms}, nil
+		}, func(_ int, cmd *redis.Cmd) error { return tokenChecked(ctx, cmd) })
+		return cmp.Or(errs[0], unacked)
+	}
 	return tokenChecked(ctx, extendScript.Run(ctx, s.client, []string{key}, ownerValue(token), ms))
 }
 
 // Complete implements driver.Store.
 func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error {
+	if s.wait.on() {
+		_, _, errs := s.Batch(ctx, []driver.CompleteRequest{req}, nil)
+		return errs[0]
+	}
 	args, err := s.completeArgs(&req)
 	if err != nil {
 		return err

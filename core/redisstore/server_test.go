@@ -1,0 +1,260 @@
+package redisstore_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// startRedis starts a redis-server without persistence on a free loopback
+// port, with extra arguments, and stops it at the end of the test. It returns
+// its address, a client on it and its process.
+func startRedis(t *testing.T, args ...string) (string, *redis.Client, *os.Process) {
+	t.Helper()
+	testenv.Short(t)
+	server, err := exec.LookPath("redis-server")
+	require.NoError(t, err, "redis-server is needed (scripts/test.sh installs it)")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	require.NoError(t, ln.Close())
+	dir := t.TempDir()
+	cmd := exec.Command(server, append([]string{"--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log")}, args...)...)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := "127.0.0.1:" + port
+	client := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = client.Close() })
+	require.Eventually(t, func() bool { return client.Ping(context.Background()).Err() == nil },
+		10*time.Second, 20*time.Millisecond, "redis-server on %s did not start", addr)
+	return addr, client, cmd.Process
+}
+
+func readOne(t *testing.T, client redis.UniversalClient) redisstore.ServerInfo {
+	t.Helper()
+	infos, err := redisstore.ReadServerInfo(context.Background(), client)
+	require.NoError(t, err)
+	require.Len(t, infos, 1)
+	return infos[0]
+}
+
+func TestReadServerInfo(t *testing.T) {
+	t.Parallel()
+	client := testenv.Redis(t, "")
+	info := readOne(t, client)
+	require.Equal(t, client.Options().Addr, info.Addr)
+	require.Len(t, info.RunID, 40)
+	require.Equal(t, info.Uptime.Truncate(time.Second), info.Uptime, "uptime_in_seconds")
+	require.Equal(t, "master", info.Role)
+	require.Len(t, info.ReplID, 40)
+	require.True(t, info.ConfigKnown)
+	policy, err := client.ConfigGet(context.Background(), "maxmemory-policy").Result()
+	require.NoError(t, err)
+	require.Equal(t, policy["maxmemory-policy"], info.MaxmemoryPolicy)
+	// scripts/test.sh starts the test Redis with --save '' --appendonly no.
+	require.False(t, info.AppendOnly)
+	require.False(t, info.SaveConfigured)
+	require.Contains(t, kinds(info.Risks(time.Minute)), redisstore.RiskPersistence)
+}
+
+func TestReadServerInfoPersistence(t *testing.T) {
+	t.Parallel()
+	_, client, _ := startRedis(t, "--appendonly", "yes", "--save", "3600 1", "--maxmemory-policy", "allkeys-lru")
+	info := readOne(t, client)
+	require.True(t, info.ConfigKnown)
+	require.True(t, info.AppendOnly)
+	require.True(t, info.SaveConfigured)
+	require.Equal(t, "allkeys-lru", info.MaxmemoryPolicy)
+	require.Equal(t, []redisstore.RiskKind{redisstore.RiskEviction, redisstore.RiskReplication}, kinds(info.Risks(time.Minute)))
+}
+
+func TestReadServerInfoConfigRefused(t *testing.T) {
+	t.Parallel()
+	_, client, _ := startRedis(t, "--maxmemory-policy", "volatile-lru", "--rename-command", "CONFIG", "")
+	require.Error(t, client.ConfigGet(context.Background(), "save").Err(), "CONFIG is disabled")
+	info := readOne(t, client)
+	require.False(t, info.ConfigKnown)
+	require.Equal(t, "volatile-lru", info.MaxmemoryPolicy, "INFO memory still tells the policy")
+	require.False(t, info.AppendOnly)
+	require.NotContains(t, kinds(info.Risks(time.Minute)), redisstore.RiskPersistence, "unknown persistence is not reported")
+}
+
+func TestReadServerInfoFailoverAddr(t *testing.T) {
+	t.Parallel()
+	addr, _, _ := startRedis(t)
+	// A failover client's Addr is "FailoverClient"; its dialer finds the primary.
+	client := redis.NewClient(&redis.Options{Addr: "FailoverClient",
+		Dialer: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		}})
+	t.Cleanup(func() { _ = client.Close() })
+	require.Equal(t, addr, readOne(t, client).Addr, "the address the server reports (CLIENT INFO laddr)")
+}
+
+func TestReadServerInfoRestart(t *testing.T) {
+	t.Parallel()
+	testenv.Short(t)
+	server, err := exec.LookPath("redis-server")
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	require.NoError(t, ln.Close())
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	start := func() *exec.Cmd {
+		cmd := exec.Command(server, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		require.Eventually(t, func() bool { return client.Ping(context.Background()).Err() == nil },
+			10*time.Second, 20*time.Millisecond)
+		return cmd
+	}
+	first := start()
+	before := readOne(t, client)
+	require.NoError(t, first.Process.Kill())
+	_ = first.Wait()
+	start()
+	after := readOne(t, client)
+	require.NotEqual(t, before.RunID, after.RunID, "run_id changes on every restart")
+	require.Less(t, after.Uptime, time.Minute)
+}
+
+func TestReadServerInfoReplica(t *testing.T) {
+	t.Parallel()
+	primaryAddr, primary, _ := startRedis(t, "--repl-diskless-sync-delay", "0")
+	host, port, err := net.SplitHostPort(primaryAddr)
+	require.NoError(t, err)
+	_, replica, proc := startRedis(t, "--replicaof", host, port)
+	var p, r redisstore.ServerInfo
+	require.Eventually(t, func() bool {
+		p, r = readOne(t, primary), readOne(t, replica)
+		return p.ConnectedReplicas == 1 && r.ReplID == p.ReplID
+	}, 20*time.Second, 20*time.Millisecond, "the replica did not connect and sync (a synced replica shares its primary's replication ID)")
+	require.Equal(t, "master", p.Role)
+	require.Less(t, p.ReplicaLag, 10*time.Second)
+	require.NotContains(t, kinds(p.Risks(10*time.Second)), redisstore.RiskReplication)
+
+	require.Equal(t, "slave", r.Role)
+	require.Zero(t, r.ConnectedReplicas)
+
+	// A stopped replica stops acknowledging: its lag grows each second.
+	require.NoError(t, proc.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = proc.Signal(syscall.SIGCONT) })
+	require.Eventually(t, func() bool {
+		p = readOne(t, primary)
+		return p.ReplicaLag >= 2*time.Second
+	}, 20*time.Second, 50*time.Millisecond, "the stopped replica's lag did not grow")
+	risks := p.Risks(time.Second)
+	require.Contains(t, kinds(risks), redisstore.RiskReplication)
+	require.Contains(t, risks[len(risks)-1].Detail, "replica lag "+p.ReplicaLag.String())
+	require.NoError(t, proc.Signal(syscall.SIGCONT))
+	require.NotContains(t, kinds(r.Risks(10*time.Second)), redisstore.RiskReplication, "a replica is not written to")
+
+	require.NoError(t, replica.SlaveOf(context.Background(), "NO", "ONE").Err())
+	promoted := readOne(t, replica)
+	require.Equal(t, "master", promoted.Role)
+	require.NotEqual(t, p.ReplID, promoted.ReplID, "promotion changes the replication ID")
+}
+
+func TestReadServerInfoCluster(t *testing.T) {
+	addrs := startCluster(t)
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { _ = client.Close() })
+	infos, err := redisstore.ReadServerInfo(context.Background(), client)
+	require.NoError(t, err)
+	require.Len(t, infos, 3, "one ServerInfo per primary")
+	var got []string
+	for _, info := range infos {
+		require.Equal(t, "master", info.Role)
+		require.Len(t, info.RunID, 40)
+		got = append(got, info.Addr)
+	}
+	require.ElementsMatch(t, addrs, got)
+	require.IsIncreasing(t, got)
+}
+
+func TestReadServerInfoDown(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = client.Close() })
+	_, err = redisstore.ReadServerInfo(context.Background(), client)
+	require.ErrorContains(t, err, "jobonce: redisstore: INFO on "+addr)
+}
+
+func TestRisks(t *testing.T) {
+	t.Parallel()
+	safe := redisstore.ServerInfo{Role: "master", ConnectedReplicas: 1, ReplicaLag: time.Second,
+		MaxmemoryPolicy: "noeviction", AppendOnly: true, SaveConfigured: true, ConfigKnown: true}
+	for _, tc := range []struct {
+		name string
+		edit func(*redisstore.ServerInfo)
+		want []redisstore.RiskKind
+	}{
+		{"Safe", func(*redisstore.ServerInfo) {}, nil},
+		{"AllkeysLRU", func(i *redisstore.ServerInfo) { i.MaxmemoryPolicy = "allkeys-lru" }, []redisstore.RiskKind{redisstore.RiskEviction}},
+		{"AllkeysRandom", func(i *redisstore.ServerInfo) { i.MaxmemoryPolicy = "allkeys-random" }, []redisstore.RiskKind{redisstore.RiskEviction}},
+		{"VolatileLRU", func(i *redisstore.ServerInfo) { i.MaxmemoryPolicy = "volatile-lru" }, []redisstore.RiskKind{redisstore.RiskEviction}},
+		{"NoEviction", func(i *redisstore.ServerInfo) { i.MaxmemoryPolicy = "noeviction" }, nil},
+		{"OnlyRDB", func(i *redisstore.ServerInfo) { i.AppendOnly = false }, nil},
+		{"OnlyAOF", func(i *redisstore.ServerInfo) { i.SaveConfigured = false }, nil},
+		{"NoPersistence", func(i *redisstore.ServerInfo) { i.AppendOnly, i.SaveConfigured = false, false },
+			[]redisstore.RiskKind{redisstore.RiskPersistence}},
+		{"PersistenceUnknown", func(i *redisstore.ServerInfo) { i.AppendOnly, i.SaveConfigured, i.ConfigKnown = false, false, false }, nil},
+		{"NoReplica", func(i *redisstore.ServerInfo) { i.ConnectedReplicas, i.ReplicaLag = 0, 0 },
+			[]redisstore.RiskKind{redisstore.RiskReplication}},
+		{"LagAtLimit", func(i *redisstore.ServerInfo) { i.ReplicaLag = 10 * time.Second }, nil},
+		{"LagAboveLimit", func(i *redisstore.ServerInfo) { i.ReplicaLag = 11 * time.Second },
+			[]redisstore.RiskKind{redisstore.RiskReplication}},
+		{"Replica", func(i *redisstore.ServerInfo) { i.Role, i.ConnectedReplicas = "slave", 0 }, nil},
+		{"All", func(i *redisstore.ServerInfo) {
+			*i = redisstore.ServerInfo{Role: "master", MaxmemoryPolicy: "allkeys-lfu", ConfigKnown: true}
+		}, []redisstore.RiskKind{redisstore.RiskEviction, redisstore.RiskPersistence, redisstore.RiskReplication}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			info := safe
+			tc.edit(&info)
+			risks := info.Risks(10 * time.Second)
+			require.Equal(t, tc.want, kinds(risks))
+			for _, r := range risks {
+				require.Contains(t, r.Detail, "duplicates can run after")
+			}
+		})
+	}
+}
+
+func TestRisksDetail(t *testing.T) {
+	t.Parallel()
+	info := redisstore.ServerInfo{Role: "master", ConnectedReplicas: 2, ReplicaLag: 30 * time.Second,
+		MaxmemoryPolicy: "allkeys-lru", AppendOnly: true, ConfigKnown: true}
+	risks := info.Risks(10 * time.Second)
+	require.Len(t, risks, 2)
+	require.Contains(t, risks[0].Detail, "allkeys-lru")
+	require.Contains(t, risks[1].Detail, "30s")
+	require.Contains(t, risks[1].Detail, "10s")
+}
+
+func kinds(risks []redisstore.Risk) []redisstore.RiskKind {
+	var ks []redisstore.RiskKind
+	for _, r := range risks {
+		ks = append(ks, r.Kind)
+	}
+	return ks
+}

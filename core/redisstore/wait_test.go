@@ -1,0 +1,132 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// unacknowledged returns a Store on the test Redis, which has no replica,
+// that wants one replica's acknowledgement: every write goes unacknowledged.
+func unacknowledged(t *testing.T) (string, *redisstore.Store) {
+	t.Helper()
+	prefix := testenv.Prefix(t)
+	client := testenv.Redis(t, prefix)
+	s, err := redisstore.New(client, &redisstore.Config{Logger: quiet, WaitReplicas: 1, WaitTimeout: 20 * time.Millisecond})
+	require.NoError(t, err)
+	return prefix, s
+}
+
+// A claim no replica acknowledged is released and answered ErrUnreplicated;
+// a done marker so answered is written; an extension is answered so too.
+func TestUnacknowledgedWrites(t *testing.T) {
+	ctx := context.Background()
+	prefix, s := unacknowledged(t)
+	plain := newStore(t, testenv.Redis(t, prefix))
+
+	req := driver.ClaimRequest{Key: prefix + "claim", Token: driver.NewToken(), Lease: time.Minute}
+	_, err := s.Claim(ctx, req)
+	require.ErrorIs(t, err, core.ErrUnreplicated)
+	r, err := plain.Claim(ctx, driver.ClaimRequest{Key: req.Key, Token: driver.NewToken(), Lease: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, driver.StateClaimed, r.State, "the unacknowledged claim was released")
+
+	held := driver.ClaimRequest{Key: prefix + "held", Token: driver.NewToken(), Lease: time.Minute}
+	_, err = plain.Claim(ctx, held)
+	require.NoError(t, err)
+	require.ErrorIs(t, s.Extend(ctx, held.Key, held.Token, time.Minute), core.ErrUnreplicated)
+	err = s.Complete(ctx, driver.CompleteRequest{Key: held.Key, Token: held.Token, Result: []byte("r"), Retention: time.Minute})
+	require.ErrorIs(t, err, core.ErrUnreplicated)
+	require.NotErrorIs(t, err, core.ErrLeaseLost)
+	r, err = plain.Claim(ctx, driver.ClaimRequest{Key: held.Key, Token: driver.NewToken(), Lease: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, driver.StateDone, r.State, "the unacknowledged marker is written on the primary")
+}
+
+// In a batch, granted claims are released and markers reported, while the
+// answers that wrote nothing (running, done) stand.
+func TestUnacknowledgedBatch(t *testing.T) {
+	ctx := context.Background()
+	prefix, s := unacknowledged(t)
+	plain := newStore(t, testenv.Redis(t, prefix))
+	running := driver.ClaimRequest{Key: prefix + "running", Token: driver.NewToken(), Lease: time.Minute}
+	_, err := plain.Claim(ctx, running)
+	require.NoError(t, err)
+	mine := driver.ClaimRequest{Key: prefix + "mine", Token: driver.NewToken(), Lease: time.Minute}
+	_, err = plain.Claim(ctx, mine)
+	require.NoError(t, err)
+
+	free := driver.ClaimRequest{Key: prefix + "free", Token: driver.NewToken(), Lease: time.Minute}
+	replies, claimErrs, completeErrs := s.Batch(ctx,
+		[]driver.CompleteRequest{{Key: mine.Key, Token: mine.Token, Retention: time.Minute}},
+		[]driver.ClaimRequest{free, {Key: running.Key, Token: driver.NewToken(), Lease: time.Minute}})
+	require.ErrorIs(t, completeErrs[0], core.ErrUnreplicated)
+	require.ErrorIs(t, claimErrs[0], core.ErrUnreplicated)
+	require.Equal(t, driver.ClaimReply{}, replies[0])
+	require.NoError(t, claimErrs[1])
+	require.Equal(t, driver.StateRunning, replies[1].State)
+	r, err := plain.Claim(ctx, driver.ClaimRequest{Key: free.Key, Token: driver.NewToken(), Lease: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, driver.StateClaimed, r.State, "the unacknowledged claim was released")
+}
+
+// Through a Guard: a job whose claim is not acknowledged does not run and
+// is Unavailable; one whose marker is not acknowledged is Unrecorded, at
+// once, not tried again and reported LeaseLost.
+func TestGuardWithUnacknowledgedWrites(t *testing.T) {
+	ctx := context.Background()
+	prefix, s := unacknowledged(t)
+	g, err := core.New(s, &core.Config{KeyPrefix: prefix, StoreTimeout: 2 * time.Second, Logger: quiet})
+	require.NoError(t, err)
+	ran := false
+	out, err := g.Do(ctx, "k", func(context.Context) error { ran = true; return nil })
+	require.Equal(t, core.Unavailable, out)
+	require.ErrorIs(t, err, core.ErrStoreUnavailable)
+	require.ErrorIs(t, err, core.ErrUnreplicated)
+	require.False(t, ran)
+
+	// Claims acknowledged, done markers not: the job runs once, and its
+	// outcome is Unrecorded at once, with one marker write, not retried into
+	// a LeaseLost.
+	for _, batching := range []bool{true, false} {
+		split := &splitStore{Store: newStore(t, testenv.Redis(t, prefix)), marks: s}
+		var bs driver.Store = struct{ driver.Store }{split} // no batches
+		if batching {
+			bs = testenv.OneByOne(split)
+		}
+		g, err := core.New(bs, &core.Config{KeyPrefix: prefix, StoreTimeout: 2 * time.Second, Logger: quiet})
+		require.NoError(t, err)
+		runs := 0
+		key := fmt.Sprint("m-", batching)
+		out, err = g.Do(ctx, key, func(context.Context) error { runs++; return nil })
+		require.NoError(t, err, "the effect happened: the delivery is handled")
+		require.Equal(t, core.Unrecorded, out)
+		require.Equal(t, 1, runs)
+		require.EqualValues(t, 1, split.completes.Load(), "an unacknowledged marker is not written again")
+		out, err = g.Do(ctx, key, func(context.Context) error { runs++; return nil })
+		require.NoError(t, err)
+		require.Equal(t, core.Duplicate, out, "the marker is on the primary")
+	}
+}
+
+// splitStore claims through one store and writes done markers through
+// another, counting them.
+type splitStore struct {
+	*redisstore.Store
+	marks     *redisstore.Store
+	completes atomic.Int32
+}
+
+func (s *splitStore) Complete(ctx context.Context, req driver.CompleteRequest) error {
+	s.completes.Add(1)
+	return s.marks.Complete(ctx, req)
+}
