@@ -26,6 +26,9 @@ var errUnanswered = errors.New("jobonce: redisstore: the pipeline ended without 
 // acknowledged are released and answered core.ErrUnreplicated, as are
 // markers written but not acknowledged.
 func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) ([]driver.ClaimReply, []error, []error) {
+	if len(claims) > 0 {
+		defer s.checkIfDue(ctx)
+	}
 	replies := make([]driver.ClaimReply, len(claims))
 	errs, unacked := s.pipeline(ctx, len(completes)+len(claims), func(i int) (*redis.Script, string, []any, error) {
 		if i < len(completes) {

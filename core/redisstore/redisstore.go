@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
@@ -38,9 +40,22 @@ type Config struct {
 	// markers. Defaults to slog.Default().
 	Logger *slog.Logger
 
-	// SkipEvictionCheck skips reading maxmemory-policy in New, for servers
-	// that forbid CONFIG GET. Defaults to false.
+	// SkipEvictionCheck skips reading the server's settings in New; the
+	// first check then happens within the first claim. Defaults to false.
 	SkipEvictionCheck bool
+
+	// CheckEvery is how often the Store reads its servers' state again
+	// (INFO and CONFIG GET, one round trip added to one claim per period),
+	// to notice what makes duplicates possible under a running service: a
+	// restart, a failover, an eviction policy or persistence setting that
+	// can lose done markers. Each change is logged once at Warn and counted
+	// in jobonce.redis.events (attribute event: restart, failover,
+	// eviction, persistence). Negative turns it off. Defaults to 30s.
+	CheckEvery time.Duration
+
+	// MeterProvider receives jobonce.redis.events. Defaults to the global
+	// otel.GetMeterProvider().
+	MeterProvider metric.MeterProvider
 
 	// WaitReplicas makes a claim count as held, a done marker as written and
 	// a lease as renewed only once this many replicas acknowledged the write
@@ -71,6 +86,7 @@ type Store struct {
 	logger *slog.Logger
 
 	wait               waitFor // acknowledgement of writes; off when zero
+	watch              *watch  // restarts, failovers and risky settings
 	leases, retentions boxCache
 }
 
@@ -98,17 +114,24 @@ func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 		c.WaitTimeout = time.Second
 	}
 	s := &Store{client: client, logger: c.Logger, wait: waitFor{replicas: c.WaitReplicas, aof: c.WaitAOF, timeout: c.WaitTimeout}}
+	if c.CheckEvery == 0 {
+		c.CheckEvery = 30 * time.Second
+	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = otel.GetMeterProvider()
+	}
+	w, err := newWatch(c.CheckEvery, c.Logger, c.MeterProvider)
+	if err != nil {
+		return nil, fmt.Errorf("jobonce: redisstore: metrics: %w", err)
+	}
+	s.watch = w
 	if !c.SkipEvictionCheck {
+		// The first check: the settings that can lose done markers (a
+		// policy but noeviction evicts them: every jobonce key has a TTL).
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		policy, err := s.CheckEviction(ctx)
-		switch {
-		case err != nil:
-			s.logger.Debug("jobonce: could not read maxmemory-policy", "error", err)
-		case evicts(policy):
-			s.logger.Warn("jobonce: Redis may evict claims and done markers under memory pressure, letting duplicates run; set maxmemory-policy to noeviction",
-				"maxmemory-policy", policy)
-		}
+		s.watch.next.Store(time.Now().Add(c.CheckEvery).UnixNano())
+		s.watch.check(ctx, client)
 	}
 	if c.WaitAOF {
 		// A server without WAITAOF, or without an append-only file, would
@@ -163,6 +186,7 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 		replies, errs, _ := s.Batch(ctx, nil, []driver.ClaimRequest{req})
 		return replies[0], errs[0]
 	}
+	defer s.checkIfDue(ctx)
 	args, err := s.claimArgs(&req)
 	if err != nil {
 		return driver.ClaimReply{}, err
@@ -190,6 +214,14 @@ func claimReply(v any) (driver.ClaimReply, error) {
 		}
 	}
 	return driver.ClaimReply{}, fmt.Errorf("jobonce: unexpected claim reply %T", v)
+}
+
+// checkIfDue checks the servers' state (see Config.CheckEvery) when a check
+// is due, within the caller's call and context.
+func (s *Store) checkIfDue(ctx context.Context) {
+	if s.watch.due() {
+		s.watch.check(ctx, s.client)
+	}
 }
 
 // Extend implements driver.Store.

@@ -1,0 +1,122 @@
+package redisstore
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Events the watch reports (the event attribute of jobonce.redis.events).
+const (
+	eventRestart  = "restart"  // the server we write to restarted
+	eventFailover = "failover" // we write to another primary, or ours was promoted
+)
+
+// watch reads the servers' state at New and then once per period, within
+// one of the Store's own calls (no goroutine of its own), and reports each
+// change that makes duplicates possible once: a restart, a failover, a
+// setting that can lose done markers (Risks of kind eviction or
+// persistence). It holds no state a caller waits for: a check that fails
+// is skipped until the next period.
+type watch struct {
+	every  time.Duration
+	next   atomic.Int64 // UnixNano of the next check
+	logger *slog.Logger
+	events metric.Int64Counter
+
+	mu    sync.Mutex            // one check at a time; guards what follows
+	last  map[string]ServerInfo // by address; nil before the first check
+	risks map[string]Risk       // address and kind → the risk, while it lasts
+}
+
+func newWatch(every time.Duration, logger *slog.Logger, mp metric.MeterProvider) (*watch, error) {
+	events, err := mp.Meter("github.com/jobonce/jobonce/core/redisstore").Int64Counter("jobonce.redis.events",
+		metric.WithDescription("Changes of the Redis servers that let duplicates run: restart, failover, eviction, persistence"))
+	if err != nil {
+		return nil, err
+	}
+	return &watch{every: every, logger: logger, events: events, risks: map[string]Risk{}}, nil
+}
+
+// due reports whether a check is due now, and if so books it, so that one
+// caller per period checks.
+func (w *watch) due() bool {
+	if w == nil || w.every <= 0 {
+		return false
+	}
+	now := time.Now().UnixNano()
+	next := w.next.Load()
+	return now >= next && w.next.CompareAndSwap(next, now+int64(w.every))
+}
+
+// check reads the servers and reports what changed since the last check.
+func (w *watch) check(ctx context.Context, client redis.UniversalClient) {
+	if !w.mu.TryLock() {
+		return // another call is checking
+	}
+	defer w.mu.Unlock()
+	infos, err := ReadServerInfo(ctx, client)
+	if err != nil {
+		w.logger.DebugContext(ctx, "jobonce: redisstore: could not read the server's state", "error", err)
+		return
+	}
+	now := make(map[string]ServerInfo, len(infos))
+	for _, info := range infos {
+		now[info.Addr] = info
+		prev, known := w.last[info.Addr]
+		switch {
+		case w.last == nil:
+		case known && prev.RunID != info.RunID:
+			persisted := info.AppendOnly || info.SaveConfigured || !info.ConfigKnown
+			msg := "jobonce: Redis restarted: the claims and done markers it had not saved are lost, so duplicates can run"
+			if !persisted {
+				msg = "jobonce: Redis restarted without persistence: every claim and done marker is lost, so duplicates can run"
+			}
+			w.report(ctx, eventRestart, msg, info)
+		case known && prev.ReplID != info.ReplID && info.Role == "master":
+			w.report(ctx, eventFailover, "jobonce: Redis was promoted to primary: the writes its old primary had not replicated are lost, so duplicates can run", info)
+		case !known:
+			w.report(ctx, eventFailover, "jobonce: Redis primary changed: the writes the old primary had not replicated are lost, so duplicates can run", info)
+		}
+		w.compareRisks(ctx, info)
+	}
+	w.last = now
+}
+
+// compareRisks reports the risks of kind eviction and persistence that
+// appeared on info's server since the last check, and those that ended.
+// (A replication risk, a primary without replicas, is a deployment's
+// choice; jobonce check reports it.)
+func (w *watch) compareRisks(ctx context.Context, info ServerInfo) {
+	seen := map[RiskKind]bool{}
+	for _, r := range info.Risks(0) {
+		if r.Kind == RiskReplication {
+			continue
+		}
+		seen[r.Kind] = true
+		id := info.Addr + " " + string(r.Kind)
+		if _, ok := w.risks[id]; !ok {
+			w.risks[id] = r
+			w.report(ctx, string(r.Kind), "jobonce: "+r.Detail, info)
+		}
+	}
+	for _, kind := range []RiskKind{RiskEviction, RiskPersistence} {
+		id := info.Addr + " " + string(kind)
+		if _, ok := w.risks[id]; ok && !seen[kind] {
+			delete(w.risks, id)
+			w.logger.InfoContext(ctx, "jobonce: Redis no longer reports a risk", "risk", string(kind), "addr", info.Addr)
+		}
+	}
+}
+
+func (w *watch) report(ctx context.Context, event, msg string, info ServerInfo) {
+	w.logger.WarnContext(ctx, msg, "event", event, "addr", info.Addr, "role", info.Role,
+		"maxmemory-policy", info.MaxmemoryPolicy, "appendonly", info.AppendOnly, "uptime", info.Uptime)
+	w.events.Add(ctx, 1, metric.WithAttributes(attribute.String("event", event)))
+}
