@@ -80,6 +80,12 @@ type pending[I, O any] struct {
 
 // do sends in, alone or with others, and returns its answer.
 func (c *coalescer[I, O]) do(ctx context.Context, in I) (O, error) {
+	return c.doWithin(ctx, in, c.timeout)
+}
+
+// doWithin is do for a call that, queued, waits at most patience for a
+// round trip to take it, then makes its own.
+func (c *coalescer[I, O]) doWithin(ctx context.Context, in I, patience time.Duration) (O, error) {
 	c.mu.Lock()
 	if c.inFlight < max(c.slots, 1) {
 		c.inFlight++
@@ -94,7 +100,7 @@ func (c *coalescer[I, O]) do(ctx context.Context, in I) (O, error) {
 	c.queue = append(c.queue, p)
 	c.mu.Unlock()
 
-	bound := newBound(c.timeout)
+	bound := newBound(min(patience, c.timeout))
 	defer putBound(bound)
 	done := ctx.Done()
 	for waited := 1; ; {

@@ -443,6 +443,7 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 	// however many claims it is given.
 	errs := make([]error, len(pending))
 	failed := pending
+	firstErrs := make(map[int]error) // the batch's answer to a marker retried
 	if g.batch != nil {
 		reqs := make([]driver.CompleteRequest, len(pending))
 		for j, i := range pending {
@@ -455,6 +456,7 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 		for j, i := range pending {
 			if errs[j] != nil && !markerFinal(errs[j]) {
 				failed = append(failed, i)
+				firstErrs[i] = errs[j]
 			}
 		}
 	}
@@ -465,7 +467,7 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 	retriedErrs := make([]error, len(failed))
 	var wg sync.WaitGroup
 	for j, i := range failed {
-		wg.Go(func() { _, retriedErrs[j] = g.retryCompleteWithin(rctx, claims[i].completeRequest()) })
+		wg.Go(func() { _, retriedErrs[j] = g.retryCompleteWithin(rctx, claims[i].completeRequest(), firstErrs[i]) })
 	}
 	wg.Wait()
 	retried := make(map[int]error, len(failed))
@@ -490,11 +492,9 @@ func (c *Claim) completeRequest() driver.CompleteRequest {
 }
 
 // markerFinal reports whether a failed done marker's write is final, not to
-// be tried again: the token lost the key, or the marker was written but not
-// acknowledged (writing it again would find the key done, not held).
-func markerFinal(err error) bool {
-	return errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrUnreplicated)
-}
+// be tried again: the token lost the key. (A marker written but not
+// acknowledged, ErrUnreplicated, is sent again, marked Again.)
+func markerFinal(err error) bool { return errors.Is(err, ErrLeaseLost) }
 
 func completeOutcome(err error) Outcome {
 	switch {
@@ -507,7 +507,9 @@ func completeOutcome(err error) Outcome {
 	}
 }
 
-// completeBackoff is the wait before each retry of a failed Complete.
+// completeBackoff is the wait before each retry of a failed Complete; the
+// last one repeats until the marker's StoreTimeout ends, so a marker
+// outlasts a failover shorter than that.
 var completeBackoff = [...]time.Duration{10 * time.Millisecond, 50 * time.Millisecond, 200 * time.Millisecond}
 
 // finish writes the done marker (see complete), then stops the heartbeat
@@ -518,38 +520,57 @@ func (c *Claim) finish(ctx context.Context) (Outcome, error) {
 }
 
 // complete writes the done marker, through the group commit when there is
-// one, retrying store failures a few times on its own; every attempt shares
-// one StoreTimeout (a marker queued behind round trips in flight may wait
-// one more, as any call of the group commit). It runs even when ctx is
+// one, retrying store failures on its own; every attempt shares one
+// StoreTimeout (a marker in a shared round trip that hangs may wait one
+// more, as any call of the group commit). It runs even when ctx is
 // cancelled: the effect happened.
 func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
 	req := c.completeRequest()
 	sctx, cancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
 	defer cancel()
 	if g.group != nil {
-		_, err := g.group.do(sctx, storeOp{complete: req})
+		// Queued behind round trips that others' calls keep busy, a marker
+		// waits half its time at most, then makes its own round trip.
+		_, err := g.group.doWithin(sctx, storeOp{complete: req}, g.cfg.StoreTimeout/2)
 		if err == nil || markerFinal(err) || sctx.Err() != nil {
 			return completeOutcome(err), err
 		}
+		return g.retryCompleteWithin(sctx, req, err)
 	}
-	return g.retryCompleteWithin(sctx, req)
+	return g.retryCompleteWithin(sctx, req, nil)
 }
 
 // retryCompleteWithin writes a done marker on its own, retrying store
-// failures after completeBackoff, under a context the caller bounded.
-func (g *Guard) retryCompleteWithin(sctx context.Context, req driver.CompleteRequest) (Outcome, error) {
+// failures after completeBackoff until sctx, which the caller bounded, ends.
+//
+// prev is the error of an attempt made before, if any. Once an attempt is
+// answered ErrUnreplicated, the marker is on the primary: the next attempts
+// are sent Again, so they write it again and wait for its acknowledgement,
+// and an attempt that then finds the key neither held nor done by this
+// marker (a failover lost it) leaves it Unrecorded, not LeaseLost.
+func (g *Guard) retryCompleteWithin(sctx context.Context, req driver.CompleteRequest, prev error) (Outcome, error) {
 	for attempt := 0; ; attempt++ {
+		if errors.Is(prev, ErrUnreplicated) {
+			req.Again = true
+		}
+		if prev != nil || attempt > 0 {
+			pause := time.NewTimer(completeBackoff[min(attempt, len(completeBackoff)-1)])
+			select {
+			case <-pause.C:
+			case <-sctx.Done():
+				pause.Stop()
+				return completeOutcome(prev), prev
+			}
+		}
 		err := g.storeComplete(sctx, req)
-		if err == nil || markerFinal(err) || attempt == len(completeBackoff) {
+		if req.Again && errors.Is(err, ErrLeaseLost) {
+			err = fmt.Errorf("%w: the marker was lost before it was acknowledged (%w)", ErrUnreplicated, err)
 			return completeOutcome(err), err
 		}
-		pause := time.NewTimer(completeBackoff[attempt])
-		select {
-		case <-pause.C:
-		case <-sctx.Done():
-			pause.Stop()
+		if err == nil || markerFinal(err) || sctx.Err() != nil {
 			return completeOutcome(err), err
 		}
+		prev = err
 	}
 }
 

@@ -2,12 +2,7 @@ package redisstore_test
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,66 +18,11 @@ import (
 )
 
 // startCluster starts three redis-server processes with cluster mode on
-// loopback, joins them with redis-cli --cluster create, and stops them at
-// the end of the test.
+// loopback (no replicas), joins them with redis-cli --cluster create, and
+// stops them at the end of the test.
 func startCluster(t *testing.T) []string {
 	t.Helper()
-	testenv.Short(t)
-	server, err := exec.LookPath("redis-server")
-	require.NoError(t, err, "redis-server is needed for the cluster test (scripts/test.sh installs it)")
-	cli, err := exec.LookPath("redis-cli")
-	require.NoError(t, err, "redis-cli is needed for the cluster test")
-	dir := t.TempDir()
-	var addrs []string
-	for i := range 3 {
-		port := freeClusterPort(t)
-		addr := "127.0.0.1:" + strconv.Itoa(port)
-		cmd := exec.Command(server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", i)),
-			"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, fmt.Sprintf("%d.log", i)))
-		require.NoError(t, cmd.Start())
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		require.Eventually(t, func() bool {
-			c, err := net.Dial("tcp", addr)
-			if err == nil {
-				_ = c.Close()
-			}
-			return err == nil
-		}, 10*time.Second, 20*time.Millisecond, "redis-server on %s did not start", addr)
-		addrs = append(addrs, addr)
-	}
-	out, err := exec.Command(cli, append([]string{"--cluster", "create"}, append(addrs, "--cluster-yes")...)...).CombinedOutput()
-	require.NoError(t, err, "redis-cli --cluster create: %s", out)
-	for _, addr := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		require.Eventually(t, func() bool {
-			info, err := c.ClusterInfo(context.Background()).Result()
-			return err == nil && strings.Contains(info, "cluster_state:ok")
-		}, 20*time.Second, 50*time.Millisecond, "cluster did not become ok")
-		_ = c.Close()
-	}
-	return addrs
-}
-
-// freeClusterPort returns a free port whose cluster bus port (+10000) is free too.
-func freeClusterPort(t *testing.T) int {
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		port := ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
-		if port+10000 > 65535 {
-			continue
-		}
-		bus, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
-		if err != nil {
-			continue
-		}
-		_ = bus.Close()
-		return port
-	}
-	t.Fatal("no free port pair for a cluster node")
-	return 0
+	return testenv.StartRedisCluster(t, 3, 0).Addrs()
 }
 
 func TestCluster(t *testing.T) {

@@ -257,6 +257,9 @@ func (s *Store) completeArgs(req *driver.CompleteRequest) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if req.Again {
+		return []any{ownerValue(req.Token), doneValue(req.Fingerprint, req.Result), s.retentions.box(retention), "1"}, nil
+	}
 	return []any{ownerValue(req.Token), doneValue(req.Fingerprint, req.Result), s.retentions.box(retention)}, nil
 }
 

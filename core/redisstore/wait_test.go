@@ -94,16 +94,16 @@ func TestGuardWithUnacknowledgedWrites(t *testing.T) {
 	require.ErrorIs(t, err, core.ErrUnreplicated)
 	require.False(t, ran)
 
-	// Claims acknowledged, done markers not: the job runs once, and its
-	// outcome is Unrecorded at once, with one marker write, not retried into
-	// a LeaseLost.
+	// Claims acknowledged, done markers not: the job runs once; its marker
+	// is sent again (Again) until StoreTimeout, and the outcome is
+	// Unrecorded, not LeaseLost.
 	for _, batching := range []bool{true, false} {
 		split := &splitStore{Store: newStore(t, testenv.Redis(t, prefix)), marks: s}
 		var bs driver.Store = struct{ driver.Store }{split} // no batches
 		if batching {
 			bs = testenv.OneByOne(split)
 		}
-		g, err := core.New(bs, &core.Config{KeyPrefix: prefix, StoreTimeout: 2 * time.Second, Logger: quiet})
+		g, err := core.New(bs, &core.Config{KeyPrefix: prefix, StoreTimeout: 300 * time.Millisecond, Logger: quiet})
 		require.NoError(t, err)
 		runs := 0
 		key := fmt.Sprint("m-", batching)
@@ -111,11 +111,40 @@ func TestGuardWithUnacknowledgedWrites(t *testing.T) {
 		require.NoError(t, err, "the effect happened: the delivery is handled")
 		require.Equal(t, core.Unrecorded, out)
 		require.Equal(t, 1, runs)
-		require.EqualValues(t, 1, split.completes.Load(), "an unacknowledged marker is not written again")
+		require.Greater(t, split.completes.Load(), int32(1), "an unacknowledged marker is sent again")
 		out, err = g.Do(ctx, key, func(context.Context) error { runs++; return nil })
 		require.NoError(t, err)
 		require.Equal(t, core.Duplicate, out, "the marker is on the primary")
 	}
+}
+
+// A done marker a lagging replica did not acknowledge is sent again until
+// it catches up: the job ends Ran, its marker on the replica.
+func TestMarkerAcknowledgedOnceTheReplicaCatchesUp(t *testing.T) {
+	primary, replicas := testenv.StartRedisReplicas(t, 1)
+	s, err := redisstore.New(primary.Client(), &redisstore.Config{Logger: quiet, WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond})
+	require.NoError(t, err)
+	counted := &splitStore{Store: s, marks: s}
+	g, err := core.New(struct{ driver.Store }{counted}, &core.Config{StoreTimeout: 10 * time.Second, Logger: quiet})
+	require.NoError(t, err)
+	ctx := context.Background()
+	claims := g.Claim(ctx, core.Job{Key: "lagging"})
+	require.True(t, claims[0].Runs(), "the claim was acknowledged")
+	_, err = claims[0].Work(ctx, func(context.Context) ([]byte, error) { return []byte("r"), nil })
+	require.NoError(t, err)
+
+	replicas[0].Pause()
+	finished := make(chan []core.Outcome, 1)
+	go func() { finished <- g.Finish(ctx, claims...) }()
+	require.Eventually(t, func() bool { return counted.completes.Load() >= 2 }, 10*time.Second, time.Millisecond,
+		"the marker went unacknowledged and was sent again")
+	replicas[0].Resume()
+	require.Equal(t, []core.Outcome{core.Ran}, <-finished)
+	key, err := g.StoredKey("lagging")
+	require.NoError(t, err)
+	r, err := newStore(t, replicas[0].Client()).Inspect(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, driver.StateDone, r.State, "the replica has the marker")
 }
 
 // splitStore claims through one store and writes done markers through
