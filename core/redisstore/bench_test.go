@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,33 +12,13 @@ import (
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 // rawRelease is the usual token-checked delete that a hand-written
 // SET NX PX lock pairs with.
 var rawRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
-
-// redisCPU returns the CPU time the Redis server has used (INFO cpu).
-func redisCPU(b *testing.B, client *redis.Client) time.Duration {
-	info, err := client.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var total float64
-	for line := range strings.SplitSeq(info, "\r\n") {
-		for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
-			if v, ok := strings.CutPrefix(line, f); ok {
-				x, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					b.Fatal(err)
-				}
-				total += x
-			}
-		}
-	}
-	return time.Duration(total * float64(time.Second))
-}
 
 // BenchmarkClaimCompleteInterleaved compares Guard.Do (claim + complete) with
 // the raw pair it replaces: SET NX PX, then a token-checked Lua DEL. They run
@@ -78,9 +57,9 @@ func BenchmarkClaimCompleteInterleaved(b *testing.B) {
 			for done := 0; done < b.N; done += chunk {
 				n := min(chunk, b.N-done)
 				for i, op := range ops {
-					cpu := redisCPU(b, client)
+					cpu := testenv.RedisCPU(b, client)
 					spent[i] += runChunk(b, op, n, c)
-					server[i] += redisCPU(b, client) - cpu
+					server[i] += testenv.RedisCPU(b, client) - cpu
 				}
 			}
 			perOp := func(d time.Duration, unit time.Duration) float64 { return float64(d) / float64(unit) / float64(b.N) }
@@ -110,4 +89,51 @@ func runChunk(b *testing.B, op func(context.Context) error, n, c int) time.Durat
 	}
 	wg.Wait()
 	return time.Since(start)
+}
+
+// BenchmarkWaitReplicas compares Guard.Do (claim + complete) on a primary
+// with one replica, without and with Config.WaitReplicas 1 (each claim and
+// done marker waits for the replica's acknowledgement, in the same round
+// trip), in alternating chunks at 1 and 64 goroutines; it reports each
+// one's time per operation and the acknowledged one's throughput as a
+// fraction of the other's. Run:
+//
+//	go test -run '^$' -bench WaitReplicas -benchtime 20000x -count 3 ./core/redisstore
+func BenchmarkWaitReplicas(b *testing.B) {
+	primary, _ := testenv.StartRedisReplicas(b, 1)
+	client := primary.Client()
+	guard := func(w int) *core.Guard {
+		s, err := redisstore.New(client, &redisstore.Config{Logger: quiet, WaitReplicas: w})
+		if err != nil {
+			b.Fatal(err)
+		}
+		g, err := core.New(s, &core.Config{Logger: quiet, Retention: time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return g
+	}
+	var seq atomic.Int64
+	op := func(g *core.Guard) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := g.Do(ctx, "w"+strconv.FormatInt(seq.Add(1), 36), func(context.Context) error { return nil })
+			return err
+		}
+	}
+	ops := [2]func(context.Context) error{op(guard(0)), op(guard(1))}
+	for _, c := range []int{1, 64} {
+		b.Run("c="+strconv.Itoa(c), func(b *testing.B) {
+			const chunk = 500
+			var spent [2]time.Duration
+			for done := 0; done < b.N; done += chunk {
+				n := min(chunk, b.N-done)
+				for i, op := range ops {
+					spent[i] += runChunk(b, op, n, c)
+				}
+			}
+			b.ReportMetric(float64(spent[0].Nanoseconds())/float64(b.N), "async-ns/op")
+			b.ReportMetric(float64(spent[1].Nanoseconds())/float64(b.N), "acked-ns/op")
+			b.ReportMetric(spent[0].Seconds()/spent[1].Seconds(), "acked/async")
+		})
+	}
 }
