@@ -145,8 +145,12 @@ ensure_redis
 ensure_postgres
 ensure_sqs
 ensure_moto
+export JOBONCE_REPORT="$(mktemp)"  # headline figures of passing tests (testenv.Report)
 log "go test -race ./... $*"
 go test -race -count=1 -timeout 40m "$@" ./...
+log "figures reported by the tests:"
+sort "$JOBONCE_REPORT"
+rm -f "$JOBONCE_REPORT"
 log "examples: go vet, go test -race"
 go -C examples vet ./...
 go -C examples test -race -count=1 ./...

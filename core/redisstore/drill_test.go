@@ -256,7 +256,7 @@ func TestSentinelFailoverDrill(t *testing.T) {
 				primary.WaitReplicaOf(t, promoted, 30*time.Second)
 				rejoined = time.Since(kill)
 			})
-			t.Logf("sentinel drill, WaitReplicas=%d: %s", w, c)
+			testenv.Report(t, "sentinel drill, WaitReplicas=%d: %s", w, c)
 			t.Logf("sentinel drill, WaitReplicas=%d: promoted %s after the kill, old primary a linked replica after %s; %s in all, %s of it to start the servers",
 				w, failedOver.Round(time.Millisecond), rejoined.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), setup.Round(time.Millisecond))
 			require.Zero(t, c.missing, "jobs never run")
@@ -325,7 +325,7 @@ func TestClusterFailoverDrill(t *testing.T) {
 				cluster.WaitHealthy(t, 30*time.Second)
 				rejoined = time.Since(kill)
 			})
-			t.Logf("cluster drill, WaitReplicas=%d: %s", w, c)
+			testenv.Report(t, "cluster drill, WaitReplicas=%d: %s", w, c)
 			t.Logf("cluster drill, WaitReplicas=%d: replica promoted %s after the kill, old primary a linked replica after %s; %s in all, %s of it to start the cluster",
 				w, failedOver.Round(time.Millisecond), rejoined.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), setup.Round(time.Millisecond))
 			t.Logf("cluster drill, WaitReplicas=%d: the job whose claim was on the killed primary ran %d times", w, d.effects[0].Load())
