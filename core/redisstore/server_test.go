@@ -3,11 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,31 +12,6 @@ import (
 	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
-
-// startRedis starts a redis-server without persistence on a free loopback
-// port, with extra arguments, and stops it at the end of the test. It returns
-// its address, a client on it and its process.
-func startRedis(t *testing.T, args ...string) (string, *redis.Client, *os.Process) {
-	t.Helper()
-	testenv.Short(t)
-	server, err := exec.LookPath("redis-server")
-	require.NoError(t, err, "redis-server is needed (scripts/test.sh installs it)")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	require.NoError(t, ln.Close())
-	dir := t.TempDir()
-	cmd := exec.Command(server, append([]string{"--port", port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log")}, args...)...)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	addr := "127.0.0.1:" + port
-	client := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { _ = client.Close() })
-	require.Eventually(t, func() bool { return client.Ping(context.Background()).Err() == nil },
-		10*time.Second, 20*time.Millisecond, "redis-server on %s did not start", addr)
-	return addr, client, cmd.Process
-}
 
 func readOne(t *testing.T, client redis.UniversalClient) redisstore.ServerInfo {
 	t.Helper()
@@ -72,7 +42,7 @@ func TestReadServerInfo(t *testing.T) {
 
 func TestReadServerInfoPersistence(t *testing.T) {
 	t.Parallel()
-	_, client, _ := startRedis(t, "--appendonly", "yes", "--save", "3600 1", "--maxmemory-policy", "allkeys-lru")
+	client := testenv.StartRedisServer(t, "--appendonly", "yes", "--save", "3600 1", "--maxmemory-policy", "allkeys-lru").Client()
 	info := readOne(t, client)
 	require.True(t, info.ConfigKnown)
 	require.True(t, info.AppendOnly)
@@ -83,7 +53,7 @@ func TestReadServerInfoPersistence(t *testing.T) {
 
 func TestReadServerInfoConfigRefused(t *testing.T) {
 	t.Parallel()
-	_, client, _ := startRedis(t, "--maxmemory-policy", "volatile-lru", "--rename-command", "CONFIG", "")
+	client := testenv.StartRedisServer(t, "--maxmemory-policy", "volatile-lru", "--rename-command", "CONFIG", "").Client()
 	require.Error(t, client.ConfigGet(context.Background(), "save").Err(), "CONFIG is disabled")
 	info := readOne(t, client)
 	require.False(t, info.ConfigKnown)
@@ -94,7 +64,7 @@ func TestReadServerInfoConfigRefused(t *testing.T) {
 
 func TestReadServerInfoFailoverAddr(t *testing.T) {
 	t.Parallel()
-	addr, _, _ := startRedis(t)
+	addr := testenv.StartRedisServer(t).Addr
 	// A failover client's Addr is "FailoverClient"; its dialer finds the primary.
 	client := redis.NewClient(&redis.Options{Addr: "FailoverClient",
 		Dialer: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -106,39 +76,19 @@ func TestReadServerInfoFailoverAddr(t *testing.T) {
 
 func TestReadServerInfoRestart(t *testing.T) {
 	t.Parallel()
-	testenv.Short(t)
-	server, err := exec.LookPath("redis-server")
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	require.NoError(t, ln.Close())
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port, MaxRetries: -1})
-	t.Cleanup(func() { _ = client.Close() })
-	start := func() *exec.Cmd {
-		cmd := exec.Command(server, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
-		require.NoError(t, cmd.Start())
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		require.Eventually(t, func() bool { return client.Ping(context.Background()).Err() == nil },
-			10*time.Second, 20*time.Millisecond)
-		return cmd
-	}
-	first := start()
-	before := readOne(t, client)
-	require.NoError(t, first.Process.Kill())
-	_ = first.Wait()
-	start()
-	after := readOne(t, client)
+	server := testenv.StartRedisServer(t)
+	before := readOne(t, server.Client())
+	server.Kill()
+	server.Restart()
+	after := readOne(t, server.Client())
 	require.NotEqual(t, before.RunID, after.RunID, "run_id changes on every restart")
 	require.Less(t, after.Uptime, time.Minute)
 }
 
 func TestReadServerInfoReplica(t *testing.T) {
 	t.Parallel()
-	primaryAddr, primary, _ := startRedis(t, "--repl-diskless-sync-delay", "0")
-	host, port, err := net.SplitHostPort(primaryAddr)
-	require.NoError(t, err)
-	_, replica, proc := startRedis(t, "--replicaof", host, port)
+	primaryServer, replicas := testenv.StartRedisReplicas(t, 1)
+	primary, replica := primaryServer.Client(), replicas[0].Client()
 	var p, r redisstore.ServerInfo
 	require.Eventually(t, func() bool {
 		p, r = readOne(t, primary), readOne(t, replica)
@@ -152,8 +102,7 @@ func TestReadServerInfoReplica(t *testing.T) {
 	require.Zero(t, r.ConnectedReplicas)
 
 	// A stopped replica stops acknowledging: its lag grows each second.
-	require.NoError(t, proc.Signal(syscall.SIGSTOP))
-	t.Cleanup(func() { _ = proc.Signal(syscall.SIGCONT) })
+	replicas[0].Pause()
 	require.Eventually(t, func() bool {
 		p = readOne(t, primary)
 		return p.ReplicaLag >= 2*time.Second
@@ -161,7 +110,7 @@ func TestReadServerInfoReplica(t *testing.T) {
 	risks := p.Risks(time.Second)
 	require.Contains(t, kinds(risks), redisstore.RiskReplication)
 	require.Contains(t, risks[len(risks)-1].Detail, "replica lag "+p.ReplicaLag.String())
-	require.NoError(t, proc.Signal(syscall.SIGCONT))
+	replicas[0].Resume()
 	require.NotContains(t, kinds(r.Risks(10*time.Second)), redisstore.RiskReplication, "a replica is not written to")
 
 	require.NoError(t, replica.SlaveOf(context.Background(), "NO", "ONE").Err())

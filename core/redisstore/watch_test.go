@@ -4,9 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -102,49 +99,19 @@ func (w *watched) counts(t *testing.T) map[string]int64 {
 	return out
 }
 
-// restartable starts a redis-server without persistence on a free port
-// and returns a client and a function that kills and restarts it there.
-func restartable(t *testing.T) (*redis.Client, func()) {
-	t.Helper()
-	testenv.Short(t)
-	server, err := exec.LookPath("redis-server")
-	require.NoError(t, err, "redis-server is needed (scripts/test.sh installs it)")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	require.NoError(t, ln.Close())
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port})
-	t.Cleanup(func() { _ = client.Close() })
-	dir := t.TempDir()
-	var cmd *exec.Cmd
-	start := func() {
-		cmd = exec.Command(server, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
-		require.NoError(t, cmd.Start())
-		require.Eventually(t, func() bool { return client.Ping(context.Background()).Err() == nil },
-			10*time.Second, 20*time.Millisecond, "redis-server on port %s did not start", port)
-	}
-	start()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return client, func() {
-		require.NoError(t, cmd.Process.Kill())
-		_ = cmd.Wait()
-		start()
-	}
-}
-
 // A restart is noticed at the next check, logged once at Warn and counted;
 // the persistence risk the server had from the start was reported once, at
 // New.
 func TestWatchNoticesARestart(t *testing.T) {
-	client, restart := restartable(t)
-	w := newWatched(t, client)
+	server := testenv.StartRedisServer(t)
+	w := newWatched(t, server.Client())
 	require.Equal(t, []string{"persistence"}, w.logs.events(), "the first check reports the server's risk")
 	w.claim(t)
 	w.claim(t)
 	require.Equal(t, []string{"persistence"}, w.logs.events(), "nothing changed")
 
-	restart()
+	server.Kill()
+	server.Restart()
 	require.Eventually(t, func() bool {
 		_, err := w.store.Claim(context.Background(), driver.ClaimRequest{Key: "watch:after", Token: driver.NewToken(), Lease: time.Minute})
 		return err == nil
@@ -156,8 +123,8 @@ func TestWatchNoticesARestart(t *testing.T) {
 
 // A server promoted to primary (its replication ID changes) is a failover.
 func TestWatchNoticesAPromotion(t *testing.T) {
-	_, client, _ := startRedis(t, "--appendonly", "yes")
-	other, _, _ := startRedis(t, "--appendonly", "yes")
+	client := testenv.StartRedisServer(t, "--appendonly", "yes").Client()
+	other := testenv.StartRedisServer(t, "--appendonly", "yes").Addr
 	w := newWatched(t, client)
 	require.Empty(t, w.logs.events())
 	host, port, err := net.SplitHostPort(other)
@@ -178,7 +145,7 @@ func TestWatchNoticesAPromotion(t *testing.T) {
 // A policy that can evict done markers, set on a running server, is
 // reported once; setting it back is logged at Info.
 func TestWatchNoticesAPolicyChange(t *testing.T) {
-	_, client, _ := startRedis(t, "--appendonly", "yes")
+	client := testenv.StartRedisServer(t, "--appendonly", "yes").Client()
 	w := newWatched(t, client)
 	w.claim(t)
 	require.Empty(t, w.logs.events())
