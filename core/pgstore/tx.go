@@ -38,25 +38,15 @@ func (s *Store) RecordTx(ctx context.Context, tx pgx.Tx, req driver.RecordReques
 	if req.Retention < time.Millisecond {
 		return driver.ClaimReply{}, fmt.Errorf("jobonce: pgstore: RecordRequest.Retention must be at least 1ms, got %s", req.Retention)
 	}
-	k, fp, retention := []byte(req.Key), []byte(req.Fingerprint), req.Retention.Microseconds()
 	// The first attempt only inserts (tx_insert.sql), which is all a key
 	// without a row needs; a key whose row has expired, or vanished between
 	// the statements, goes round again with tx_record.sql, which takes an
 	// expired row over.
+	key := any([]byte(req.Key))
 	for attempt := 0; ; attempt++ {
-		takeover := attempt > 0
-		b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 5)}
-		b.Queue(s.sql.txSavepoint)
-		if takeover {
-			b.Queue(s.sql.txLockTimeout, s.lockTimeoutFor(ctx, 1))
-			b.Queue(s.sql.txRecord, k, fp, retention)
-		} else {
-			b.Queue(s.sql.txInsert, k, fp, retention, s.lockTimeoutFor(ctx, 1))
-		}
-		b.Queue(s.sql.txState, k)
-		b.Queue(s.sql.txRelease)
-		br := tx.SendBatch(ctx, b)
-		fence, xid, st, err := readRecord(br, takeover)
+		r := newRecordBatch(&s.sql, attempt > 0, key, req, s.lockTimeoutFor(ctx, 1))
+		br := tx.SendBatch(ctx, &r.batch)
+		err := r.read(br)
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
@@ -69,10 +59,11 @@ func (s *Store) RecordTx(ctx context.Context, tx pgx.Tx, req driver.RecordReques
 			}
 			return driver.ClaimReply{}, errors.Join(s.fail(ctx, err), rerr)
 		}
+		st := &r.state
 		switch {
-		case fence != 0:
-			s.xids.Store(tx, xid)
-			return driver.ClaimReply{State: driver.StateClaimed, Fence: fence}, nil
+		case r.fence != 0:
+			s.xids.Store(tx, r.xid)
+			return driver.ClaimReply{State: driver.StateClaimed, Fence: r.fence}, nil
 		case st.found && st.live && st.done:
 			return driver.ClaimReply{State: driver.StateDone, Fingerprint: string(st.fingerprint), Remaining: fromMicros(st.remaining)}, nil
 		case st.found && st.live:
@@ -135,56 +126,97 @@ func (s *Store) RollbackTx(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
+// recordBatch is the batch of one RecordTx attempt, with its arguments and
+// the targets of its replies, in one allocation.
+type recordBatch struct {
+	batch    pgx.Batch
+	takeover bool // tx_lock_timeout.sql and tx_record.sql, not tx_insert.sql
+	queries  [5]pgx.QueuedQuery
+	queued   [5]*pgx.QueuedQuery
+	args     [5]any
+
+	fence int64  // 0 when the key was not recorded
+	xid   string // the id of the record's transaction
+	state txState
+	dst   [5]any // scan targets
+}
+
+// noFingerprint is the argument for an empty fingerprint: an empty bytea,
+// not NULL.
+var noFingerprint any = []byte{}
+
+// newRecordBatch queues, in a savepoint, the record's statement (tx_insert.sql
+// on a first attempt, tx_lock_timeout.sql and tx_record.sql on a takeover)
+// and tx_state.sql. key is req.Key as a []byte.
+func newRecordBatch(sql *statements, takeover bool, key any, req driver.RecordRequest, lockTimeout string) *recordBatch {
+	r := &recordBatch{takeover: takeover}
+	n := 0
+	queue := func(query string, args []any) {
+		r.queries[n] = pgx.QueuedQuery{SQL: query, Arguments: args}
+		r.queued[n] = &r.queries[n]
+		n++
+	}
+	fp := noFingerprint
+	if req.Fingerprint != "" {
+		fp = []byte(req.Fingerprint)
+	}
+	r.args = [5]any{key, fp, req.Retention.Microseconds(), lockTimeout, key}
+	queue(sql.txSavepoint, nil)
+	if takeover {
+		queue(sql.txLockTimeout, r.args[3:4])
+		queue(sql.txRecord, r.args[0:3])
+	} else {
+		queue(sql.txInsert, r.args[0:4])
+	}
+	queue(sql.txState, r.args[4:5])
+	queue(sql.txRelease, nil)
+	r.batch.QueuedQueries = r.queued[:n]
+	return r
+}
+
+// read reads the replies of the batch, in order, into r.
+func (r *recordBatch) read(br pgx.BatchResults) error {
+	if _, err := br.Exec(); err != nil { // savepoint
+		return err
+	}
+	if r.takeover {
+		if _, err := br.Exec(); err != nil { // lock_timeout
+			return err
+		}
+	}
+	r.dst[0], r.dst[1] = &r.fence, &r.xid
+	if err := scanOne(br, r.dst[:2]); err != nil {
+		return err
+	}
+	st := &r.state
+	r.dst = [5]any{&st.found, &st.done, &st.fingerprint, &st.remaining, &st.live}
+	if err := scanOne(br, r.dst[:]); err != nil {
+		return err
+	}
+	_, err := br.Exec() // release savepoint
+	return err
+}
+
+// scanOne scans the next result of br, at most one row, into dst; no row
+// leaves dst as it was.
+func scanOne(br pgx.BatchResults, dst []any) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	if rows.Next() {
+		err = rows.Scan(dst...)
+	}
+	rows.Close()
+	if err != nil {
+		return err
+	}
+	return rows.Err()
+}
+
 // txState is a key's row as tx_state.sql reads it.
 type txState struct {
 	found, done, live bool
 	fingerprint       []byte
 	remaining         int64 // microseconds
-}
-
-// readRecord reads the results of a batch queued by RecordTx, in order: the
-// record's fence (0 when the key was not recorded) and the id of its
-// transaction, and the key's row. takeover tells which batch: tx_insert.sql,
-// or tx_lock_timeout.sql and tx_record.sql.
-func readRecord(br pgx.BatchResults, takeover bool) (fence int64, xid string, st txState, err error) {
-	if _, err = br.Exec(); err != nil { // savepoint
-		return 0, "", st, err
-	}
-	if takeover {
-		if _, err = br.Exec(); err != nil { // lock_timeout
-			return 0, "", st, err
-		}
-	}
-	rows, err := br.Query()
-	if err != nil {
-		return 0, "", st, err
-	}
-	if rows.Next() {
-		err = rows.Scan(&fence, &xid)
-	}
-	rows.Close()
-	if err == nil {
-		err = rows.Err()
-	}
-	if err != nil {
-		return 0, "", st, err
-	}
-	rows, err = br.Query()
-	if err != nil {
-		return 0, "", st, err
-	}
-	if rows.Next() {
-		err = rows.Scan(&st.found, &st.done, &st.fingerprint, &st.remaining, &st.live)
-	}
-	rows.Close()
-	if err == nil {
-		err = rows.Err()
-	}
-	if err != nil {
-		return 0, "", st, err
-	}
-	if _, err = br.Exec(); err != nil { // release savepoint
-		return 0, "", st, err
-	}
-	return fence, xid, st, nil
 }

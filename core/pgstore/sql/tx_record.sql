@@ -1,5 +1,7 @@
 -- tx_record.sql records a key as done in the caller's transaction, in one
--- statement. A row that has expired (a crashed claim, an old done row) is
+-- statement, on a record's later attempts: when tx_insert.sql (the first)
+-- found a row that has expired, or one that vanished before tx_state.sql
+-- read it. A row that has expired (a crashed claim, an old done row) is
 -- taken over; a live row is neither changed nor locked. When the key is
 -- absent but another transaction has recorded it and not committed yet, the
 -- insert waits for it (at most lock_timeout): a commit makes this a
