@@ -50,4 +50,21 @@
 // volatile-* policies evict keys with a TTL, which every claim and done
 // marker has. ReadServerInfo and ServerInfo.Risks report eviction,
 // persistence and replication risks; cmd/jobonce check prints them.
+//
+// # Replication and failover
+//
+// Redis replicates asynchronously: a primary that dies before its replica
+// got a claim or a done marker loses it at the failover, and a second copy
+// then runs alongside, or again. Config.WaitReplicas makes a write count
+// only once that many replicas acknowledged it (WAIT at the end of the
+// writes' own pipeline; on a Cluster client, per primary). Unacknowledged,
+// a claim is released and answered core.ErrUnreplicated (the job does not
+// run), and a done marker is answered so too; the Guard sends it again
+// (driver.CompleteRequest.Again) until its StoreTimeout. Config.WaitAOF
+// also waits for the append-only file, for a restart of the primary.
+//
+// Every Config.CheckEvery, within one claim, the Store reads its servers
+// again (ReadServerInfo) and logs once at Warn, and counts in
+// jobonce.redis.events, each restart, failover, and risk of eviction or
+// lost persistence it notices.
 package redisstore
