@@ -163,11 +163,12 @@ type Store interface {
 // send one kind.
 type BatchStore interface {
 	Store
-	// Batch completes every request of completes as Complete would, then
-	// claims every request of claims as Claim would, in one round trip. It
-	// returns one reply and one error per claim, and one error per
-	// complete, in order. A request the store could not answer gets an
-	// error, never a zero reply.
+	// Batch completes every request of completes as Complete would, and
+	// claims every request of claims as Claim would, in one round trip. A
+	// claim of a key completed in the same batch may find it done or still
+	// running (and is then retried later), never free. It returns one reply
+	// and one error per claim, and one error per complete, in order. A
+	// request the store could not answer gets an error, never a zero reply.
 	Batch(ctx context.Context, completes []CompleteRequest, claims []ClaimRequest) (replies []ClaimReply, claimErrs, completeErrs []error)
 }
 
