@@ -543,15 +543,21 @@ func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
 // retryCompleteWithin writes a done marker on its own, retrying store
 // failures after completeBackoff until sctx, which the caller bounded, ends.
 //
-// prev is the error of an attempt made before, if any. Once an attempt is
-// answered ErrUnreplicated, the marker is on the primary: the next attempts
-// are sent Again, so they write it again and wait for its acknowledgement,
-// and an attempt that then finds the key neither held nor done by this
-// marker (a failover lost it) leaves it Unrecorded, not LeaseLost.
+// prev is the error of an attempt made before, if any. After a failed
+// attempt, the next are sent Again: the failed one may have written the
+// marker (a reply lost on the way back, or a write not acknowledged by
+// enough replicas), and a marker equal to this one is then taken as its
+// own, written again (so that its acknowledgement is waited for anew)
+// rather than read as a lost lease. Once an attempt was answered
+// ErrUnreplicated, the marker was on the primary, so an attempt that then
+// finds the key neither held nor done by this marker (a failover lost it)
+// leaves it Unrecorded, not LeaseLost.
 func (g *Guard) retryCompleteWithin(sctx context.Context, req driver.CompleteRequest, prev error) (Outcome, error) {
+	wrote := false // an attempt wrote the marker, unacknowledged
 	for attempt := 0; ; attempt++ {
-		if errors.Is(prev, ErrUnreplicated) {
+		if prev != nil {
 			req.Again = true
+			wrote = wrote || errors.Is(prev, ErrUnreplicated)
 		}
 		if prev != nil || attempt > 0 {
 			pause := time.NewTimer(completeBackoff[min(attempt, len(completeBackoff)-1)])
@@ -563,7 +569,7 @@ func (g *Guard) retryCompleteWithin(sctx context.Context, req driver.CompleteReq
 			}
 		}
 		err := g.storeComplete(sctx, req)
-		if req.Again && errors.Is(err, ErrLeaseLost) {
+		if wrote && errors.Is(err, ErrLeaseLost) {
 			err = fmt.Errorf("%w: the marker was lost before it was acknowledged (%w)", ErrUnreplicated, err)
 			return completeOutcome(err), err
 		}

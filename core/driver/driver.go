@@ -111,11 +111,12 @@ type CompleteRequest struct {
 	Result []byte
 	// Retention is how long the done marker is kept.
 	Retention time.Duration
-	// Again marks a request sent again after this token's marker was
-	// written but answered ErrUnreplicated: a done marker equal to this one
-	// is then this token's own, to be written again (so that its
-	// acknowledgement is waited for anew) and answered nil. Stores that
-	// never answer ErrUnreplicated can ignore it.
+	// Again marks a request sent again after an attempt that failed but may
+	// have written the marker (its reply was lost, or it was answered
+	// ErrUnreplicated): a done marker equal to this one is then this
+	// token's own, to be written again (so that its acknowledgement is
+	// waited for anew) and answered nil, not ErrLeaseLost. A store may
+	// ignore it; the answer is then ErrLeaseLost, as for any marker.
 	Again bool
 }
 
