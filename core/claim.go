@@ -493,7 +493,7 @@ func (c *Claim) completeRequest() driver.CompleteRequest {
 
 // markerFinal reports whether a failed done marker's write is final, not to
 // be tried again: the token lost the key. (A marker written but not
-// acknowledged, ErrUnreplicated, is sent again, marked Again.)
+// acknowledged, ErrUnreplicated, is sent again, with WrittenBefore.)
 func markerFinal(err error) bool { return errors.Is(err, ErrLeaseLost) }
 
 func completeOutcome(err error) Outcome {
@@ -543,21 +543,16 @@ func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
 // retryCompleteWithin writes a done marker on its own, retrying store
 // failures after completeBackoff until sctx, which the caller bounded, ends.
 //
-// prev is the error of an attempt made before, if any. After a failed
-// attempt, the next are sent Again: the failed one may have written the
-// marker (a reply lost on the way back, or a write not acknowledged by
-// enough replicas), and a marker equal to this one is then taken as its
-// own, written again (so that its acknowledgement is waited for anew)
-// rather than read as a lost lease. Once an attempt was answered
-// ErrUnreplicated, the marker was on the primary, so an attempt that then
-// finds the key neither held nor done by this marker (a failover lost it)
-// leaves it Unrecorded, not LeaseLost.
+// prev is the error of an attempt made before, if any. An attempt answered
+// ErrUnreplicated wrote the marker on the primary: the next attempts send
+// WrittenBefore, so that the store writes it again (and waits for its
+// acknowledgement anew) rather than read it as a lost lease; one that then
+// finds the key neither held nor done by this marker (a failover lost it,
+// and maybe another copy ran) leaves the job Unrecorded, not LeaseLost.
 func (g *Guard) retryCompleteWithin(sctx context.Context, req driver.CompleteRequest, prev error) (Outcome, error) {
-	wrote := false // an attempt wrote the marker, unacknowledged
 	for attempt := 0; ; attempt++ {
-		if prev != nil {
-			req.Again = true
-			wrote = wrote || errors.Is(prev, ErrUnreplicated)
+		if errors.Is(prev, ErrUnreplicated) {
+			req.WrittenBefore = time.Now()
 		}
 		if prev != nil || attempt > 0 {
 			pause := time.NewTimer(completeBackoff[min(attempt, len(completeBackoff)-1)])
@@ -569,7 +564,7 @@ func (g *Guard) retryCompleteWithin(sctx context.Context, req driver.CompleteReq
 			}
 		}
 		err := g.storeComplete(sctx, req)
-		if wrote && errors.Is(err, ErrLeaseLost) {
+		if !req.WrittenBefore.IsZero() && errors.Is(err, ErrLeaseLost) {
 			err = fmt.Errorf("%w: the marker was lost before it was acknowledged (%w)", ErrUnreplicated, err)
 			return completeOutcome(err), err
 		}

@@ -16,8 +16,8 @@ var ErrLeaseLost = errors.New("jobonce: lease lost")
 // write the store made but whose durability it could not confirm in time
 // (too few replicas, or no fsync, acknowledged it): a failover or restart
 // may lose it. A claim answered so has been released; a done marker
-// answered so is written on the primary, and writing it again would find
-// the key done, so the Guard reports Unrecorded without retrying.
+// answered so is written on the primary, and the Guard sends it again
+// (CompleteRequest.WrittenBefore) until acknowledged or its time is up.
 // core.ErrUnreplicated is the same value.
 var ErrUnreplicated = errors.New("jobonce: write not acknowledged by enough replicas")
 
@@ -111,13 +111,14 @@ type CompleteRequest struct {
 	Result []byte
 	// Retention is how long the done marker is kept.
 	Retention time.Duration
-	// Again marks a request sent again after an attempt that failed but may
-	// have written the marker (its reply was lost, or it was answered
-	// ErrUnreplicated): a done marker equal to this one is then this
-	// token's own, to be written again (so that its acknowledgement is
-	// waited for anew) and answered nil, not ErrLeaseLost. A store may
-	// ignore it; the answer is then ErrLeaseLost, as for any marker.
-	Again bool
+	// WrittenBefore, when not zero, marks a request sent again after an
+	// attempt that wrote the marker but was answered ErrUnreplicated, at
+	// WrittenBefore: a done marker equal to this one that was written no
+	// later than that (its remaining retention tells) is this token's own,
+	// to be written again (so that its acknowledgement is waited for anew)
+	// and answered nil. A marker written later is another copy's. Stores
+	// that never answer ErrUnreplicated can ignore it.
+	WrittenBefore time.Time
 }
 
 // RecordRequest asks a TxStore to record Key as done inside a transaction.

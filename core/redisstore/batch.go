@@ -50,25 +50,26 @@ func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, c
 		return err
 	})
 	claimErrs, completeErrs := errs[len(completes):], errs[:len(completes):len(completes)]
-	if unacked != nil {
-		for i, err := range completeErrs {
-			if err == nil {
-				completeErrs[i] = unacked
-			}
+	for i, err := range completeErrs {
+		if err == nil && unacked[i] != nil {
+			completeErrs[i] = unacked[i]
 		}
-		s.releaseUnacknowledged(ctx, claims, replies, claimErrs, unacked)
 	}
+	s.releaseUnacknowledged(ctx, claims, replies, claimErrs, unacked[len(completes):])
 	return replies, claimErrs, completeErrs
 }
 
-// releaseUnacknowledged releases the claims granted in a batch whose writes
-// were not acknowledged, and answers them unacked: a failover could lose
-// them, and another copy would then run alongside. A release that fails
-// leaves the claim to lapse with its lease.
-func (s *Store) releaseUnacknowledged(ctx context.Context, claims []driver.ClaimRequest, replies []driver.ClaimReply, errs []error, unacked error) {
+// releaseUnacknowledged releases the claims of a batch whose writes were not
+// acknowledged, and answers those granted unacked: a failover could lose
+// them, and another copy would then run alongside. Claims answered with an
+// error (a context that ended during the wait, say) may have been granted
+// too, so they are released as well; the release is token-checked, so one
+// never granted costs nothing. A release that fails leaves the claim to
+// lapse with its lease.
+func (s *Store) releaseUnacknowledged(ctx context.Context, claims []driver.ClaimRequest, replies []driver.ClaimReply, errs, unacked []error) {
 	var granted []int
 	for i, err := range errs {
-		if err == nil && replies[i].State == driver.StateClaimed {
+		if unacked[i] != nil && (err != nil || replies[i].State == driver.StateClaimed) {
 			granted = append(granted, i)
 		}
 	}
@@ -80,7 +81,9 @@ func (s *Store) releaseUnacknowledged(ctx context.Context, claims []driver.Claim
 	pipe := s.client.Pipeline()
 	for _, i := range granted {
 		releaseScript.Eval(rctx, pipe, []string{claims[i].Key}, ownerValue(claims[i].Token)) // EVAL: the script may not be loaded here
-		replies[i], errs[i] = driver.ClaimReply{}, unacked
+		if errs[i] == nil {
+			replies[i], errs[i] = driver.ClaimReply{}, unacked[i]
+		}
 	}
 	if _, err := pipe.Exec(rctx); err != nil {
 		s.logger.WarnContext(ctx, "jobonce: redisstore: could not release claims whose writes were not acknowledged; they lapse with their leases",
@@ -95,6 +98,7 @@ type entry struct {
 	argv    []any
 	cmd     *redis.Cmd
 	execErr error // the pipeline's error, for a call it left unanswered
+	unacked error // the wait's error, when its pipeline's writes went unacknowledged
 }
 
 // pipeline runs n scripts in one pipeline with EVALSHA; call(i) gives the
@@ -104,12 +108,13 @@ type entry struct {
 // or failover) are run again once it is loaded.
 //
 // With Config.WaitReplicas or WaitAOF, the pipeline ends with WAIT (or
-// WAITAOF), and pipeline also returns its error when the writes were not
-// acknowledged: core.ErrUnreplicated. On a Cluster client, the entries go
-// to each primary's own client, in parallel, each pipeline with its wait.
+// WAITAOF), and pipeline also returns, per entry, the wait's error when its
+// write was not acknowledged (core.ErrUnreplicated). On a Cluster client,
+// the entries go to each primary's own client, in parallel, each pipeline
+// with its wait, so one primary's wait answers for its own entries only.
 func (s *Store) pipeline(ctx context.Context, n int,
 	call func(i int) (*redis.Script, string, []any, error), reply func(i int, cmd *redis.Cmd) error,
-) (errs []error, unacked error) {
+) (errs, unacked []error) {
 	errs = make([]error, n)
 	entries := make([]entry, n)
 	sent := make([]int, 0, n)
@@ -122,16 +127,18 @@ func (s *Store) pipeline(ctx context.Context, n int,
 		entries[i] = entry{script: script, keys: []string{key}, argv: argv}
 		sent = append(sent, i)
 	}
+	unacked = make([]error, n)
 	if len(sent) == 0 {
-		return errs, nil
+		return errs, unacked
 	}
 	cluster, _ := s.client.(*redis.ClusterClient)
 	if !s.wait.on() || cluster == nil {
-		unacked = s.run(ctx, s.client, entries, sent, true)
+		s.run(ctx, s.client, entries, sent, true)
 	} else {
-		unacked = s.runOnPrimaries(ctx, cluster, entries, sent, errs)
+		s.runOnPrimaries(ctx, cluster, entries, sent, errs)
 	}
 	for _, i := range sent {
+		unacked[i] = entries[i].unacked
 		cmd := entries[i].cmd
 		if cmd == nil {
 			continue // errs[i] says why
@@ -148,7 +155,7 @@ func (s *Store) pipeline(ctx context.Context, n int,
 // runOnPrimaries runs the entries sent on the primaries that own their keys,
 // one pipeline each, side by side; an entry whose primary is unknown gets
 // an error in errs.
-func (s *Store) runOnPrimaries(ctx context.Context, cluster *redis.ClusterClient, entries []entry, sent []int, errs []error) error {
+func (s *Store) runOnPrimaries(ctx context.Context, cluster *redis.ClusterClient, entries []entry, sent []int, errs []error) {
 	groups := make(map[*redis.Client][]int)
 	for _, i := range sent {
 		primary, err := cluster.MasterForKey(ctx, entries[i].keys[0])
@@ -158,27 +165,26 @@ func (s *Store) runOnPrimaries(ctx context.Context, cluster *redis.ClusterClient
 		}
 		groups[primary] = append(groups[primary], i)
 	}
-	var mu sync.Mutex
-	var unacked error
 	var wg sync.WaitGroup
 	for primary, idx := range groups {
-		wg.Go(func() {
-			if err := s.run(ctx, primary, entries, idx, true); err != nil {
-				mu.Lock()
-				unacked = cmp.Or(unacked, err)
-				mu.Unlock()
-			}
-		})
+		wg.Go(func() { s.run(ctx, primary, entries, idx, true) })
 	}
 	wg.Wait()
-	return unacked
+	for _, i := range sent {
+		if cmd := entries[i].cmd; cmd != nil && cmd.Err() != nil && (redis.HasErrorPrefix(cmd.Err(), "MOVED") || redis.HasErrorPrefix(cmd.Err(), "ASK")) {
+			// A slot moved (a resharding or failover): these entries fail,
+			// and the next calls go where the slot is now.
+			cluster.ReloadState(ctx)
+			return
+		}
+	}
 }
 
 // run sends entries idx on one node in one pipeline, with the wait when
-// configured. With reload, the entries that found their script missing are
-// sent again once it is loaded (with a wait of their own). It returns the
-// wait's error.
-func (s *Store) run(ctx context.Context, on node, entries []entry, idx []int, reload bool) error {
+// configured, whose error it sets on the entries. With reload, the entries
+// that found their script missing are sent again once it is loaded (with a
+// wait of their own).
+func (s *Store) run(ctx context.Context, on node, entries []entry, idx []int, reload bool) {
 	pipe := on.Pipeline()
 	for _, i := range idx {
 		e := &entries[i]
@@ -197,19 +203,22 @@ func (s *Store) run(ctx context.Context, on node, entries []entry, idx []int, re
 			missing = append(missing, i)
 		}
 	}
-	var unacked error
 	if acked != nil {
-		unacked = acked()
+		if err := acked(); err != nil {
+			for _, i := range idx {
+				entries[i].unacked = err
+			}
+		}
 	}
 	if len(missing) == 0 {
-		return unacked
+		return
 	}
 	if acked == nil {
 		for _, i := range missing {
 			e := &entries[i]
 			e.cmd = e.script.Run(ctx, on, e.keys, e.argv...) // loads the script
 		}
-		return nil
+		return
 	}
 	loaded := missing[:0:0]
 	for _, i := range missing {
@@ -219,8 +228,7 @@ func (s *Store) run(ctx context.Context, on node, entries []entry, idx []int, re
 		}
 		loaded = append(loaded, i)
 	}
-	if len(loaded) == 0 {
-		return unacked
+	if len(loaded) > 0 {
+		s.run(ctx, on, entries, loaded, false)
 	}
-	return cmp.Or(s.run(ctx, on, entries, loaded, false), unacked)
 }

@@ -113,6 +113,11 @@ func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 	if c.WaitTimeout == 0 {
 		c.WaitTimeout = time.Second
 	}
+	if _, ring := client.(*redis.Ring); ring && (c.WaitReplicas > 0 || c.WaitAOF) {
+		// A Ring routes a key-less WAIT to any shard, not to the connection
+		// of the writes it must cover.
+		return nil, errors.New("jobonce: redisstore: Config.WaitReplicas and WaitAOF need a single-node, Sentinel or Cluster client, not a Ring")
+	}
 	s := &Store{client: client, logger: c.Logger, wait: waitFor{replicas: c.WaitReplicas, aof: c.WaitAOF, timeout: c.WaitTimeout}}
 	if c.CheckEvery == 0 {
 		c.CheckEvery = 30 * time.Second
@@ -234,7 +239,7 @@ func (s *Store) Extend(ctx context.Context, key string, token driver.Token, leas
 		errs, unacked := s.pipeline(ctx, 1, func(int) (*redis.Script, string, []any, error) {
 			return extendScript, key, []any{ownerValue(token), ms}, nil
 		}, func(_ int, cmd *redis.Cmd) error { return tokenChecked(ctx, cmd) })
-		return cmp.Or(errs[0], unacked)
+		return cmp.Or(errs[0], unacked[0])
 	}
 	return tokenChecked(ctx, extendScript.Run(ctx, s.client, []string{key}, ownerValue(token), ms))
 }
@@ -257,8 +262,11 @@ func (s *Store) completeArgs(req *driver.CompleteRequest) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if req.Again {
-		return []any{ownerValue(req.Token), doneValue(req.Fingerprint, req.Result), s.retentions.box(retention), "1"}, nil
+	if !req.WrittenBefore.IsZero() {
+		// The most our marker can have left; Redis counts it down from the
+		// write, which came before WrittenBefore.
+		left := max(retention-time.Since(req.WrittenBefore).Milliseconds(), 0)
+		return []any{ownerValue(req.Token), doneValue(req.Fingerprint, req.Result), s.retentions.box(retention), left}, nil
 	}
 	return []any{ownerValue(req.Token), doneValue(req.Fingerprint, req.Result), s.retentions.box(retention)}, nil
 }

@@ -2,13 +2,11 @@ package redisstore_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
@@ -160,45 +158,4 @@ type splitStore struct {
 func (s *splitStore) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	s.completes.Add(1)
 	return s.marks.Complete(ctx, req)
-}
-
-// dropReply is a go-redis hook that runs the next EVALSHA it is armed for,
-// then answers it with an error, as when a reply is lost on the way back.
-type dropReply struct{ arm atomic.Bool }
-
-func (h *dropReply) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *dropReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		if err == nil && cmd.Name() == "evalsha" && h.arm.CompareAndSwap(true, false) {
-			err = errors.New("connection reset: reply lost")
-			cmd.SetErr(err)
-		}
-		return err
-	}
-}
-func (h *dropReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-// A done marker whose reply was lost is sent again (Again), finds its own
-// marker and reports Ran, not LeaseLost.
-func TestMarkerWhoseReplyWasLostIsRan(t *testing.T) {
-	prefix := testenv.Prefix(t)
-	client := testenv.Redis(t, prefix)
-	hook := &dropReply{}
-	client.AddHook(hook)
-	g, err := core.New(newStore(t, client), &core.Config{KeyPrefix: prefix, Logger: quiet, DisableBatching: true})
-	require.NoError(t, err)
-	ctx := context.Background()
-	out, err := g.Do(ctx, "k", func(context.Context) error {
-		hook.arm.Store(true) // the next script call is the marker's
-		return nil
-	})
-	require.NoError(t, err)
-	require.False(t, hook.arm.Load(), "the marker's reply was dropped")
-	require.Equal(t, core.Ran, out)
-	out, err = g.Do(ctx, "k", func(context.Context) error { return errors.New("ran again") })
-	require.NoError(t, err)
-	require.Equal(t, core.Duplicate, out)
 }
