@@ -60,7 +60,7 @@
 // writes' own pipeline; on a Cluster client, per primary). Unacknowledged,
 // a claim is released and answered core.ErrUnreplicated (the job does not
 // run), and a done marker is answered so too; the Guard sends it again
-// (driver.CompleteRequest.Again) until its StoreTimeout. Config.WaitAOF
+// (driver.CompleteRequest.WrittenBefore) until its StoreTimeout. Config.WaitAOF
 // also waits for the append-only file, for a restart of the primary.
 //
 // Every Config.CheckEvery, within one claim, the Store reads its servers
