@@ -53,7 +53,7 @@ func (s *lateRenewal) Complete(ctx context.Context, req driver.CompleteRequest) 
 // Run with -race: the race detector reports the unsynchronised read (in
 // the expiry function) and write (in heartbeat.stop) of h.cancel.
 func TestAttackHeartbeatExpiryOutlivesReuse(t *testing.T) {
-	const lease = 300 * time.Millisecond
+	const lease = 600 * time.Millisecond // room for a loaded machine: a next job is cancelled only if its heartbeat is late by 400ms
 	s := &lateRenewal{Store: memstore.New(), late: lease*2/3 + 50*time.Millisecond, answered: make(chan struct{})}
 	g, err := core.New(s, &core.Config{Lease: lease, StoreTimeout: 2 * time.Second})
 	require.NoError(t, err)
