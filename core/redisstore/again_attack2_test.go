@@ -38,7 +38,7 @@ func TestAttack2AgainAdoptsAnotherCopysMarker(t *testing.T) {
 	answered := time.Now()
 
 	require.NoError(t, client.Del(ctx, key).Err()) // the failover lost A's marker (and its claim)
-	time.Sleep(20 * time.Millisecond)               // a failover takes time: B writes later than A did
+	time.Sleep(20 * time.Millisecond)              // a failover takes time: B writes later than A did
 
 	b := driver.NewToken()
 	r, err := plain.Claim(ctx, driver.ClaimRequest{Key: key, Token: b, Fingerprint: "fp", Lease: time.Minute})
