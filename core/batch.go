@@ -35,9 +35,10 @@ var (
 
 // coalescer gathers concurrent store calls into shared round trips (group
 // commit). A call that finds fewer than slots round trips in flight leads
-// one at once; calls that arrive while slots are in flight queue, and when one returns, the first of them leads the next round trip
-// for the queue. No goroutine is started and nothing delays a call: callers
-// take turns, and one round trip that hangs does not hold up the others.
+// one at once; calls that arrive while slots are in flight queue, and when
+// one returns, the first of them leads the next round trip for the queue.
+// No goroutine is started and nothing delays a call: callers take turns,
+// and one round trip that hangs does not hold up the others.
 //
 // What it guarantees whatever other callers (or the store) do:
 //   - A call is answered within its own context and two timeouts: a queued

@@ -14,9 +14,9 @@ import (
 // until its done marker is written. It uses a timer rather than a goroutine,
 // so a job shorter than Lease/3 costs no store call; stop waits for a beat in
 // flight, so nothing outlives the job, for at most StoreTimeout, so a store
-// call that ignores its context cannot hold the caller. A heartbeat whose
-// timer never fired is used again (heartbeats), with its timer: most jobs
-// are short.
+// call that ignores its context cannot hold the caller. A stopped
+// heartbeat with no beat pending or in flight is used again (heartbeats),
+// with its timer.
 type heartbeat struct {
 	g        *Guard
 	ctx      context.Context // the job's context, for its values only
@@ -31,7 +31,7 @@ type heartbeat struct {
 	inflight chan struct{} // closed when the beat in flight ends; nil when none
 }
 
-// heartbeats holds stopped heartbeats whose timers never fired.
+// heartbeats holds stopped heartbeats that no beat refers to any more.
 var heartbeats sync.Pool
 
 func (g *Guard) startHeartbeat(ctx context.Context, c *Claim, cancel context.CancelCauseFunc) *heartbeat {
@@ -68,16 +68,14 @@ func (h *heartbeat) stop() {
 	h.stopped = true
 	// Once Stop reports true, the timer's function does not run: nothing
 	// refers to h any more, so it can serve another job.
-	reuse := h.timer.Stop() && h.inflight == nil
 	inflight := h.inflight
-	if reuse {
+	if h.timer.Stop() && inflight == nil {
 		h.g, h.ctx, h.cancel = nil, nil, nil
-	}
-	h.mu.Unlock()
-	if reuse {
+		h.mu.Unlock()
 		heartbeats.Put(h)
 		return
 	}
+	h.mu.Unlock()
 	if inflight == nil {
 		return
 	}

@@ -45,7 +45,8 @@ type Config struct {
 	SkipEvictionCheck bool
 
 	// CheckEvery is how often the Store reads its servers' state again
-	// (INFO and CONFIG GET, one round trip added to one claim per period),
+	// (INFO and CONFIG GET, one round trip of at most 250ms added to one
+	// claim per period),
 	// to notice what makes duplicates possible under a running service: a
 	// restart, a failover, an eviction policy or persistence setting that
 	// can lose done markers. Each change is logged once at Warn and counted
@@ -225,9 +226,16 @@ func claimReply(v any) (driver.ClaimReply, error) {
 // is due, within the caller's call and context.
 func (s *Store) checkIfDue(ctx context.Context) {
 	if s.watch.due() {
+		// The call's answer waits for the check: a slow server delays it
+		// by checkTimeout at most, and the check waits for the next period.
+		ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+		defer cancel()
 		s.watch.check(ctx, s.client)
 	}
 }
+
+// checkTimeout bounds a check of the servers' state within a call.
+const checkTimeout = 250 * time.Millisecond
 
 // Extend implements driver.Store.
 func (s *Store) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) error {

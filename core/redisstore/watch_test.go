@@ -159,3 +159,37 @@ func TestWatchNoticesAPolicyChange(t *testing.T) {
 	require.Equal(t, []string{"eviction"}, w.logs.events(), "the end of a risk is no warning")
 	require.Equal(t, map[string]int64{"eviction": 1}, w.counts(t))
 }
+
+// hangInfo is a go-redis hook under which INFO (the check's read of the
+// server) gets no answer until its context ends.
+type hangInfo struct{}
+
+func (hangInfo) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (hangInfo) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (hangInfo) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if cmd.Name() == "info" {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A check whose server does not answer delays the claim it runs in by a
+// bounded time, far less than the claim's own context, and the claim's
+// answer stands.
+func TestHungCheckDelaysAClaimBoundedly(t *testing.T) {
+	client := testenv.StartRedisServer(t, "--appendonly", "yes").Client()
+	w := newWatched(t, client)
+	client.AddHook(hangInfo{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	r, err := w.store.Claim(ctx, driver.ClaimRequest{Key: "watch:hung", Token: driver.NewToken(), Lease: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, driver.StateClaimed, r.State)
+	require.Less(t, time.Since(start), 2*time.Second, "the check gave up well before the claim's context")
+}
