@@ -164,7 +164,7 @@ func TestWatchNoticesAPolicyChange(t *testing.T) {
 // server) gets no answer until its context ends.
 type hangInfo struct{}
 
-func (hangInfo) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (hangInfo) DialHook(next redis.DialHook) redis.DialHook          { return next }
 func (hangInfo) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (hangInfo) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
