@@ -13,17 +13,23 @@
 // default, or none) that make it fail, so it can run as a readiness probe or
 // a CI step; -max-lag is the replica lag above which replication is a risk.
 //
-// inspect shows a key's state. release deletes a stuck running claim by hand
-// (token-checked, so it never deletes a claim taken after the inspection),
-// for example when a job must run again before its lease expires. KEY is the
-// key the application passes to the Guard; -prefix and -plain must match its
-// Config.
+// inspect shows a key's state. release deletes a stuck running claim by hand,
+// for example when a job must run again before its lease expires. It first
+// watches the lease for a third of what is left of it (a live holder's
+// heartbeat renews it every Lease/3) and a little more, at most -watch: if
+// the lease rises, the holder is alive and release refuses, since deleting
+// the claim would run a second copy beside it; -force releases it anyway. It
+// refuses also when -watch is too short to tell. The delete is token-checked:
+// it never deletes a claim taken after the inspection, nor a done marker. A
+// Guard with Config.DisableHeartbeat never renews, so release cannot tell its
+// live claims from dead ones. KEY is the key the application passes to the
+// Guard; -prefix and -plain must match its Config.
 //
 // # Exit status
 //
 // 0 when the command succeeded (for check: no risk of a -fail-on kind), 1
-// when it could not run (bad flags, Redis unreachable, a failed release), 2
-// when check found a risk of a -fail-on kind.
+// when it could not run (bad flags, Redis unreachable, a release refused or
+// failed), 2 when check found a risk of a -fail-on kind.
 package main
 
 import (
@@ -64,6 +70,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	plain := fs.Bool("plain", false, "the Guard uses Config.PlainKeys")
 	failOn := fs.String("fail-on", "all", "check: risk kinds that fail it (exit 2), comma-separated among eviction, persistence, replication; or all, or none")
 	maxLag := fs.Duration("max-lag", 10*time.Second, "check: replica lag above which replication is a risk")
+	force := fs.Bool("force", false, "release: release the claim even when its holder is seen renewing it")
+	watch := fs.Duration("watch", defaultWatch, "release: the longest it watches the lease for a renewal by a live holder")
 	fs.SetOutput(out)
 	fs.Usage = func() {
 		fmt.Fprintln(out, "usage: jobonce [flags] check | inspect KEY | release KEY")
@@ -75,6 +83,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	failKinds, err := parseFailOn(*failOn)
 	if err != nil {
 		return err
+	}
+	if *watch < 0 {
+		return fmt.Errorf("-watch: %s is negative", *watch)
 	}
 	opt, err := redis.ParseURL(*url)
 	if err != nil {
@@ -90,7 +101,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second+*watch)
 	defer cancel()
 
 	cmd, rest := fs.Arg(0), fs.Args()
@@ -110,14 +121,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if cmd == "inspect" {
 			return nil
 		}
-		if rec.State != driver.StateRunning {
-			return errors.New("release: the key holds no running claim; nothing released")
-		}
-		if err := store.Release(ctx, key, rec.Token); err != nil {
-			return fmt.Errorf("release: %w (the claim changed since it was read)", err)
-		}
-		fmt.Fprintln(out, "released: the next delivery of the job will run it")
-		return nil
+		return release(ctx, store, out, key, rec, *force, *watch)
 	}
 	fs.Usage()
 	return errors.New("unknown command or wrong number of arguments")

@@ -42,8 +42,8 @@ func TestInspectAndRelease(t *testing.T) {
 	require.NoError(t, run(ctx, args("inspect", "job-1"), &out))
 	require.Contains(t, out.String(), "running")
 	out.Reset()
-	require.NoError(t, run(ctx, args("release", "job-1"), &out))
-	require.Contains(t, out.String(), "released")
+	require.NoError(t, run(ctx, args("-force", "-watch", "100ms", "release", "job-1"), &out))
+	require.Contains(t, out.String(), "released although")
 	ran := false
 	o, err := g.Do(ctx, "job-1", func(context.Context) error { ran = true; return nil })
 	require.NoError(t, err)
