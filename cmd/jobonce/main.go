@@ -25,6 +25,9 @@
 // live claims from dead ones. KEY is the key the application passes to the
 // Guard; -prefix and -plain must match its Config.
 //
+// The Redis URL comes from -redis, else $REDIS_URL. No message the command
+// prints holds its password.
+//
 // # Exit status
 //
 // 0 when the command succeeded (for check: no risk of a -fail-on kind), 1
@@ -33,6 +36,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -63,9 +67,15 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string, out io.Writer) error {
+// defaultRedisURL is the Redis used when neither -redis nor $REDIS_URL names
+// one.
+const defaultRedisURL = "redis://127.0.0.1:6379/0"
+
+func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	fs := flag.NewFlagSet("jobonce", flag.ContinueOnError)
-	url := fs.String("redis", envOr("REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL (or $REDIS_URL)")
+	// No default from the environment: usage prints defaults, and the URL
+	// may hold a password.
+	redisURL := fs.String("redis", "", "Redis URL (default $REDIS_URL, or "+defaultRedisURL+" when it is unset)")
 	prefix := fs.String("prefix", "jobonce:", "the Guard's Config.KeyPrefix")
 	plain := fs.Bool("plain", false, "the Guard uses Config.PlainKeys")
 	failOn := fs.String("fail-on", "all", "check: risk kinds that fail it (exit 2), comma-separated among eviction, persistence, replication; or all, or none")
@@ -80,6 +90,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	raw := cmp.Or(*redisURL, os.Getenv("REDIS_URL"), defaultRedisURL)
+	defer func() { err = redactError(err, raw) }()
 	failKinds, err := parseFailOn(*failOn)
 	if err != nil {
 		return err
@@ -87,7 +99,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if *watch < 0 {
 		return fmt.Errorf("-watch: %s is negative", *watch)
 	}
-	opt, err := redis.ParseURL(*url)
+	opt, err := redis.ParseURL(raw)
 	if err != nil {
 		return fmt.Errorf("-redis: %w", err)
 	}
@@ -137,11 +149,4 @@ func printRecord(out io.Writer, key string, rec redisstore.Record) {
 	default:
 		fmt.Fprintln(out, "state: absent (never run, released, or expired)")
 	}
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }

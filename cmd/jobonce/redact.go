@@ -1,0 +1,158 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// redacted stands in for a credential in what the command prints.
+const redacted = "xxxxx"
+
+// redactURL returns rawURL fit to print: its password replaced by "xxxxx"
+// (URL.Redacted), or, when it names a user without a password (a field some
+// clients read as the password), that user. A URL that does not parse loses
+// everything between its "://" (or its start) and its last "@".
+func redactURL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	switch {
+	case err != nil || strings.Contains(u.Opaque, "@"):
+		info, start, ok := userInfo(rawURL)
+		if !ok {
+			return rawURL
+		}
+		return rawURL[:start] + redacted + rawURL[start+len(info):]
+	case u.User == nil:
+		return rawURL
+	}
+	if _, ok := u.User.Password(); ok {
+		return u.Redacted()
+	}
+	u.User = url.User(redacted)
+	return u.String()
+}
+
+// redactError returns err with rawURL's credentials taken out of its
+// message: errors from url.Parse, go-redis or pgx may quote the URL. The
+// result still wraps err.
+func redactError(err error, rawURL string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	clean := msg
+	// url.Parse's reason may quote a piece of the user info, as in
+	// `invalid port ":s3cr" after host` for "redis://u:s3cr/et@host".
+	if ue := (*url.Error)(nil); errors.As(err, &ue) && ue.URL == rawURL {
+		clean = strings.Replace(clean, ue.Error(), parseError(ue), 1)
+	}
+	clean = redactText(clean, rawURL)
+	if clean == msg {
+		return err
+	}
+	return &redactedError{msg: clean, err: err}
+}
+
+// parseError returns the message of ue, url.Parse's error, with its URL
+// redacted and the reason it gives for the redacted URL, or, when that
+// parses, a reason that quotes none of the user info.
+func parseError(ue *url.Error) string {
+	clean := redactURL(ue.URL)
+	reason := "its user info does not parse: percent-encode the reserved characters (such as / ? # @) in the user name and password"
+	if _, err := url.Parse(clean); err != nil {
+		reason = err.Error()
+		if ce := (*url.Error)(nil); errors.As(err, &ce) {
+			reason = ce.Err.Error()
+		}
+	}
+	return fmt.Sprintf("%s %q: %s", ue.Op, clean, reason)
+}
+
+// redactText returns s with rawURL replaced by redactURL(rawURL) and any of
+// its credentials left over replaced by "xxxxx", as written in the URL,
+// decoded, or quoted (%q).
+func redactText(s, rawURL string) string {
+	secrets := credentials(rawURL)
+	if len(secrets) == 0 {
+		return s
+	}
+	var pairs []string
+	for _, form := range []string{rawURL, quoted(rawURL)} {
+		pairs = append(pairs, form, redactURL(rawURL))
+	}
+	s = strings.NewReplacer(pairs...).Replace(s)
+	var quotedSecrets []string
+	for _, c := range secrets {
+		quotedSecrets = append(quotedSecrets, quoted(c))
+	}
+	secrets = append(secrets, quotedSecrets...)
+	// Longest first, so a password inside the user info goes with it.
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	pairs = pairs[:0]
+	for _, c := range slices.Compact(secrets) {
+		pairs = append(pairs, c, redacted)
+	}
+	return strings.NewReplacer(pairs...).Replace(s)
+}
+
+// credentials returns the secret parts of rawURL's user info, as written and
+// decoded: all of it, the password (after the first ":") or, with no
+// password, the user.
+func credentials(rawURL string) []string {
+	info, _, ok := userInfo(rawURL)
+	if !ok || info == "" {
+		return nil
+	}
+	parts := []string{info}
+	if _, pass, found := strings.Cut(info, ":"); found {
+		if pass != "" {
+			parts = append(parts, pass)
+		}
+	}
+	for _, p := range slices.Clone(parts) {
+		if dec, err := url.PathUnescape(p); err == nil && dec != p {
+			parts = append(parts, dec)
+		}
+	}
+	return parts
+}
+
+// userInfo returns the user info of rawURL as written, and where it starts:
+// what lies between its "://" (or its start) and the last "@" of its
+// authority, or of the whole string when the URL does not parse (which may
+// take more, never less).
+func userInfo(rawURL string) (info string, start int, ok bool) {
+	rest := rawURL
+	if i := strings.Index(rawURL, "://"); i >= 0 {
+		start = i + len("://")
+		rest = rawURL[start:]
+	}
+	if _, err := url.Parse(rawURL); err == nil {
+		if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+			rest = rest[:i]
+		}
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return "", 0, false
+	}
+	return rest[:at], start, true
+}
+
+// quoted returns s as %q writes it, without the quotes.
+func quoted(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+// redactedError is an error whose message has had credentials taken out.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// mainEnv, when set, makes the test binary run the command's main with its
+// arguments instead of the tests.
+const mainEnv = "JOBONCE_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(mainEnv) != "" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runCommand runs the command in a process of its own, as an operator does,
+// with REDIS_URL set to redisURL, and returns what it printed on stdout and
+// stderr, and its exit status.
+func runCommand(t *testing.T, redisURL string, args ...string) (stdout, stderr string, status int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), mainEnv+"=1", "REDIS_URL="+redisURL)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if err != nil {
+		exit, ok := err.(*exec.ExitError)
+		require.True(t, ok, "%v", err)
+		status = exit.ExitCode()
+	}
+	return out.String(), errOut.String(), status
+}
+
+// closedPort returns a loopback port where nothing listens.
+func closedPort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	_, port, err := net.SplitHostPort(ln.Addr().String())
+	require.NoError(t, err)
+	require.NoError(t, ln.Close())
+	return port
+}
+
+func TestNoMessageShowsTheRedisPassword(t *testing.T) {
+	const password = "s3cr3t-pw"
+	fast := "?dial_timeout=200ms&max_retries=-1"
+	down := "127.0.0.1:" + closedPort(t)
+	for _, c := range []struct {
+		name, url string
+		args      []string
+		secrets   []string // besides password
+		want      string   // in the output, so the case ran as meant
+	}{
+		{"help", "redis://app:" + password + "@127.0.0.1:6379/0", []string{"-h"}, nil, "$REDIS_URL"},
+		{"wrong invocation", "redis://app:" + password + "@127.0.0.1:6379/0", []string{"-nosuchflag"}, nil, "$REDIS_URL"},
+		{"bad port", "redis://app:" + password + "@127.0.0.1:notaport/0", []string{"check"}, nil, "invalid port"},
+		{"bad port on the command line", "", []string{"-redis", "redis://app:" + password + "@127.0.0.1:notaport/0", "check"}, nil, "invalid port"},
+		{"slash in the password", "redis://app:s3cr3t/pw@127.0.0.1:6379/0", []string{"check"}, []string{"s3cr3t/pw", "s3cr3t"}, "-redis"},
+		{"escaped password", "redis://app:s3cr3t%40pw@127.0.0.1:notaport/0", []string{"check"}, []string{"s3cr3t%40pw", "s3cr3t@pw"}, "invalid port"},
+		{"user without password", "redis://" + password + "@127.0.0.1:notaport/0", []string{"check"}, nil, "invalid port"},
+		{"bad scheme", "http://app:" + password + "@127.0.0.1:6379/0", []string{"check"}, nil, "scheme"},
+		{"unreachable host", "redis://app:" + password + "@" + down + "/0" + fast, []string{"check"}, nil, down},
+		{"unreachable host, inspect", "redis://app:" + password + "@" + down + "/0" + fast, []string{"inspect", "job-1"}, nil, down},
+		{"unknown host", "redis://app:" + password + "@no-such-host.invalid:6379/0" + fast, []string{"release", "job-1"}, nil, "no-such-host.invalid"},
+		{"wrong password", "redis://app:" + password + "@" + strings.TrimPrefix(testenv.RedisURL(), "redis://"), []string{"check"}, nil, "jobonce: "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			stdout, stderr, status := runCommand(t, c.url, c.args...)
+			all := stdout + stderr
+			for _, s := range append([]string{password}, c.secrets...) {
+				require.NotContains(t, all, s, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+			}
+			require.Contains(t, all, c.want)
+			require.NotZero(t, status, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+		})
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for raw, want := range map[string]string{
+		"redis://app:pw@host:6379/0":     "redis://app:xxxxx@host:6379/0",
+		"redis://pw@host:6379/0?db=1":    "redis://xxxxx@host:6379/0?db=1",
+		"redis://host:6379/0":            "redis://host:6379/0",
+		"redis://app:p/w@host:6379/0":    "redis://xxxxx@host:6379/0",
+		"redis://app:pw@host:port/0":     "redis://xxxxx@host:port/0",
+		"app:pw@host:6379":               "xxxxx@host:6379",
+		"redis://app:pw@host:6379/0?a@b": "redis://app:xxxxx@host:6379/0?a@b",
+	} {
+		require.Equal(t, want, redactURL(raw), raw)
+	}
+}
