@@ -104,8 +104,11 @@ func readServer(ctx context.Context, client redis.UniversalClient, addr string) 
 	var info *redis.StringCmd
 	var policy, save, aof *redis.MapStringStringCmd
 	var self *redis.ClientInfoCmd
-	// The pipeline's error is its first command's; each command is checked.
-	_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	// The pipeline's error is its first failed command's, or the
+	// connection's when no command was answered (a refused AUTH leaves the
+	// commands without replies and without errors): each command is checked,
+	// and an unanswered INFO fails the read.
+	_, perr := client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		info = p.Info(ctx, "server", "replication", "persistence", "memory")
 		policy = p.ConfigGet(ctx, "maxmemory-policy")
 		save = p.ConfigGet(ctx, "save")
@@ -115,7 +118,7 @@ func readServer(ctx context.Context, client redis.UniversalClient, addr string) 
 		}
 		return nil
 	})
-	if err := info.Err(); err != nil {
+	if err := cmp.Or(info.Err(), unanswered(info.Val(), perr)); err != nil {
 		return ServerInfo{}, fmt.Errorf("jobonce: redisstore: INFO on %s: %w", cmp.Or(addr, "the server"), err)
 	}
 	if self != nil && self.Err() == nil && self.Val() != nil {
@@ -233,3 +236,11 @@ func (i ServerInfo) Risks(maxLag time.Duration) []Risk {
 // every claim and done marker has a TTL. An unknown policy ("") is no
 // finding.
 func evicts(policy string) bool { return policy != "" && policy != "noeviction" }
+
+// unanswered returns the pipeline's error when INFO got no reply at all.
+func unanswered(info string, pipelineErr error) error {
+	if info == "" {
+		return pipelineErr
+	}
+	return nil
+}

@@ -207,3 +207,16 @@ func kinds(risks []redisstore.Risk) []redisstore.RiskKind {
 	}
 	return ks
 }
+
+// A server that refuses the connection's AUTH answers no command: the read
+// fails with the reason rather than passing with an empty picture.
+func TestReadServerInfoWrongPasswordFails(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedisServer(t)
+	require.NoError(t, srv.Client().ConfigSet(context.Background(), "requirepass", "right-password").Err())
+	client := redis.NewClient(&redis.Options{Addr: srv.Client().Options().Addr, Password: "wrong-password", MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	_, err := redisstore.ReadServerInfo(context.Background(), client)
+	require.ErrorContains(t, err, "jobonce: redisstore: INFO on ")
+	require.ErrorContains(t, err, "WRONGPASS")
+}
