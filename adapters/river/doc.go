@@ -13,7 +13,18 @@
 // claim the job's key through a core.Guard before the worker runs, keep the
 // claim alive with the guard's heartbeat while it runs, and record a done
 // marker when it succeeds. Wrap keeps the inner worker's Timeout, NextRetry
-// and Middleware. A job guarded by both is claimed once.
+// and Middleware.
+//
+// A worker registered with Wrap on a client with the middleware is guarded by
+// Wrap alone, with Wrap's Config and the key its decoded args give: Wrap puts
+// a worker middleware of its own before the worker's, River runs a worker's
+// middleware around the client's, and that mark tells the middleware to
+// leave the job to Wrap. So the key a Wrap declares (OnceKey, say) wins over
+// the one the middleware would see (kind and args hash, for a job inserted by
+// a client without the middleware), and each job is claimed once. Should a
+// Wrap still run inside a middleware's claim of the same job (its Work called
+// from your own middleware), it claims its own key too when that differs, and
+// the inner claim decides; a key the job holds already is never claimed again.
 //
 // # Outcomes
 //

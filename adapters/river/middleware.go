@@ -25,7 +25,10 @@ var (
 
 // NewMiddleware returns a River middleware that runs every job of a client
 // at most once per key: put it in river.Config.Middleware. Keys and outcomes
-// are as for Wrap. A job already guarded by Wrap is not claimed twice.
+// are as for Wrap. A job whose worker is registered with Wrap is left to
+// Wrap, which claims the key its own Config and the decoded args give (its
+// OnceKey, say), so the key a Wrap declares wins and no job is claimed under
+// two keys.
 //
 // The returned value is a job insert middleware too: a client configured with
 // it records, for args that implement Keyer, the key in the job's metadata
@@ -49,8 +52,12 @@ func MustMiddleware(g *core.Guard, cfg *Config) rivertype.WorkerMiddleware {
 	return must(NewMiddleware(g, cfg))
 }
 
-// Work implements rivertype.WorkerMiddleware.
+// Work implements rivertype.WorkerMiddleware. A job whose worker is a Wrap
+// is left to it: Wrap claims the key its Config and the decoded args give.
 func (m *middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+	if wrappedJob(ctx, job) {
+		return doInner(ctx)
+	}
 	return m.r.run(ctx, job, nil, doInner)
 }
 

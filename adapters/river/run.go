@@ -23,12 +23,31 @@ func newRunner(g *core.Guard, cfg *Config, caller string) (*runner, error) {
 	return &runner{g: g, cfg: cfg.withDefaults()}, nil
 }
 
-// guardedKey marks a context whose job already runs under a claim, so that a
-// Wrap inside Middleware (or the other way round) does not claim the same
-// key again and find it running forever.
-type guardedKey struct{}
+// heldKey marks a context whose job already runs under a claim; its value is
+// the heldClaim.
+type heldKey struct{}
 
-func guarded(ctx context.Context) bool { return ctx.Value(guardedKey{}) != nil }
+// heldClaim is a key a job's context holds a claim of, and the claim it
+// runs inside, if any.
+type heldClaim struct {
+	key   string
+	outer *heldClaim
+}
+
+// guarded reports whether ctx runs under a claim.
+func guarded(ctx context.Context) bool { return ctx.Value(heldKey{}) != nil }
+
+// holds reports whether ctx runs under a claim of key, so that a Wrap
+// inside the middleware (or the other way round) never claims a key its own
+// job holds and finds it running forever.
+func holds(ctx context.Context, key string) bool {
+	for c, _ := ctx.Value(heldKey{}).(*heldClaim); c != nil; c = c.outer {
+		if c.key == key {
+			return true
+		}
+	}
+	return false
+}
 
 // run works one job under the guard and maps the outcome to River's control
 // flow:
@@ -45,14 +64,20 @@ func guarded(ctx context.Context) bool { return ctx.Value(guardedKey{}) != nil }
 //     using an attempt, and retries one past its JobTimeout as a failed
 //     attempt;
 //   - the job failed: its error, unchanged.
+//
+// Inside a claim of the same job (a Wrap whose job the middleware claimed,
+// which River's order of middleware avoids), run claims its own key too
+// when it differs, and that inner claim decides; a key the job holds
+// already, or a job Config.Skip exempts, just runs.
 func (r *runner) run(ctx context.Context, row *rivertype.JobRow, args any, work func(context.Context) error) error {
-	if guarded(ctx) {
+	job := r.cfg.job(row, args)
+	if guarded(ctx) && (job.Unguarded || holds(ctx, job.Key)) {
 		return work(ctx)
 	}
-	job := r.cfg.job(row, args)
 	if !job.Unguarded {
 		// A skipped job holds no claim: a Wrap or WrapTx inside still guards it.
-		ctx = context.WithValue(ctx, guardedKey{}, r)
+		outer, _ := ctx.Value(heldKey{}).(*heldClaim)
+		ctx = context.WithValue(ctx, heldKey{}, &heldClaim{key: job.Key, outer: outer})
 	}
 	// Run reports LeaseLost and Unrecorded to the guard's observer, log and
 	// metrics; the job ran either way, so River completes it.

@@ -246,6 +246,10 @@ func TestWrapPassesThrough(t *testing.T) {
 	} {
 		require.Equal(t, 7*time.Second, w.Timeout(job), name)
 		require.Equal(t, retryAt, w.NextRetry(job), name)
+		if name == "Wrap" {
+			require.Equal(t, append([]rivertype.WorkerMiddleware{mark}, inner.mw...), w.Middleware(job.JobRow), name)
+			continue
+		}
 		require.Equal(t, inner.mw, w.Middleware(job.JobRow), name)
 	}
 }

@@ -19,7 +19,9 @@ type wrapped[T river.JobArgs] struct {
 
 // Wrap returns a worker that runs w at most once per key: register it with
 // river.AddWorker (or use MustWrap inside the call). It keeps w's Timeout,
-// NextRetry and Middleware.
+// NextRetry and Middleware. On a client with the riveronce middleware, the
+// middleware leaves the job to Wrap, so the key Wrap gives wins: Wrap adds
+// a worker middleware of its own, before w's, that marks the job as Wrap's.
 //
 // The key is Config.Key if set, else the args' OnceKey if they implement
 // Keyer, else a key recorded in the job's metadata by the middleware at insert,
@@ -64,9 +66,40 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// Middleware returns the inner worker's middleware.
+// Middleware returns the inner worker's middleware after the mark that
+// leaves the job to Wrap's claim.
 func (w *wrapped[T]) Middleware(job *rivertype.JobRow) []rivertype.WorkerMiddleware {
-	return w.inner.Middleware(job)
+	inner := w.inner.Middleware(job)
+	if len(inner) == 0 {
+		return markOnly // full: an append copies it
+	}
+	return append([]rivertype.WorkerMiddleware{mark}, inner...)
+}
+
+// wrapMark is the worker middleware Wrap puts before its worker's own: River
+// runs a worker's middleware around the client's, so the mark reaches the
+// riveronce middleware first and tells it that Wrap claims the job, with the
+// key Wrap's Config and the decoded args give.
+type wrapMark struct{ river.MiddlewareDefaults }
+
+var (
+	mark     rivertype.WorkerMiddleware = &wrapMark{}
+	markOnly                            = []rivertype.WorkerMiddleware{mark}
+)
+
+// wrappedKey marks a context whose job is worked by a Wrap; its value is the
+// job's row.
+type wrappedKey struct{}
+
+// Work implements rivertype.WorkerMiddleware.
+func (*wrapMark) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+	return doInner(context.WithValue(ctx, wrappedKey{}, job))
+}
+
+// wrappedJob reports whether job is worked by a Wrap that claims it.
+func wrappedJob(ctx context.Context, job *rivertype.JobRow) bool {
+	row, _ := ctx.Value(wrappedKey{}).(*rivertype.JobRow)
+	return row != nil && row == job
 }
 
 // NextRetry returns the inner worker's next retry time.
