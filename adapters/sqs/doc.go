@@ -82,9 +82,14 @@
 // # Keys
 //
 // A message's key names its effect. By default it is the message attribute
-// named by Config.KeyAttribute when present, else the FIFO
-// MessageDeduplicationId, else a hash of the body; the last two are prefixed
-// with the queue's name. Config.Key overrides all of them. A named key (the
+// named by Config.KeyAttribute when present, else, on a FIFO queue, the
+// message's MessageGroupId and MessageDeduplicationId (so one id in two
+// groups, as DeduplicationScope=messageGroup allows, names two messages),
+// else a hash of the body; the last two are prefixed with the queue's name.
+// A FIFO message never falls back to its body's hash: one received without
+// those system attributes is left unrun (Decorate returns an error matching
+// ErrMissingAttribute; the Poller, which asks for them, counts it as
+// failed). Config.Key overrides all of them. A named key (the
 // attribute, the deduplication id, Config.Key) is stored with the body's
 // fingerprint (core.Fingerprint), so one key reused for a different body is
 // reported as a conflict; the default key holds the body's hash already. An

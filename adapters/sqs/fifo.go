@@ -172,7 +172,7 @@ var _ queueAttributes = (*sqs.Client)(nil)
 // is zero, the maxReceiveCount of the queue's redrive policy (0 when there is
 // none or it cannot be read).
 func (r *run) maxReceiveCount(ctx context.Context) int {
-	if n := r.p.MaxReceiveCount; n != 0 || !strings.HasSuffix(r.o.queueName, ".fifo") {
+	if n := r.p.MaxReceiveCount; n != 0 || !r.o.fifo {
 		return max(n, 0)
 	}
 	qa, ok := r.p.Client.(queueAttributes)
