@@ -208,6 +208,7 @@ func (b *batch) round(idx []int, results chan result) {
 		if c.Runs() {
 			running++
 			b.attempts[i]++
+			r.handlers.Add(1)
 			go r.work(i, c, b.msgs[i], results)
 			continue
 		}
@@ -239,6 +240,7 @@ func (r *run) work(i int, c *core.Claim, m types.Message, results chan<- result)
 			r.o.Logger.ErrorContext(r.hctx, "jobonce: sqsonce: handler panicked; the message is left for redelivery",
 				"queue", r.o.queueName, "message_id", aws.ToString(m.MessageId), "panic", p)
 		}
+		r.handlers.Add(-1)
 		results <- result{i: i, out: res.Outcome, err: err}
 	}()
 	res, err = c.Work(r.hctx, r.handler(m))

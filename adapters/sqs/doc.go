@@ -29,7 +29,11 @@
 // ShutdownTimeout to finish, then their contexts are cancelled and their
 // messages handed back to the queue (visibility 0). So are messages whose
 // claims the store has not answered by then: they did not run, and they are
-// counted as Stats.Canceled, not as failures or store outages.
+// counted as Stats.Canceled, not as failures or store outages. Run waits 5s
+// more for handlers whose contexts were cancelled; a handler that ignores its
+// context is left running and Run returns ErrHandlersRunning: its message is
+// not deleted, its visibility no longer renewed, and a copy received
+// meanwhile finds its job running.
 //
 // # What happens to a message
 //

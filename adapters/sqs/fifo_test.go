@@ -300,3 +300,71 @@ func TestPollerLeavesAFIFOMessageWithoutItsDeduplicationID(t *testing.T) {
 	v, f := depth(t, c, q.url)
 	require.Equal(t, 1, v+f, "the message without its deduplication id was deleted")
 }
+
+// A FIFO head whose last attempt in place failed only because the shutdown
+// deadline cancelled it is not given up: it is handed back, and the next Run
+// runs it (here it then succeeds, and its follower runs after it). (moto
+// only: fauxqs never puts a group's followers in the same receive.)
+func TestPollerFIFOShutdownCancelledAttemptIsNotAGiveUp(t *testing.T) {
+	t.Parallel()
+	s := motoServer(t)
+	c := s.client
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{fifo: true, visibility: 30, maxReceive: 2})
+	entries := make([]types.SendMessageBatchRequestEntry, 2)
+	for i, b := range []string{"H", "F"} {
+		entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(b),
+			MessageGroupId: aws.String("G"), MessageDeduplicationId: aws.String(b)}
+	}
+	_, err := c.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	var order []string
+	second := make(chan struct{})
+	handler := func(ctx context.Context, m types.Message) error {
+		mu.Lock()
+		order = append(order, aws.ToString(m.Body))
+		heads := 0
+		for _, b := range order {
+			if b == "H" {
+				heads++
+			}
+		}
+		mu.Unlock()
+		if aws.ToString(m.Body) != "H" {
+			return nil
+		}
+		switch heads {
+		case 1:
+			return errors.New("H fails at first")
+		case 2: // the last attempt the queue allows this receive: cut by the shutdown deadline
+			close(second)
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}
+	g := testenv.RedisGuardOn(t, rdb, prefix, nil)
+	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, Handler: handler, WaitTime: time.Second,
+		MaxReceiveCount: 2, ShutdownTimeout: 500 * time.Millisecond, Config: &sqsonce.Config{FailureDelay: time.Second}}
+	stop := startPoller(t, p)
+	select {
+	case <-second:
+	case <-time.After(s.within(20 * time.Second)):
+		t.Fatal("the head's second attempt did not start")
+	}
+	require.NoError(t, stop())
+	require.Zero(t, p.Stats().GivenUp, "an attempt the shutdown cancelled was taken for a give-up")
+
+	stop = startPoller(t, p)
+	requireDrained(t, c, q.url, s.within(30*time.Second))
+	require.NoError(t, stop())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"H", "H", "H", "F"}, order)
+	v, f := depth(t, c, q.dlq)
+	require.Zero(t, v+f, "messages in the dead-letter queue")
+	require.Zero(t, p.Stats().GivenUp)
+}
