@@ -58,9 +58,14 @@ func (r *run) process(msgs []types.Message, received time.Time) {
 	defer b.out.close()
 	pending := make([]int, 0, n)
 	for i, m := range msgs {
-		b.jobs[i] = r.o.job(m)
+		var err error
+		b.jobs[i], err = r.o.job(m)
 		b.groups[i] = m.Attributes[attrGroup]
 		b.open[i] = true
+		if err != nil {
+			b.unkeyed(i, err)
+			continue
+		}
 		if b.groups[i] != "" && r.givenUp.has(aws.ToString(m.MessageId)) {
 			b.handBackGivenUp(i)
 			continue
@@ -94,6 +99,18 @@ func (r *run) process(msgs []types.Message, received time.Time) {
 		pending = b.handBackBlocked(merge(b.retries, rest))
 		b.retries = b.retries[:0]
 	}
+}
+
+// unkeyed settles message i, whose job could not be derived (a FIFO message
+// without the attributes its key needs, or a panic in Config.Key or
+// Config.Fingerprint), as a failure: it is left for redelivery and the
+// queue's redrive policy, unrun.
+func (b *batch) unkeyed(i int, err error) {
+	r := b.r
+	r.o.Logger.ErrorContext(r.hctx, "jobonce: sqsonce: no key for the message; it is left for redelivery, unrun",
+		"queue", r.o.queueName, "message_id", aws.ToString(b.msgs[i].MessageId), "error", err)
+	b.settle(i, core.Failed, err)
+	r.release(1)
 }
 
 // splitRound splits pending messages into a round and the rest. A round
@@ -191,6 +208,7 @@ func (b *batch) round(idx []int, results chan result) {
 		if c.Runs() {
 			running++
 			b.attempts[i]++
+			r.handlers.Add(1)
 			go r.work(i, c, b.msgs[i], results)
 			continue
 		}
@@ -222,6 +240,7 @@ func (r *run) work(i int, c *core.Claim, m types.Message, results chan<- result)
 			r.o.Logger.ErrorContext(r.hctx, "jobonce: sqsonce: handler panicked; the message is left for redelivery",
 				"queue", r.o.queueName, "message_id", aws.ToString(m.MessageId), "panic", p)
 		}
+		r.handlers.Add(-1)
 		results <- result{i: i, out: res.Outcome, err: err}
 	}()
 	res, err = c.Work(r.hctx, r.handler(m))

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -23,8 +24,8 @@ const maxVisibility = 12 * time.Hour
 type Config struct {
 	// KeyAttribute names a message attribute (String, Number or Binary) whose
 	// value is the message's key. A message without it falls back to the FIFO
-	// MessageDeduplicationId, then to a hash of the body. Defaults to "" (no
-	// attribute).
+	// MessageDeduplicationId and MessageGroupId, then (on a standard queue
+	// only) to a hash of the body. Defaults to "" (no attribute).
 	KeyAttribute string
 
 	// Key, when set, returns a message's key and overrides every default. An
@@ -70,6 +71,7 @@ type Config struct {
 type options struct {
 	Config
 	queueName string
+	fifo      bool // the queue's name ends in .fifo
 }
 
 func (c *Config) options(g *core.Guard, queueURL string) (*options, error) {
@@ -84,6 +86,7 @@ func (c *Config) options(g *core.Guard, queueURL string) (*options, error) {
 		return nil, fmt.Errorf("jobonce: sqsonce: queue URL %q has no queue name", queueURL)
 	}
 	o := &options{queueName: path.Base(u.Path)}
+	o.fifo = strings.HasSuffix(o.queueName, ".fifo")
 	if c != nil {
 		o.Config = *c
 	}

@@ -20,9 +20,10 @@ type HandlerFunc func(ctx context.Context, m types.Message) error
 // Decorate returns a handler for a receive loop of your own that runs h at
 // most once per key (see the package doc for keys) and settles the message
 // itself: the caller must not delete it. Receive with the
-// ApproximateReceiveCount system attribute (and MessageDeduplicationId for
-// FIFO keys, and the key attribute if Config.KeyAttribute is set), so the
-// delays can grow and the keys can be derived.
+// ApproximateReceiveCount system attribute (and MessageDeduplicationId and
+// MessageGroupId on a FIFO queue, and the key attribute if
+// Config.KeyAttribute is set), so the delays can grow and the keys can be
+// derived.
 //
 // The returned handler reports what happened:
 //
@@ -46,8 +47,18 @@ type HandlerFunc func(ctx context.Context, m types.Message) error
 // outlasts the queue's visibility timeout is received again, and that copy
 // finds it running and is hidden with growing delays. Poller renews it.
 //
-// When the job succeeded but the delete failed, the error says so; the next
-// copy of the message is then a duplicate and is deleted. Decorate returns
+// The delete and the visibility change are bounded by 10s each, even after
+// ctx ends: a server that does not answer holds the handler no longer. When
+// the job succeeded but the delete failed or got no answer, the error says
+// the delete was not confirmed; the message may then come back, and its next
+// copy is a duplicate and is deleted.
+//
+// On a FIFO queue (its URL ends in .fifo), a message whose key falls back to
+// its deduplication id and group must carry both (MessageDeduplicationId and
+// MessageGroupId in the receive's MessageSystemAttributeNames, or All):
+// without them the handler returns an error matching ErrMissingAttribute,
+// and leaves the message as it is, unrun. A panic in Config.Key or
+// Config.Fingerprint is returned as an error the same way. Decorate returns
 // an error naming the problem for a nil Guard, client or handler, an empty
 // queue URL or an invalid Config.
 func Decorate(g *core.Guard, client Client, queueURL string, h HandlerFunc, cfg *Config) (HandlerFunc, error) {
@@ -65,21 +76,29 @@ func Decorate(g *core.Guard, client Client, queueURL string, h HandlerFunc, cfg 
 		if m.ReceiptHandle == nil || *m.ReceiptHandle == "" {
 			return errors.New("jobonce: sqsonce: message has no receipt handle")
 		}
-		res, err := g.Run(ctx, o.job(m), func(ctx context.Context) ([]byte, error) {
+		job, err := o.job(m)
+		if err != nil {
+			o.Logger.WarnContext(ctx, "jobonce: sqsonce: no key for the message; it is left as it is",
+				"queue", o.queueName, "message_id", aws.ToString(m.MessageId), "error", err)
+			return err
+		}
+		res, err := g.Run(ctx, job, func(ctx context.Context) ([]byte, error) {
 			return nil, h(ctx, m)
 		})
 		dec := o.decide(res.Outcome, err, receiveCount(m), time.Since(start), false)
 		switch dec.act {
 		case remove:
-			_, derr := client.DeleteMessage(context.WithoutCancel(ctx), &sqs.DeleteMessageInput{
-				QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle,
+			_, derr := bounded(ctx, func(ctx context.Context) (*sqs.DeleteMessageOutput, error) {
+				return client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle})
 			})
 			if derr != nil {
-				return fmt.Errorf("jobonce: sqsonce: job done (%s) but the message was not deleted; its next copy will be a duplicate: %w", res.Outcome, derr)
+				return fmt.Errorf("jobonce: sqsonce: job done (%s) but its delete was not confirmed; if the message comes back, its next copy is a duplicate: %w", res.Outcome, derr)
 			}
 		case hide:
-			_, verr := client.ChangeMessageVisibility(context.WithoutCancel(ctx), &sqs.ChangeMessageVisibilityInput{
-				QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: seconds(dec.delay),
+			_, verr := bounded(ctx, func(ctx context.Context) (*sqs.ChangeMessageVisibilityOutput, error) {
+				return client.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+					QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: seconds(dec.delay),
+				})
 			})
 			if verr != nil {
 				o.Logger.WarnContext(ctx, "jobonce: sqsonce: visibility change failed", "message_id", aws.ToString(m.MessageId), "error", verr)
@@ -88,4 +107,27 @@ func Decorate(g *core.Guard, client Client, queueURL string, h HandlerFunc, cfg 
 		}
 		return err
 	}, nil
+}
+
+// errNoAnswer reports an SQS call that got no answer within sqsTimeout. It
+// does not wrap context.DeadlineExceeded, so it is never taken for the end of
+// the caller's own context.
+var errNoAnswer = fmt.Errorf("jobonce: sqsonce: SQS gave no answer within %s", sqsTimeout)
+
+// bounded makes one SQS call of Decorate, bounded by sqsTimeout even after
+// ctx ends, as the Poller bounds its calls. A panicking client is reported as
+// a failed call.
+func bounded[T any](ctx context.Context, f func(ctx context.Context) (*T, error)) (out *T, err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqsTimeout)
+	defer cancel()
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, fmt.Errorf("jobonce: sqsonce: SQS client panicked: %v", p)
+		}
+	}()
+	out, err = f(ctx)
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("%w (%v)", errNoAnswer, err)
+	}
+	return out, err
 }

@@ -3,6 +3,9 @@ package sqsonce_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -208,4 +211,201 @@ func TestDecorateKeyPolicy(t *testing.T) {
 			return v == 1
 		}, s.within(20*time.Second), 10*time.Millisecond, "left for the dead-letter queue")
 	})
+}
+
+// decorateAfterItsContextEnds runs h on m with a context that the job itself
+// cancels, and returns h's error and how long h took after that.
+func decorateAfterItsContextEnds(t *testing.T, h sqsonce.HandlerFunc, m types.Message, ended <-chan struct{}) (error, time.Duration) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- h(context.Background(), m) }()
+	<-ended
+	end := time.Now()
+	select {
+	case err := <-done:
+		return err, time.Since(end)
+	case <-time.After(sqsonce.SQSTimeout + 5*time.Second):
+		t.Fatalf("the decorated handler did not return within %s of its context's end", sqsonce.SQSTimeout+5*time.Second)
+		return nil, 0
+	}
+}
+
+// A delete that SQS never answers holds the decorated handler for at most
+// one bounded call after the handler's context ended. The error says the
+// delete was not confirmed, and is not taken for the context's end; the
+// message comes back and its copy is deleted as a duplicate, unrun.
+func TestDecorateBoundsADeleteThatGetsNoAnswer(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{visibility: 1})
+	eff := newEffects(rdb, prefix)
+	g := testenv.RedisGuardOn(t, rdb, prefix, nil)
+	hanging, hung := hangingSQS(t, "DeleteMessage")
+	ended := make(chan struct{})
+	job := func(ctx context.Context, m types.Message) error {
+		return eff.record(ctx, aws.ToString(m.Body))
+	}
+	h := mustDecorate(t, g, hanging, q.url, func(ctx context.Context, m types.Message) error {
+		ctx, cancel := context.WithCancel(ctx)
+		defer close(ended)
+		defer cancel()
+		return job(ctx, m)
+	}, nil)
+	sendAll(t, c, q.url, []string{"ship order 1"})
+	m := receiveOne(t, c, q.url)
+	require.NotNil(t, m)
+
+	err, took := decorateAfterItsContextEnds(t, h, *m, ended)
+	require.Equal(t, "DeleteMessage", <-hung)
+	require.Error(t, err)
+	require.ErrorContains(t, err, "delete was not confirmed")
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+	require.NotErrorIs(t, err, context.Canceled)
+	require.Less(t, took, sqsonce.SQSTimeout+2*time.Second)
+	t.Logf("returned %s after the job's context ended", took.Round(time.Millisecond))
+
+	// The message was not lost: it comes back, and a handler whose delete
+	// is answered deletes it as a duplicate.
+	again := mustDecorate(t, g, c, q.url, job, nil)
+	var back *types.Message
+	require.Eventually(t, func() bool { back = receiveOne(t, c, q.url); return back != nil }, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, again(context.Background(), *back))
+	eff.requireOnce(t, []string{"ship order 1"})
+	requireDrained(t, c, q.url, 5*time.Second)
+}
+
+// A visibility change that SQS never answers holds the decorated handler for
+// at most one bounded call after the handler's context ended; the error
+// carries the handler's own and the visibility change's. The message is left
+// with its receive's visibility and comes back.
+func TestDecorateBoundsAVisibilityChangeThatGetsNoAnswer(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{visibility: 1})
+	g := testenv.RedisGuardOn(t, rdb, prefix, nil)
+	hanging, hung := hangingSQS(t, "ChangeMessageVisibility")
+	ended := make(chan struct{})
+	failure := errors.New("the payment service is down")
+	h := mustDecorate(t, g, hanging, q.url, func(ctx context.Context, m types.Message) error {
+		_, cancel := context.WithCancel(ctx)
+		defer close(ended)
+		defer cancel()
+		return failure
+	}, &sqsonce.Config{FailureDelay: 30 * time.Second})
+	sendAll(t, c, q.url, []string{"charge order 1"})
+	m := receiveOne(t, c, q.url)
+	require.NotNil(t, m)
+
+	err, took := decorateAfterItsContextEnds(t, h, *m, ended)
+	require.Equal(t, "ChangeMessageVisibility", <-hung)
+	require.ErrorIs(t, err, failure)
+	require.ErrorContains(t, err, "change visibility")
+	require.Less(t, took, sqsonce.SQSTimeout+2*time.Second)
+	require.Eventually(t, func() bool { return receiveOne(t, c, q.url) != nil }, 10*time.Second, 10*time.Millisecond,
+		"the message did not come back")
+}
+
+// runsByID counts a handler's runs per message id.
+type runsByID struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *runsByID) record(_ context.Context, m types.Message) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == nil {
+		r.n = map[string]int{}
+	}
+	r.n[aws.ToString(m.MessageId)]++
+	return nil
+}
+
+func (r *runsByID) counts() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.n)
+}
+
+// requireEachOnce requires n messages that ran once each.
+func (r *runsByID) requireEachOnce(t *testing.T, n int) {
+	t.Helper()
+	got := r.counts()
+	require.Len(t, got, n, "messages that ran: %v", got)
+	for id, k := range got {
+		require.Equal(t, 1, k, "runs of %s", id)
+	}
+}
+
+// decorateAll receives the queue's messages with every attribute and runs h
+// on each, until the queue is empty.
+func decorateAll(t *testing.T, c *sqs.Client, url string, h sqsonce.HandlerFunc) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		if m := receiveOne(t, c, url); m != nil {
+			require.NoError(t, h(context.Background(), *m))
+		}
+		v, f := depth(t, c, url)
+		return v == 0 && f == 0
+	}, 20*time.Second, 10*time.Millisecond)
+}
+
+// Two FIFO messages with one body and two deduplication ids are two jobs. A
+// receive that does not ask for the system attributes (the SDK's default)
+// cannot tell them apart: Decorate refuses to guess a key from the body,
+// returns an error naming the attributes to ask for, and leaves the message
+// unrun on the queue. Received with the attributes, both run.
+func TestDecorateLeavesAFIFOMessageReceivedWithoutItsAttributes(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{fifo: true, visibility: 1})
+	var runs runsByID
+	h := mustDecorate(t, testenv.RedisGuardOn(t, rdb, prefix, nil), c, q.url, runs.record, nil)
+	for _, id := range []string{"pay-1", "pay-2"} {
+		_, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String("pay 5"),
+			MessageGroupId: aws.String("account-1"), MessageDeduplicationId: aws.String(id)})
+		require.NoError(t, err)
+	}
+
+	out, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.url), WaitTimeSeconds: 1})
+	require.NoError(t, err)
+	require.Len(t, out.Messages, 1)
+	err = h(context.Background(), out.Messages[0])
+	require.ErrorIs(t, err, sqsonce.ErrMissingAttribute)
+	require.ErrorContains(t, err, "MessageDeduplicationId and MessageGroupId")
+	require.ErrorContains(t, err, "MessageSystemAttributeNames")
+	require.Empty(t, runs.counts(), "a handler ran without its key")
+	v, f := depth(t, c, q.url)
+	require.Equal(t, 2, v+f, "a message was deleted")
+
+	decorateAll(t, c, q.url, h)
+	runs.requireEachOnce(t, 2)
+}
+
+// With DeduplicationScope=messageGroup, one deduplication id in two groups
+// names two messages: with one body (once deleted as a duplicate, unrun) or
+// with two (once left for the dead-letter queue as a conflict), each runs.
+func TestDecorateRunsOneDeduplicationIDInTwoGroups(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{fifo: true, visibility: 1})
+	var runs runsByID
+	h := mustDecorate(t, testenv.RedisGuardOn(t, rdb, prefix, nil), c, q.url, runs.record, nil)
+	sendToGroups(t, c, q.url, "ship-1", map[string]string{"account-1": "ship order 1", "account-2": "ship order 1"})
+	sendToGroups(t, c, q.url, "bill-1", map[string]string{"account-1": "bill account 1", "account-2": "bill account 2"})
+
+	decorateAll(t, c, q.url, func(ctx context.Context, m types.Message) error {
+		// What the receive of a queue scoped by group returns (groupScoped).
+		m.Attributes["MessageDeduplicationId"], _, _ = strings.Cut(m.Attributes["MessageDeduplicationId"], "~")
+		return h(ctx, m)
+	})
+	runs.requireEachOnce(t, 4)
 }

@@ -29,7 +29,11 @@
 // ShutdownTimeout to finish, then their contexts are cancelled and their
 // messages handed back to the queue (visibility 0). So are messages whose
 // claims the store has not answered by then: they did not run, and they are
-// counted as Stats.Canceled, not as failures or store outages.
+// counted as Stats.Canceled, not as failures or store outages. Run waits 5s
+// more for handlers whose contexts were cancelled; a handler that ignores its
+// context is left running and Run returns ErrHandlersRunning: its message is
+// not deleted, its visibility no longer renewed, and a copy received
+// meanwhile finds its job running.
 //
 // # What happens to a message
 //
@@ -82,9 +86,14 @@
 // # Keys
 //
 // A message's key names its effect. By default it is the message attribute
-// named by Config.KeyAttribute when present, else the FIFO
-// MessageDeduplicationId, else a hash of the body; the last two are prefixed
-// with the queue's name. Config.Key overrides all of them. A named key (the
+// named by Config.KeyAttribute when present, else, on a FIFO queue, the
+// message's MessageGroupId and MessageDeduplicationId (so one id in two
+// groups, as DeduplicationScope=messageGroup allows, names two messages),
+// else a hash of the body; the last two are prefixed with the queue's name.
+// A FIFO message never falls back to its body's hash: one received without
+// those system attributes is left unrun (Decorate returns an error matching
+// ErrMissingAttribute; the Poller, which asks for them, counts it as
+// failed). Config.Key overrides all of them. A named key (the
 // attribute, the deduplication id, Config.Key) is stored with the body's
 // fingerprint (core.Fingerprint), so one key reused for a different body is
 // reported as a conflict; the default key holds the body's hash already. An

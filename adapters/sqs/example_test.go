@@ -100,7 +100,7 @@ func ExampleDecorate() {
 	for settled < 2 {
 		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
-			// The receive count lets delays grow; the deduplication id is a FIFO key.
+			// The receive count lets delays grow; a FIFO key needs the deduplication id and group.
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 			MessageAttributeNames:       []string{"All"},
 		})

@@ -31,6 +31,11 @@ func (b *batch) failed(i int) bool {
 	if r.maxReceives <= 0 || b.groups[i] == "" || !b.followed(i) {
 		return false
 	}
+	if r.stopping.Load() {
+		// The shutdown deadline cancelled this attempt: it is handed back,
+		// not given up.
+		return false
+	}
 	receives := receiveCount(b.msgs[i])
 	if b.attempts[i] >= r.maxReceives-receives+1 {
 		b.passed[i] = true
@@ -40,7 +45,7 @@ func (b *batch) failed(i int) bool {
 			"queue", r.o.queueName, "message_id", aws.ToString(b.msgs[i].MessageId), "group", b.groups[i], "attempts", b.attempts[i])
 		return false
 	}
-	if r.rctx.Err() != nil || r.stopping.Load() {
+	if r.rctx.Err() != nil {
 		return false
 	}
 	base := b.r.o.FailureDelay
@@ -172,7 +177,7 @@ var _ queueAttributes = (*sqs.Client)(nil)
 // is zero, the maxReceiveCount of the queue's redrive policy (0 when there is
 // none or it cannot be read).
 func (r *run) maxReceiveCount(ctx context.Context) int {
-	if n := r.p.MaxReceiveCount; n != 0 || !strings.HasSuffix(r.o.queueName, ".fifo") {
+	if n := r.p.MaxReceiveCount; n != 0 || !r.o.fifo {
 		return max(n, 0)
 	}
 	qa, ok := r.p.Client.(queueAttributes)

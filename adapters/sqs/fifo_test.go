@@ -75,7 +75,7 @@ func testPollerFIFOOrder(t *testing.T, s server) {
 	require.NoError(t, stop())
 	// The done marker is stored under the deduplication id.
 	name := q.url[strings.LastIndex(q.url, "/")+1:]
-	stored, err := g.StoredKey(name + ":dedup:step-0")
+	stored, err := g.StoredKey(name + ":fifo:9:account-1:step-0")
 	require.NoError(t, err)
 	n2, err := rdb.Exists(context.Background(), stored).Result()
 	require.NoError(t, err)
@@ -226,4 +226,145 @@ func TestPollerFIFOStopDuringRetry(t *testing.T) {
 	// The followers were handed back at once, the head hidden for its
 	// FailureDelay: the group is locked behind the head.
 	require.Nil(t, receiveOne(t, c, q.url))
+}
+
+// With DeduplicationScope=messageGroup, one deduplication id in two groups
+// names two messages: with one body (once deleted as a duplicate, unrun) or
+// with two (once left for the dead-letter queue as a conflict), the Poller
+// runs each.
+func TestPollerRunsOneDeduplicationIDInTwoGroups(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{fifo: true, visibility: 5})
+	sendToGroups(t, c, q.url, "ship-1", map[string]string{"account-1": "ship order 1", "account-2": "ship order 1"})
+	sendToGroups(t, c, q.url, "bill-1", map[string]string{"account-1": "bill account 1", "account-2": "bill account 2"})
+
+	var runs runsByID
+	p := &sqsonce.Poller{Client: groupScoped{c}, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil),
+		Handler: runs.record, WaitTime: time.Second}
+	stop := startPoller(t, p)
+	requireDrained(t, c, q.url, 20*time.Second)
+	require.NoError(t, stop())
+	runs.requireEachOnce(t, 4)
+	st := p.Stats()
+	require.EqualValues(t, 4, st.Ran)
+	require.Zero(t, st.Duplicates)
+	require.Zero(t, st.Conflicts)
+}
+
+// withoutDeduplicationID removes the MessageDeduplicationId of the messages
+// with one body from what the receive returns.
+type withoutDeduplicationID struct {
+	sqsonce.Client
+	body string
+}
+
+func (w withoutDeduplicationID) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	out, err := w.Client.ReceiveMessage(ctx, in, opts...)
+	if err == nil {
+		for _, m := range out.Messages {
+			if aws.ToString(m.Body) == w.body {
+				delete(m.Attributes, "MessageDeduplicationId")
+			}
+		}
+	}
+	return out, err
+}
+
+// A FIFO message received without the deduplication id its key needs is a
+// failure, never run under a key guessed from its body: it stays on the
+// queue, and the other messages run.
+func TestPollerLeavesAFIFOMessageWithoutItsDeduplicationID(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{fifo: true, visibility: 2})
+	for i, group := range []string{"account-1", "account-2"} {
+		_, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String(group),
+			MessageGroupId: aws.String(group), MessageDeduplicationId: aws.String(fmt.Sprint("d", i))})
+		require.NoError(t, err)
+	}
+	var runs runsByID
+	p := &sqsonce.Poller{Client: withoutDeduplicationID{Client: c, body: "account-1"}, QueueURL: q.url,
+		Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), Handler: runs.record, WaitTime: time.Second}
+	stop := startPoller(t, p)
+	require.Eventually(t, func() bool { st := p.Stats(); return st.Failed >= 1 && st.Ran == 1 }, 20*time.Second, 10*time.Millisecond)
+	require.NoError(t, stop())
+	runs.requireEachOnce(t, 1)
+	st := p.Stats()
+	require.Zero(t, st.Duplicates)
+	require.EqualValues(t, 1, st.Deleted)
+	v, f := depth(t, c, q.url)
+	require.Equal(t, 1, v+f, "the message without its deduplication id was deleted")
+}
+
+// A FIFO head whose last attempt in place failed only because the shutdown
+// deadline cancelled it is not given up: it is handed back, and the next Run
+// runs it (here it then succeeds, and its follower runs after it). (moto
+// only: fauxqs never puts a group's followers in the same receive.)
+func TestPollerFIFOShutdownCancelledAttemptIsNotAGiveUp(t *testing.T) {
+	t.Parallel()
+	s := motoServer(t)
+	c := s.client
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{fifo: true, visibility: 30, maxReceive: 2})
+	entries := make([]types.SendMessageBatchRequestEntry, 2)
+	for i, b := range []string{"H", "F"} {
+		entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(b),
+			MessageGroupId: aws.String("G"), MessageDeduplicationId: aws.String(b)}
+	}
+	_, err := c.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	var order []string
+	second := make(chan struct{})
+	handler := func(ctx context.Context, m types.Message) error {
+		mu.Lock()
+		order = append(order, aws.ToString(m.Body))
+		heads := 0
+		for _, b := range order {
+			if b == "H" {
+				heads++
+			}
+		}
+		mu.Unlock()
+		if aws.ToString(m.Body) != "H" {
+			return nil
+		}
+		switch heads {
+		case 1:
+			return errors.New("H fails at first")
+		case 2: // the last attempt the queue allows this receive: cut by the shutdown deadline
+			close(second)
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}
+	g := testenv.RedisGuardOn(t, rdb, prefix, nil)
+	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, Handler: handler, WaitTime: time.Second,
+		MaxReceiveCount: 2, ShutdownTimeout: 500 * time.Millisecond, Config: &sqsonce.Config{FailureDelay: time.Second}}
+	stop := startPoller(t, p)
+	select {
+	case <-second:
+	case <-time.After(s.within(20 * time.Second)):
+		t.Fatal("the head's second attempt did not start")
+	}
+	require.NoError(t, stop())
+	require.Zero(t, p.Stats().GivenUp, "an attempt the shutdown cancelled was taken for a give-up")
+
+	stop = startPoller(t, p)
+	requireDrained(t, c, q.url, s.within(30*time.Second))
+	require.NoError(t, stop())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"H", "H", "H", "F"}, order)
+	v, f := depth(t, c, q.dlq)
+	require.Zero(t, v+f, "messages in the dead-letter queue")
+	require.Zero(t, p.Stats().GivenUp)
 }

@@ -3,6 +3,10 @@ package sqsonce_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -411,4 +415,70 @@ func mustDecorate(t testing.TB, g *core.Guard, client sqsonce.Client, queueURL s
 	handler, err := sqsonce.Decorate(g, client, queueURL, h, cfg)
 	require.NoError(t, err)
 	return handler
+}
+
+// hangingSQS returns a real SQS client whose calls go to the test server,
+// except the operations named (the X-Amz-Target's action, "DeleteMessage"),
+// which a listener accepts and never answers, as a server that stopped
+// responding does. Each unanswered call is signalled on hung.
+func hangingSQS(t testing.TB, actions ...string) (client *sqs.Client, hung <-chan string) {
+	t.Helper()
+	target, err := url.Parse(testenv.SQSEndpoint(t))
+	require.NoError(t, err)
+	forward := httputil.NewSingleHostReverseProxy(target)
+	hangs := map[string]bool{}
+	for _, a := range actions {
+		hangs["AmazonSQS."+a] = true
+	}
+	signal, quit := make(chan string, 16), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		action := r.Header.Get("X-Amz-Target")
+		if !hangs[action] {
+			forward.ServeHTTP(w, r)
+			return
+		}
+		select {
+		case signal <- strings.TrimPrefix(action, "AmazonSQS."):
+		default:
+		}
+		select { // never answer
+		case <-r.Context().Done():
+		case <-quit:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(quit) })
+	return sqsClient(srv.URL), signal
+}
+
+// groupScoped reports the deduplication ids a queue with
+// DeduplicationScope=messageGroup holds. fauxqs 1.9.2 and moto 5.2.1
+// deduplicate across the whole queue whatever the scope, so a test sends
+// each group's copy of an id as id + "~" + group, and groupScoped removes
+// the suffix from what the receive returns.
+type groupScoped struct{ sqsonce.Client }
+
+func (g groupScoped) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	out, err := g.Client.ReceiveMessage(ctx, in, opts...)
+	if err == nil {
+		for _, m := range out.Messages {
+			if id, ok := m.Attributes["MessageDeduplicationId"]; ok {
+				m.Attributes["MessageDeduplicationId"], _, _ = strings.Cut(id, "~")
+			}
+		}
+	}
+	return out, err
+}
+
+// sendToGroups sends body to a FIFO queue once per group, each copy with the
+// deduplication id id in its group (see groupScoped).
+func sendToGroups(t testing.TB, c *sqs.Client, queueURL, id string, bodies map[string]string) {
+	t.Helper()
+	for group, body := range bodies {
+		_, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{
+			QueueUrl: aws.String(queueURL), MessageBody: aws.String(body),
+			MessageGroupId: aws.String(group), MessageDeduplicationId: aws.String(id + "~" + group),
+		})
+		require.NoError(t, err)
+	}
 }

@@ -1,7 +1,10 @@
 package sqsonce
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -16,36 +19,76 @@ const (
 	attrGroup         = string(types.MessageSystemAttributeNameMessageGroupId)
 )
 
-// job returns the job of a message: its key and fingerprint.
-func (o *options) job(m types.Message) core.Job {
-	key, named := o.key(m)
+// ErrMissingAttribute reports a FIFO queue's message received without a
+// system attribute its key needs (MessageDeduplicationId, MessageGroupId):
+// the receive did not ask for it. The message is left as it is; nothing ran.
+var ErrMissingAttribute = errors.New("jobonce: sqsonce: message lacks a system attribute its key needs")
+
+// job returns the job of a message: its key and fingerprint. It returns an
+// error matching ErrMissingAttribute for a FIFO message whose default key
+// cannot be derived, and an error when Config.Key or Config.Fingerprint
+// panics.
+func (o *options) job(m types.Message) (job core.Job, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			job, err = core.Job{}, fmt.Errorf("jobonce: sqsonce: Config.Key or Config.Fingerprint panicked: %v", p)
+		}
+	}()
+	key, named, err := o.key(m)
+	if err != nil {
+		return core.Job{}, err
+	}
 	var fp func() string
 	if o.Fingerprint != nil {
 		fp = func() string { return o.Fingerprint(m) }
 	}
-	return jobkey.Job("sqs", o.queueName, body(m), key, named, fp)
+	return jobkey.Job("sqs", o.queueName, body(m), key, named, fp), nil
 }
 
 // key returns the key that Config.Key, the key attribute or the FIFO
-// deduplication id give, in that order, and whether one did.
-func (o *options) key(m types.Message) (string, bool) {
+// deduplication id and group give, in that order, and whether one did. On a
+// FIFO queue a message that reaches the last rule must carry both system
+// attributes: its key never falls back to the body, which would skip a
+// message the producer declared distinct.
+func (o *options) key(m types.Message) (string, bool, error) {
 	if o.Key != nil {
-		return o.Key(m), true
+		return o.Key(m), true, nil
 	}
 	if o.KeyAttribute != "" {
 		if v, ok := m.MessageAttributes[o.KeyAttribute]; ok {
 			if v.StringValue != nil && *v.StringValue != "" {
-				return *v.StringValue, true
+				return *v.StringValue, true, nil
 			}
 			if len(v.BinaryValue) > 0 {
-				return string(v.BinaryValue), true
+				return string(v.BinaryValue), true, nil
 			}
 		}
 	}
-	if id := m.Attributes[attrDeduplication]; id != "" {
-		return o.queueName + ":dedup:" + id, true
+	id, group := m.Attributes[attrDeduplication], m.Attributes[attrGroup]
+	if o.fifo {
+		var missing []string
+		if id == "" {
+			missing = append(missing, attrDeduplication)
+		}
+		if group == "" {
+			missing = append(missing, attrGroup)
+		}
+		if len(missing) > 0 {
+			return "", false, fmt.Errorf("%w: %s, on FIFO queue %s: receive with MessageSystemAttributeNames naming %s and %s (or All)",
+				ErrMissingAttribute, strings.Join(missing, " and "), o.queueName, attrDeduplication, attrGroup)
+		}
 	}
-	return "", false
+	if id != "" {
+		return fifoKey(o.queueName, group, id), true, nil
+	}
+	return "", false, nil
+}
+
+// fifoKey returns the key of a FIFO message: its queue, group and
+// deduplication id. The group is length-prefixed, so no separator inside an
+// id makes two different triples one key; SQS queue names hold no ':'.
+func fifoKey(queue, group, id string) string {
+	return queue + ":fifo:" + strconv.Itoa(len(group)) + ":" + group + ":" + id
 }
 
 func body(m types.Message) []byte {

@@ -20,7 +20,12 @@ const testQueueURL = "http://127.0.0.1:4566/000000000000/orders"
 
 func testOptions(t *testing.T, cfg *Config) *options {
 	t.Helper()
-	o, err := cfg.options(testenv.MemGuard(t, nil), testQueueURL)
+	return testOptionsFor(t, testQueueURL, cfg)
+}
+
+func testOptionsFor(t *testing.T, queueURL string, cfg *Config) *options {
+	t.Helper()
+	o, err := cfg.options(testenv.MemGuard(t, nil), queueURL)
 	require.NoError(t, err)
 	return o
 }
@@ -133,12 +138,12 @@ func TestKey(t *testing.T) {
 	body := "ship order 1"
 	m := types.Message{Body: aws.String(body)}
 	o := testOptions(t, nil)
-	require.Equal(t, core.Job{Key: "orders:" + core.Fingerprint([]byte(body)), Kind: "orders", Source: "sqs"}, o.job(m),
+	require.Equal(t, core.Job{Key: "orders:" + core.Fingerprint([]byte(body)), Kind: "orders", Source: "sqs"}, mustJob(t, o, m),
 		"the default key holds the body's fingerprint; none is stored")
 
 	fifo := m
-	fifo.Attributes = map[string]string{attrDeduplication: "dedup-1"}
-	require.Equal(t, core.Job{Key: "orders:dedup:dedup-1", Fingerprint: core.Fingerprint([]byte(body)), Kind: "orders", Source: "sqs"}, o.job(fifo))
+	fifo.Attributes = map[string]string{attrDeduplication: "dedup-1", attrGroup: "g"}
+	require.Equal(t, core.Job{Key: "orders:fifo:1:g:dedup-1", Fingerprint: core.Fingerprint([]byte(body)), Kind: "orders", Source: "sqs"}, mustJob(t, o, fifo))
 
 	attr := fifo
 	attr.MessageAttributes = map[string]types.MessageAttributeValue{
@@ -146,19 +151,27 @@ func TestKey(t *testing.T) {
 		"bin": {DataType: aws.String("Binary"), BinaryValue: []byte("order-2")},
 		"nil": {DataType: aws.String("String"), StringValue: aws.String("")},
 	}
-	require.Equal(t, "order-1", testOptions(t, &Config{KeyAttribute: "job"}).job(attr).Key)
-	require.Equal(t, "order-2", testOptions(t, &Config{KeyAttribute: "bin"}).job(attr).Key)
-	require.Equal(t, "orders:dedup:dedup-1", testOptions(t, &Config{KeyAttribute: "nil"}).job(attr).Key, "an empty attribute falls back")
-	require.Equal(t, "orders:dedup:dedup-1", testOptions(t, &Config{KeyAttribute: "missing"}).job(attr).Key)
+	require.Equal(t, "order-1", mustJob(t, testOptions(t, &Config{KeyAttribute: "job"}), attr).Key)
+	require.Equal(t, "order-2", mustJob(t, testOptions(t, &Config{KeyAttribute: "bin"}), attr).Key)
+	require.Equal(t, "orders:fifo:1:g:dedup-1", mustJob(t, testOptions(t, &Config{KeyAttribute: "nil"}), attr).Key, "an empty attribute falls back")
+	require.Equal(t, "orders:fifo:1:g:dedup-1", mustJob(t, testOptions(t, &Config{KeyAttribute: "missing"}), attr).Key)
 
 	custom := testOptions(t, &Config{
 		KeyAttribute: "job",
 		Key:          func(m types.Message) string { return "custom:" + aws.ToString(m.Body) },
 		Fingerprint:  func(types.Message) string { return "" },
 	})
-	require.Equal(t, core.Job{Key: "custom:" + body, Kind: "orders", Source: "sqs"}, custom.job(attr))
+	require.Equal(t, core.Job{Key: "custom:" + body, Kind: "orders", Source: "sqs"}, mustJob(t, custom, attr))
 
-	require.Equal(t, "orders:"+core.Fingerprint(nil), o.job(types.Message{}).Key, "a message without a body")
+	require.Equal(t, "orders:"+core.Fingerprint(nil), mustJob(t, o, types.Message{}).Key, "a message without a body")
+}
+
+// mustJob returns o's job for m, which must have one.
+func mustJob(t *testing.T, o *options, m types.Message) core.Job {
+	t.Helper()
+	j, err := o.job(m)
+	require.NoError(t, err)
+	return j
 }
 
 func TestReceiveCount(t *testing.T) {

@@ -52,7 +52,8 @@ type Poller struct {
 	VisibilityTimeout time.Duration
 	// ShutdownTimeout is how long running handlers may go on after Run's
 	// context is cancelled. Then their contexts are cancelled, and what did
-	// not complete is handed back to the queue. Defaults to 30s.
+	// not complete is handed back to the queue; Run returns at most 5s later
+	// (see Run). Defaults to 30s.
 	ShutdownTimeout time.Duration
 	// FlushDelay is the longest a finished handler's message waits for the
 	// rest of its batch before its done marker is written and it is deleted.
@@ -78,11 +79,15 @@ type Poller struct {
 
 // Run consumes the queue until ctx is cancelled, then stops receiving, lets
 // running handlers finish within ShutdownTimeout, settles their messages and
-// returns nil. No message whose handler did not succeed is deleted, and no
-// goroutine started by Run outlives it. Receive errors are logged and retried
-// with a backoff, except when the queue does not exist: Run then stops the
-// same way and returns the error. Run returns an error naming the field when
-// the Poller is misconfigured, before receiving anything.
+// returns nil. No message whose handler did not succeed is deleted. Handlers
+// whose contexts ShutdownTimeout cancelled get 5s more to return; Run waits
+// no longer for handlers that ignore their contexts: it returns an error
+// matching ErrHandlersRunning, and those handlers (and their batches, which
+// settle their messages once they return) are the only goroutines of Run's
+// that outlive it. Receive errors (a panicking client's too) are logged and
+// retried with a backoff, except when the queue does not exist: Run then
+// stops the same way and returns the error. Run returns an error naming the
+// field when the Poller is misconfigured, before receiving anything.
 func (p *Poller) Run(ctx context.Context) error {
 	r, err := p.start()
 	if err != nil {
@@ -117,6 +122,11 @@ type run struct {
 	hctx     context.Context // handlers' context: outlives Run's ctx until the shutdown deadline
 	stopping atomic.Bool     // the shutdown deadline passed
 	batches  sync.WaitGroup
+	// handlers counts the handlers running.
+	handlers atomic.Int64
+	// abandoned is set when Run returned while handlers ran: their batches
+	// no longer renew visibility.
+	abandoned atomic.Bool
 }
 
 func (p *Poller) start() (*run, error) {
@@ -215,15 +225,44 @@ func (r *run) run(ctx context.Context) error {
 	defer deadline.Stop()
 	select {
 	case <-done:
+		return fatal
 	case <-deadline.C:
-		r.o.Logger.WarnContext(ctx, "jobonce: sqsonce: shutdown timeout passed; cancelling running handlers",
-			"queue", r.o.queueName, "timeout", r.shutdown)
-		r.stopping.Store(true)
-		cancel()
-		<-done
 	}
-	return fatal
+	r.o.Logger.WarnContext(ctx, "jobonce: sqsonce: shutdown timeout passed; cancelling running handlers",
+		"queue", r.o.queueName, "timeout", r.shutdown)
+	r.stopping.Store(true)
+	cancel()
+	grace := time.NewTimer(shutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+		return fatal
+	case <-grace.C:
+	}
+	// Batches whose handlers all returned settle within bounded calls: wait
+	// for them. Handlers that ignore their context are left running.
+	n := r.handlers.Load()
+	if n == 0 {
+		<-done
+		return fatal
+	}
+	r.abandoned.Store(true)
+	r.o.Logger.ErrorContext(ctx, "jobonce: sqsonce: handlers ignore their cancelled contexts; Run returns without them and their messages come back when their visibility lapses",
+		"queue", r.o.queueName, "handlers", n, "timeout", r.shutdown, "grace", shutdownGrace)
+	return errors.Join(fatal, fmt.Errorf("%w: %d, %s after Poller.ShutdownTimeout (%s) cancelled their contexts; their messages were not deleted",
+		ErrHandlersRunning, n, shutdownGrace, r.shutdown))
 }
+
+// shutdownGrace is how long Run waits, after ShutdownTimeout cancelled the
+// handlers' contexts, for the handlers to return.
+const shutdownGrace = 5 * time.Second
+
+// ErrHandlersRunning reports handlers still running when Run returned: they
+// ignored their contexts for 5s after ShutdownTimeout cancelled them. Their
+// messages are not deleted by then, and their visibility is no longer
+// renewed, so the queue redelivers them; a copy received meanwhile finds its
+// job running (the claim stays alive while the handler runs) and waits.
+var ErrHandlersRunning = errors.New("jobonce: sqsonce: handlers still running after the shutdown timeout")
 
 // receive long-polls until ctx is cancelled, handing each batch to a
 // goroutine of its own. It returns an error only when the queue does not
@@ -235,14 +274,7 @@ func (r *run) receive(ctx context.Context) error {
 		if n == 0 {
 			return nil
 		}
-		out, err := r.p.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:                    r.url,
-			MaxNumberOfMessages:         n,
-			WaitTimeSeconds:             r.wait,
-			VisibilityTimeout:           seconds(r.vis),
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-			MessageAttributeNames:       []string{"All"},
-		})
+		out, err := r.receiveBatch(ctx, n)
 		received := time.Now()
 		if err != nil {
 			r.release(int(n))
@@ -269,6 +301,28 @@ func (r *run) receive(ctx context.Context) error {
 		r.batches.Add(1)
 		go r.process(msgs, received)
 	}
+}
+
+// receiveBatch receives up to n messages. A panicking client is reported as
+// a failed receive, which the receiver retries with a backoff.
+func (r *run) receiveBatch(ctx context.Context, n int32) (out *sqs.ReceiveMessageOutput, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, fmt.Errorf("jobonce: sqsonce: SQS client panicked in ReceiveMessage: %v", p)
+		}
+	}()
+	out, err = r.p.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl:                    r.url,
+		MaxNumberOfMessages:         n,
+		WaitTimeSeconds:             r.wait,
+		VisibilityTimeout:           seconds(r.vis),
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		MessageAttributeNames:       []string{"All"},
+	})
+	if err == nil && out == nil {
+		err = errors.New("jobonce: sqsonce: SQS client returned no output and no error")
+	}
+	return out, err
 }
 
 // receiveLinger is how long the receiver waits for busy handler slots to

@@ -7,10 +7,12 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
@@ -325,4 +327,110 @@ func TestPollerShadowModeAndJobContext(t *testing.T) {
 		would = append(would, ev.WouldSkip)
 	}
 	require.Equal(t, []core.Outcome{0, core.Duplicate}, would)
+}
+
+// A handler that ignores its cancelled context does not hold Run: Run
+// returns within ShutdownTimeout plus its 5s grace, with an error matching
+// ErrHandlersRunning, and the handler's message is not deleted. Once the
+// handler returns, its batch settles the message.
+func TestRunReturnsWhileAHandlerIgnoresItsContext(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{visibility: 30})
+	sendAll(t, c, q.url, []string{"stubborn"})
+	rec := newRecorder(c)
+	started, release := make(chan struct{}), make(chan struct{})
+	p := &sqsonce.Poller{Client: rec, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
+		ShutdownTimeout: time.Second,
+		Handler: func(context.Context, types.Message) error {
+			close(started)
+			<-release
+			return nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	<-started
+	cancel()
+	begin := time.Now()
+	bound := time.Second + 5*time.Second + 2*time.Second
+	select {
+	case err := <-done:
+		took := time.Since(begin)
+		t.Logf("Run returned %s after its context was cancelled", took.Round(time.Millisecond))
+		require.ErrorIs(t, err, sqsonce.ErrHandlersRunning)
+		require.ErrorContains(t, err, ": 1,")
+	case <-time.After(bound):
+		close(release)
+		t.Fatalf("Run did not return within %s of its context's end while a handler ignored it", bound)
+	}
+	require.Empty(t, rec.deletedHandles(), "a message whose handler had not returned was deleted")
+	v, f := depth(t, c, q.url)
+	require.Equal(t, 1, v+f)
+
+	close(release)
+	require.Eventually(t, func() bool { st := p.Stats(); return st.Ran == 1 && st.Deleted == 1 }, 10*time.Second, 10*time.Millisecond,
+		"the handler's batch did not settle its message once the handler returned")
+}
+
+// A panic in Config.Key fails that message: it is left on the queue, unrun,
+// and counted; the Poller goes on with the others.
+func TestPollerFailsAMessageWhoseKeyPanics(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{visibility: 2})
+	sendAll(t, c, q.url, []string{"ok-1", "boom", "ok-2"})
+	var runs runsByID
+	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
+		Handler: runs.record,
+		Config: &sqsonce.Config{Key: func(m types.Message) string {
+			if aws.ToString(m.Body) == "boom" {
+				panic("no key for boom")
+			}
+			return aws.ToString(m.Body)
+		}}}
+	stop := startPoller(t, p)
+	require.Eventually(t, func() bool { st := p.Stats(); return st.Ran == 2 && st.Failed >= 1 }, 20*time.Second, 10*time.Millisecond)
+	require.NoError(t, stop())
+	runs.requireEachOnce(t, 2)
+	require.EqualValues(t, 2, p.Stats().Deleted)
+	v, f := depth(t, c, q.url)
+	require.Equal(t, 1, v+f, "the message whose key panicked was deleted")
+}
+
+// panicsOnce panics in its first ReceiveMessage, then passes calls through.
+type panicsOnce struct {
+	sqsonce.Client
+	calls atomic.Int32
+}
+
+func (p *panicsOnce) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	if p.calls.Add(1) == 1 {
+		panic("receive broke")
+	}
+	return p.Client.ReceiveMessage(ctx, in, opts...)
+}
+
+// A panic in the client's ReceiveMessage is a failed receive: the Poller
+// retries after its backoff and runs the queue's messages.
+func TestPollerRecoversAPanickingReceive(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{visibility: 30})
+	sendAll(t, c, q.url, []string{"job-1"})
+	var runs runsByID
+	client := &panicsOnce{Client: c}
+	p := &sqsonce.Poller{Client: client, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
+		Handler: runs.record}
+	stop := startPoller(t, p)
+	requireDrained(t, c, q.url, 20*time.Second)
+	require.NoError(t, stop())
+	runs.requireEachOnce(t, 1)
+	require.GreaterOrEqual(t, client.calls.Load(), int32(2))
 }

@@ -58,6 +58,9 @@ func (b *batch) flush() {
 // extend renews the visibility of the open messages.
 func (b *batch) extend() {
 	r := b.r
+	if r.abandoned.Load() {
+		return // Run returned: let the queue redeliver the messages
+	}
 	v := min(r.vis, maxVisibility-visibilityMargin-time.Since(b.received))
 	if v < time.Second {
 		if !b.capped {

@@ -1,0 +1,4 @@
+package sqsonce
+
+// SQSTimeout is the bound of each SQS call that settles a message.
+const SQSTimeout = sqsTimeout
