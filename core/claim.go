@@ -160,8 +160,8 @@ func (c *Claim) claimRequest() driver.ClaimRequest {
 
 // Runs reports whether the claim's answer lets Work call the job's
 // function: the claim holds the key, or the job runs without one
-// (Job.Unguarded, the store failed and the Guard fails open, or shadow
-// mode, which runs every delivery). A consumer
+// (Job.Unguarded, the store could not be reached and the Guard fails open,
+// or shadow mode, which runs every delivery). A consumer
 // can run the claims that run on goroutines of their own and settle the
 // others at once with Work, which then calls no function. Work may still
 // not run a claim for which Runs is true, when the caller's context ended
