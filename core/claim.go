@@ -28,8 +28,11 @@ type Claim struct {
 	// canceled: the caller's context ended before the claim was answered
 	// (or while it was held, which released it); err wraps ctx.Err().
 	canceled bool
-	used     bool       // Work was called: a claim runs its job once
-	hb       *heartbeat // keeps a held claim alive until its marker is written
+	// outage: err says the store could not be reached (see unreachable),
+	// the only failure under which the Guard fails open.
+	outage bool
+	used   bool       // Work was called: a claim runs its job once
+	hb     *heartbeat // keeps a held claim alive until its marker is written
 
 	started   time.Time     // when the claim request was sent; the lease runs from here
 	lag       time.Duration // a duplicate's lag behind its first copy's done marker
@@ -86,7 +89,7 @@ func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 			g.releaseWithin(rctx, c.key, c.token)
 			c.reply = driver.ClaimReply{}
 		}
-		g.stopped(ctx, c)
+		g.settle(ctx, c)
 	}
 	return claims
 }
@@ -104,7 +107,16 @@ func (g *Guard) claimOne(ctx context.Context, c *Claim, job Job) {
 	} else {
 		c.reply, c.err = g.group.do(ctx, storeOp{claim: c.claimRequest(), isClaim: true})
 	}
-	g.stopped(ctx, c)
+	g.settle(ctx, c)
+}
+
+// settle settles the claim's answer under the caller's context: a claim
+// stopped by it is canceled (see stopped); otherwise a store error is
+// classified, once, as an outage or not.
+func (g *Guard) settle(ctx context.Context, c *Claim) {
+	if !g.stopped(ctx, c) {
+		c.outage = unreachable(ctx, c.err)
+	}
 }
 
 // prepare derives the claim's stored key and token. It reports false when
@@ -148,8 +160,8 @@ func (c *Claim) claimRequest() driver.ClaimRequest {
 
 // Runs reports whether the claim's answer lets Work call the job's
 // function: the claim holds the key, or the job runs without one
-// (Job.Unguarded, the store failed and the Guard fails open, or shadow
-// mode, which runs every delivery). A consumer
+// (Job.Unguarded, the store could not be reached and the Guard fails open,
+// or shadow mode, which runs every delivery). A consumer
 // can run the claims that run on goroutines of their own and settle the
 // others at once with Work, which then calls no function. Work may still
 // not run a claim for which Runs is true, when the caller's context ended
@@ -171,9 +183,10 @@ func (c *Claim) Runs() bool {
 }
 
 // failsOpen reports whether the claim's error is a store failure under which
-// the Guard runs the job unguarded.
+// the Guard runs the job unguarded: with FailOpen, a store that could not
+// be reached (see unreachable), never an answer it gave.
 func (c *Claim) failsOpen() bool {
-	return c.g.cfg.FailOpen && !c.canceled && !errors.Is(c.err, ErrInvalidKey)
+	return c.g.cfg.FailOpen && !c.canceled && c.outage
 }
 
 // Work runs fn if the claim holds the key (see Runs) and reports the
@@ -403,8 +416,10 @@ func (c *Claim) report(ctx context.Context, out Outcome, err error, ran time.Dur
 // Unrecorded for a pending claim (each claim's heartbeat keeps it alive
 // until its marker is written or the write failed). For a claim whose Work
 // was final, Finish repeats that outcome; for a nil claim, or one Work was
-// not called on, it reports Rejected. A claim listed twice is finished once
-// and reported at each place. Only the pending claims are observed.
+// not called on, it reports Rejected, as for a claim of another Guard,
+// which it leaves as it is (a pending one for its own Guard's Finish). A
+// claim listed twice is finished once and reported at each place. Only the
+// pending claims are observed.
 func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 	outs := make([]Outcome, len(claims))
 	var pending []int
@@ -419,6 +434,12 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 		switch {
 		case c == nil || !c.used:
 			outs[i] = Rejected
+		case c.g != g:
+			// Its marker belongs in its own Guard's store: left pending,
+			// for that Guard's Finish.
+			outs[i] = Rejected
+			g.cfg.Logger.WarnContext(ctx, "jobonce: Finish was given a claim of another Guard; finish it with the Guard that claimed it",
+				"key", c.job.Key)
 		case !c.pending:
 			outs[i] = c.final
 		default:

@@ -34,9 +34,16 @@ type Config struct {
 	// Defaults to false (batching on).
 	DisableBatching bool
 
-	// FailOpen runs jobs unguarded when the store cannot be reached, reporting
-	// the Unguarded outcome. Defaults to false: fail closed, the job does not
-	// run and Do returns an error matching ErrStoreUnavailable.
+	// FailOpen runs jobs unguarded (outcome Unguarded), and lets Enqueue
+	// publish without a marker, when the store cannot be reached: a dial
+	// refused, a connection reset or closed (EOF), a network timeout,
+	// StoreTimeout expiring on a hung store while the caller's context is
+	// live, or an error a store wraps around driver.ErrUnreachable. Any
+	// other failure fails closed even so (Unavailable, an error matching
+	// ErrStoreUnavailable that wraps the cause): an error the server
+	// answered (a Redis OOM or READONLY, a PostgreSQL error), a write not
+	// acknowledged (ErrUnreplicated), a store that panicked, the caller's
+	// own cancellation. Defaults to false: fail closed on every failure.
 	FailOpen bool
 
 	// KeyPrefix is prepended to every key in the store. Defaults to "jobonce:".

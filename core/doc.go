@@ -28,10 +28,11 @@
 //
 // When the store cannot be reached the Guard fails closed: the job does not
 // run and the error matches ErrStoreUnavailable, so the framework retries it
-// later. Config.FailOpen runs it unguarded instead. When the job succeeded
-// but its done marker could not be written (lease lost, or the store failed
-// after retries), the effect happened, so Do reports success with outcome
-// LeaseLost or Unrecorded, logged as a warning and counted.
+// later. Config.FailOpen runs it unguarded instead, only when the store
+// could not be reached, never when it answered with an error. When the job
+// succeeded but its done marker could not be written (lease lost, or the
+// store failed after retries), the effect happened, so Do reports success
+// with outcome LeaseLost or Unrecorded, logged as a warning and counted.
 //
 // # Inside a job
 //

@@ -9,6 +9,9 @@ import (
 	"github.com/jobonce/jobonce/core/driver"
 )
 
+// enqueueSource is the Source of the events Enqueue reports in shadow mode.
+const enqueueSource = "enqueue"
+
 // Enqueue publishes a job at most once per key within window: it sets a
 // marker for the key (under the prefix plus "enq#" and the key's hash) only if none exists, then
 // calls publish. If publish fails, Enqueue deletes its own marker, so an
@@ -16,9 +19,18 @@ import (
 // error unchanged. It reports whether publish ran and succeeded; false with a
 // nil error means the key was published within the window already.
 //
-// When the store cannot be reached, Enqueue returns an error matching
-// ErrStoreUnavailable without publishing, or publishes anyway with FailOpen.
-// When ctx ends first, the error matches ctx.Err() and nothing is published.
+// When the store fails, Enqueue returns an error matching
+// ErrStoreUnavailable without publishing; with FailOpen, it publishes anyway
+// when the store could not be reached (not when it answered with an error:
+// see Config.FailOpen). When ctx ends first, the error matches ctx.Err()
+// and nothing is published.
+//
+// In shadow mode (Config.Shadow), Enqueue publishes every call, also those
+// it would skip (the key published within the window, an empty key, a
+// store failure), and reports each of those to the observer, the log and
+// the metrics (jobonce.shadow.skips) as Unguarded (or Failed, when publish
+// failed) with Event.Source "enqueue" and Event.WouldSkip the outcome
+// enforcement would give: Duplicate, Rejected or Unavailable.
 func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, publish func(context.Context) error) (bool, error) {
 	if window < time.Millisecond {
 		return false, fmt.Errorf("jobonce: Enqueue window must be at least 1ms, got %s", window)
@@ -28,6 +40,9 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 	}
 	skey, err := enqueueKey(g.cfg.KeyPrefix, key)
 	if err != nil {
+		if g.cfg.Shadow && ctx.Err() == nil {
+			return g.publishShadow(ctx, key, publish, Rejected, err)
+		}
 		return false, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -44,21 +59,32 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 		return false, fmt.Errorf("jobonce: Enqueue stopped by the caller's context: %w", ctx.Err())
 	}
 	if err != nil {
-		if !g.cfg.FailOpen {
-			return false, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+		if g.cfg.FailOpen && unreachable(ctx, err) {
+			g.cfg.Logger.WarnContext(ctx, "jobonce: store unavailable; publishing without a marker (FailOpen)", "key", key, "error", err)
+			if err := publish(ctx); err != nil {
+				return false, err
+			}
+			return true, nil
 		}
-		g.cfg.Logger.WarnContext(ctx, "jobonce: store unavailable; publishing without a marker (FailOpen)", "key", key, "error", err)
-		if err := publish(ctx); err != nil {
-			return false, err
+		err = fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+		if g.cfg.Shadow {
+			return g.publishShadow(ctx, key, publish, Unavailable, err)
 		}
-		return true, nil
+		return false, err
 	}
 	switch reply.State {
 	case driver.StateClaimed:
 	case driver.StateRunning, driver.StateDone:
+		if g.cfg.Shadow {
+			return g.publishShadow(ctx, key, publish, Duplicate, nil)
+		}
 		return false, nil
 	default:
-		return false, fmt.Errorf("%w: store replied with unknown state %d", ErrStoreUnavailable, reply.State)
+		err := fmt.Errorf("%w: store replied with unknown state %d", ErrStoreUnavailable, reply.State)
+		if g.cfg.Shadow {
+			return g.publishShadow(ctx, key, publish, Unavailable, err)
+		}
+		return false, err
 	}
 	published := false
 	defer func() {
@@ -71,4 +97,19 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 	}
 	published = true
 	return true, nil
+}
+
+// publishShadow publishes, in shadow mode, a job that enforcement would
+// not publish, giving outcome would (and error cause), and reports it:
+// Unguarded, or Failed with publish's error, with Event.WouldSkip set.
+func (g *Guard) publishShadow(ctx context.Context, key string, publish func(context.Context) error, would Outcome, cause error) (bool, error) {
+	e := Event{Key: key, Source: enqueueSource, Outcome: Unguarded, Err: cause, WouldSkip: would}
+	start := time.Now()
+	err := publish(ctx)
+	e.Duration = time.Since(start)
+	if err != nil {
+		e.Outcome, e.Err = Failed, err
+	}
+	g.observe(ctx, e)
+	return err == nil, err
 }

@@ -29,8 +29,10 @@ var (
 	// marker so answered is Unrecorded.
 	ErrUnreplicated = driver.ErrUnreplicated
 
-	// ErrStoreUnavailable reports that the store could not be reached. The job did
-	// not run (fail closed) and should be retried later.
+	// ErrStoreUnavailable reports that the store failed: it could not be
+	// reached, or answered with an error (a Redis OOM, an unacknowledged
+	// write), which the error wraps. The job did not run (fail closed) and
+	// should be retried later.
 	ErrStoreUnavailable = errors.New("jobonce: store unavailable")
 
 	// ErrInvalidKey reports an empty key.

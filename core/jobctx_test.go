@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"testing"
 
@@ -62,7 +63,7 @@ func TestIdempotencyKey(t *testing.T) {
 // downStore is a store that cannot be reached.
 type downStore struct{ *memstore.Store }
 
-var errDown = errors.New("connection refused")
+var errDown = fmt.Errorf("connection refused: %w", driver.ErrUnreachable)
 
 func (downStore) Claim(context.Context, driver.ClaimRequest) (driver.ClaimReply, error) {
 	return driver.ClaimReply{}, errDown

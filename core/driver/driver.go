@@ -21,6 +21,13 @@ var ErrLeaseLost = errors.New("jobonce: lease lost")
 // core.ErrUnreplicated is the same value.
 var ErrUnreplicated = errors.New("jobonce: write not acknowledged by enough replicas")
 
+// ErrUnreachable is what a store may wrap around an error of its client
+// that says the server could not be reached, when the error itself does not
+// show it (a net.Error, io.EOF, a refused or reset connection, a timeout
+// do): go-redis's pool timeout, say. The Guard runs a job unguarded under
+// core.Config.FailOpen only for such errors.
+var ErrUnreachable = errors.New("jobonce: driver: store unreachable")
+
 // Token identifies one claim. Only the holder of the token may extend,
 // complete or release the claim.
 type Token [16]byte

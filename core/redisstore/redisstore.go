@@ -319,9 +319,14 @@ func tokenChecked(ctx context.Context, cmd *redis.Cmd) error {
 // done and err does not say so already: a read that timed out or a
 // connection that broke once the caller had given up is the caller's
 // cancellation, not a store outage. Replies from the server are left as they
-// are.
+// are. While ctx is live, go-redis's pool timeout (every connection busy
+// with calls the server does not answer) is wrapped in
+// driver.ErrUnreachable, which says the server could not be reached.
 func cancelled(ctx context.Context, err error) error {
 	cerr := ctx.Err()
+	if cerr == nil && errors.Is(err, redis.ErrPoolTimeout) {
+		return fmt.Errorf("%w: %w", driver.ErrUnreachable, err)
+	}
 	if cerr == nil || errors.Is(err, cerr) {
 		return err
 	}

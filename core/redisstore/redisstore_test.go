@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,4 +127,51 @@ func TestForeignValueIsAnError(t *testing.T) {
 	out, err := g.Do(context.Background(), "foreign", func(context.Context) error { return errors.New("must not run") })
 	require.Equal(t, core.Unavailable, out)
 	require.ErrorContains(t, err, "did not write")
+}
+
+// TestPoolTimeoutIsUnreachable: a claim that finds every connection of the
+// client's pool busy past PoolTimeout fails with driver.ErrUnreachable, so
+// a Guard with FailOpen runs the job unguarded, as for any store it cannot
+// reach.
+func TestPoolTimeoutIsUnreachable(t *testing.T) {
+	ctx := context.Background()
+	prefix := testenv.Prefix(t)
+	control := testenv.Redis(t, prefix)
+	opt, err := redis.ParseURL(testenv.RedisURL())
+	require.NoError(t, err)
+	opt.PoolSize, opt.PoolTimeout, opt.MaxRetries = 1, 100*time.Millisecond, -1
+	opt.ClientName = "jobonce-test-pool-" + testenv.RandomID(4)
+	client := redis.NewClient(opt)
+	t.Cleanup(func() { _ = client.Close() })
+	s := newStore(t, client)
+
+	// The pool's only connection waits on a list nobody pushes to yet.
+	list := prefix + "list"
+	blocked := make(chan error, 1)
+	go func() { blocked <- client.BLPop(ctx, 30*time.Second, list).Err() }()
+	t.Cleanup(func() {
+		control.LPush(context.Background(), list, "go")
+		require.NoError(t, <-blocked)
+	})
+	require.Eventually(t, func() bool {
+		clients, _ := control.ClientList(ctx).Result() // an error is a poll that failed
+		for line := range strings.Lines(clients) {
+			if strings.Contains(line, "name="+opt.ClientName+" ") && strings.Contains(line, "cmd=blpop") {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, 5*time.Millisecond, "BLPOP holds the connection")
+
+	_, err = s.Claim(ctx, driver.ClaimRequest{Key: prefix + "k", Token: driver.NewToken(), Lease: time.Minute})
+	require.ErrorIs(t, err, redis.ErrPoolTimeout)
+	require.ErrorIs(t, err, driver.ErrUnreachable)
+
+	g, err := core.New(s, &core.Config{Logger: quiet, FailOpen: true, KeyPrefix: prefix})
+	require.NoError(t, err)
+	ran := false
+	out, err := g.Do(ctx, "k", func(context.Context) error { ran = true; return nil })
+	require.NoError(t, err)
+	require.Equal(t, core.Unguarded, out)
+	require.True(t, ran)
 }

@@ -2,15 +2,16 @@ package storetest
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/jobonce/jobonce/core/driver"
 )
 
-// errInjected is the error a Faulty store returns while it is down.
-var errInjected = errors.New("storetest: injected store failure")
+// errInjected is the error a Faulty store returns while it is down: one
+// that cannot be reached.
+var errInjected = fmt.Errorf("storetest: injected store failure: %w", driver.ErrUnreachable)
 
 // Faulty wraps a real store and fails chosen operations on demand, to test
 // what a Guard does when its store stops answering.

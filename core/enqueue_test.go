@@ -1,0 +1,51 @@
+package core_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// TestShadowModePublishesEveryEnqueue: in shadow mode Enqueue publishes
+// every call, the second within the window too, and reports the one
+// enforcement would skip: Unguarded with WouldSkip Duplicate, Source
+// "enqueue", counted in jobonce.shadow.skips. Enforcement then skips it.
+func TestShadowModePublishesEveryEnqueue(t *testing.T) {
+	ctx := context.Background()
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	var seen testenv.Outcomes
+	reader := sdkmetric.NewManualReader()
+	shadow := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{
+		Shadow: true, Observer: seen.Observe, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
+	})
+	publishes := 0
+	publish := func(context.Context) error { publishes++; return nil }
+
+	for range 2 {
+		ok, err := shadow.Enqueue(ctx, "report:7", time.Minute, publish)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	require.Equal(t, 2, publishes, "shadow mode publishes every call")
+	events := seen.Events()
+	require.Len(t, events, 1, "only the would-be skip is reported")
+	require.Equal(t, core.Unguarded, events[0].Outcome)
+	require.Equal(t, core.Duplicate, events[0].WouldSkip)
+	require.Equal(t, "report:7", events[0].Key)
+	require.Equal(t, "enqueue", events[0].Source)
+	require.Equal(t, map[string]int64{"duplicate": 1}, counts(t, reader, "jobonce.shadow.skips", "outcome"))
+
+	// Both Guards share the marker: enforcement skips the third call.
+	enforce := testenv.RedisGuardOn(t, rdb, prefix, nil)
+	ok, err := enforce.Enqueue(ctx, "report:7", time.Minute, publish)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Equal(t, 2, publishes)
+}
