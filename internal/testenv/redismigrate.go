@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -73,11 +74,14 @@ func (m *SlotMigration) MoveKeys(t testing.TB) int {
 }
 
 // Finish gives the slot to To: CLUSTER SETSLOT NODE on To, then on From,
-// then on every other running primary. Replicas learn it by gossip;
-// WaitHealthy waits until every node agrees.
+// then on every other running primary; and waits until every running node
+// names To the slot's owner. Replicas learn it by gossip, and until they
+// do, one of the old owner's replicas can give the slot back to its
+// primary (once its epoch grew, by another move), so the next move of any
+// slot waits for this.
 func (m *SlotMigration) Finish(t testing.TB) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	order := []*RedisServer{m.To, m.From}
 	for _, p := range m.c.primaryNodes(t) {
@@ -89,6 +93,29 @@ func (m *SlotMigration) Finish(t testing.TB) {
 		if err := p.client.Do(ctx, "CLUSTER", "SETSLOT", m.Slot, "NODE", m.toID).Err(); err != nil {
 			t.Fatalf("CLUSTER SETSLOT %d NODE on %s: %v", m.Slot, p.Addr, err)
 		}
+	}
+	var why string
+	if !poll(15*time.Second, func() bool {
+		why = ""
+		for _, n := range m.c.Nodes {
+			if !n.Running() {
+				continue
+			}
+			view, err := clusterView(ctx, n)
+			if err != nil {
+				why = err.Error()
+				return false
+			}
+			for _, v := range view {
+				if v.is("master") && v.owns(m.Slot) && v.addr != m.To.Addr {
+					why = fmt.Sprintf("%s names %s the owner", n.Addr, v.addr)
+					return false
+				}
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("redis cluster: move of slot %d to %s not agreed after 15s: %s", m.Slot, m.To.Addr, why)
 	}
 }
 
