@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/jobonce/jobonce/core/driver"
@@ -133,7 +134,7 @@ func (s *Store) pipeline(ctx context.Context, n int,
 	}
 	cluster, _ := s.client.(*redis.ClusterClient)
 	if !s.wait.on() || cluster == nil {
-		s.run(ctx, s.client, entries, sent, true)
+		s.run(ctx, s.client, false, entries, sent, true)
 	} else {
 		s.runOnPrimaries(ctx, cluster, entries, sent, errs)
 	}
@@ -153,42 +154,114 @@ func (s *Store) pipeline(ctx context.Context, n int,
 }
 
 // runOnPrimaries runs the entries sent on the primaries that own their keys,
-// one pipeline each, side by side; an entry whose primary is unknown gets
-// an error in errs.
+// one pipeline each, side by side, each with its wait; an entry whose
+// primary is unknown gets an error in errs. An entry answered ASK (its slot
+// is being migrated, its key is on the importing primary) is sent again to
+// that primary, after ASKING; one answered MOVED (its slot moved) is sent
+// again to the slot's new owner once the slot map is reloaded. Either goes
+// in a pipeline with the wait of the node it is sent to, so the wait judges
+// the node that did the write. An entry follows at most maxRedirects
+// redirects, within ctx; one still redirected, or whose target the slot map
+// does not name, keeps an error.
 func (s *Store) runOnPrimaries(ctx context.Context, cluster *redis.ClusterClient, entries []entry, sent []int, errs []error) {
-	groups := make(map[*redis.Client][]int)
+	groups := make(map[hop][]int)
 	for _, i := range sent {
 		primary, err := cluster.MasterForKey(ctx, entries[i].keys[0])
 		if err != nil {
 			errs[i] = cancelled(ctx, err)
 			continue
 		}
-		groups[primary] = append(groups[primary], i)
+		h := hop{on: primary}
+		groups[h] = append(groups[h], i)
 	}
-	var wg sync.WaitGroup
-	for primary, idx := range groups {
-		wg.Go(func() { s.run(ctx, primary, entries, idx, true) })
-	}
-	wg.Wait()
-	for _, i := range sent {
-		if cmd := entries[i].cmd; cmd != nil && cmd.Err() != nil && (redis.HasErrorPrefix(cmd.Err(), "MOVED") || redis.HasErrorPrefix(cmd.Err(), "ASK")) {
-			// A slot moved (a resharding or failover): these entries fail,
-			// and the next calls go where the slot is now.
-			cluster.ReloadState(ctx)
+	for redirects := 0; len(groups) > 0; redirects++ {
+		var wg sync.WaitGroup
+		for h, idx := range groups {
+			wg.Go(func() { s.run(ctx, h.on, h.asking, entries, idx, true) })
+		}
+		wg.Wait()
+		if redirects == maxRedirects {
+			if s.redirected(entries, groups) != nil {
+				cluster.ReloadState(ctx) // the next calls go where the slot is now
+			}
 			return
 		}
+		groups = s.follow(ctx, cluster, entries, s.redirected(entries, groups))
 	}
 }
 
+// hop is where a pipeline of runOnPrimaries goes: a primary, and whether its
+// scripts each follow ASKING (an ASK redirect).
+type hop struct {
+	on     *redis.Client
+	asking bool
+}
+
+// target is the node a redirect names.
+type target struct {
+	addr string
+	ask  bool
+}
+
+// redirected returns the entries of groups answered ASK or MOVED, by the
+// node the redirect names.
+func (s *Store) redirected(entries []entry, groups map[hop][]int) map[target][]int {
+	var to map[target][]int
+	for _, idx := range groups {
+		for _, i := range idx {
+			if addr, ask, ok := redirect(entries[i].cmd.Err()); ok {
+				if to == nil {
+					to = make(map[target][]int)
+				}
+				to[target{addr, ask}] = append(to[target{addr, ask}], i)
+			}
+		}
+	}
+	return to
+}
+
+// follow returns the pipelines that send the entries of to where their
+// redirects name, with the slot map reloaded; an entry whose target is no
+// primary in the map keeps its redirect, with the reason added.
+func (s *Store) follow(ctx context.Context, cluster *redis.ClusterClient, entries []entry, to map[target][]int) map[hop][]int {
+	if len(to) == 0 {
+		return nil
+	}
+	byAddr, err := primaries(ctx, cluster)
+	groups := make(map[hop][]int, len(to))
+	for t, idx := range to {
+		on := byAddr[t.addr]
+		if on == nil {
+			for _, i := range idx {
+				cmd := entries[i].cmd
+				if err != nil {
+					cmd.SetErr(cancelled(ctx, fmt.Errorf("%w (not followed: %w)", cmd.Err(), err)))
+				} else {
+					cmd.SetErr(fmt.Errorf("%w (not followed: the cluster's slot map names no primary at %s)", cmd.Err(), t.addr))
+				}
+			}
+			continue
+		}
+		h := hop{on: on, asking: t.ask}
+		groups[h] = append(groups[h], idx...)
+	}
+	return groups
+}
+
 // run sends entries idx on one node in one pipeline, with the wait when
-// configured, whose error it sets on the entries. With reload, the entries
-// that found their script missing are sent again once it is loaded (with a
-// wait of their own).
-func (s *Store) run(ctx context.Context, on node, entries []entry, idx []int, reload bool) {
+// configured, whose error it sets on the entries; with asking, each script
+// follows an ASKING (the node imports the scripts' slot). With reload, the
+// entries that found their script missing are sent again once it is loaded
+// (with a wait of their own).
+func (s *Store) run(ctx context.Context, on node, asking bool, entries []entry, idx []int, reload bool) {
 	pipe := on.Pipeline()
 	for _, i := range idx {
 		e := &entries[i]
+		if asking {
+			pipe.Do(ctx, "asking")
+		}
 		e.cmd = e.script.EvalSha(ctx, pipe, e.keys, e.argv...)
+		e.unacked = nil // the wait of this pipeline judges this write
 	}
 	var acked func() error
 	if s.wait.on() {
@@ -229,6 +302,6 @@ func (s *Store) run(ctx context.Context, on node, entries []entry, idx []int, re
 		loaded = append(loaded, i)
 	}
 	if len(loaded) > 0 {
-		s.run(ctx, on, entries, loaded, false)
+		s.run(ctx, on, asking, entries, loaded, false)
 	}
 }

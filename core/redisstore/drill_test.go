@@ -52,6 +52,8 @@ type drill struct {
 	g *core.Guard
 	// block, when set, runs inside the job function after its effect.
 	block func(k int)
+	// key, when set, names job k's key; otherwise it is "job-k".
+	key func(k int) string
 
 	effects  [drillJobs]atomic.Int32 // runs of each job's function: the effect
 	excused  [drillJobs]atomic.Bool  // a run of the job was reported LeaseLost or Unrecorded
@@ -75,14 +77,19 @@ type drillCounts struct {
 }
 
 func (c drillCounts) String() string {
+	return fmt.Sprintf("%d jobs, %d duplicate effects (%d after a LeaseLost/Unrecorded run, %d after Ran), %d missing, %d unhandled; %d finished at the kill, %d when the old primary was a replica again; outcomes %s",
+		c.jobs, c.dups, c.excused, c.dups-c.excused, c.missing, c.unhandled, c.atKill, c.atRecovery, c.outcomeList())
+}
+
+// outcomeList is the outcomes of every Do, "Ran=300 Duplicate=600".
+func (c drillCounts) outcomeList() string {
 	var outs []string
 	for o := core.Ran; o <= core.Canceled; o++ {
 		if n := c.outcomes[o]; n > 0 {
 			outs = append(outs, fmt.Sprintf("%s=%d", o, n))
 		}
 	}
-	return fmt.Sprintf("%d jobs, %d duplicate effects (%d after a LeaseLost/Unrecorded run, %d after Ran), %d missing, %d unhandled; %d finished at the kill, %d when the old primary was a replica again; outcomes %s",
-		c.jobs, c.dups, c.excused, c.dups-c.excused, c.missing, c.unhandled, c.atKill, c.atRecovery, strings.Join(outs, " "))
+	return strings.Join(outs, " ")
 }
 
 // run delivers every job twice, to two workers at once, each retrying
@@ -168,6 +175,9 @@ func (d *drill) run(t *testing.T, failover func()) drillCounts {
 // deliver is one delivery of job k: Do until acknowledged or ctx ends.
 func (d *drill) deliver(ctx context.Context, k int) {
 	key := "job-" + strconv.Itoa(k)
+	if d.key != nil {
+		key = d.key(k)
+	}
 	fn := func(context.Context) error {
 		d.effects[k].Add(1)
 		if d.block != nil {
