@@ -123,6 +123,7 @@ func TestGuardWithUnacknowledgedWrites(t *testing.T) {
 // it catches up: the job ends Ran, its marker on the replica.
 func TestMarkerAcknowledgedOnceTheReplicaCatchesUp(t *testing.T) {
 	primary, replicas := testenv.StartRedisReplicas(t, 1)
+	caughtUp(t, primary, 1)
 	s, err := redisstore.New(primary.Client(), &redisstore.Config{Logger: quiet, WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond})
 	require.NoError(t, err)
 	counted := &splitStore{Store: s, marks: s}
