@@ -509,12 +509,13 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 }
 
 func (c *Claim) completeRequest() driver.CompleteRequest {
-	return driver.CompleteRequest{Key: c.key, Token: c.token, Fingerprint: c.fp, Result: c.value, Retention: c.g.cfg.Retention}
+	return driver.CompleteRequest{Key: c.key, Token: c.token, Fingerprint: c.fp, Result: c.value, Retention: c.g.cfg.Retention, Fence: c.reply.Fence}
 }
 
 // markerFinal reports whether a failed done marker's write is final, not to
 // be tried again: the token lost the key. (A marker written but not
-// acknowledged, ErrUnreplicated, is sent again, with WrittenBefore.)
+// acknowledged, ErrUnreplicated, is sent again, as any other failure: the
+// store knows its own marker.)
 func markerFinal(err error) bool { return errors.Is(err, ErrLeaseLost) }
 
 func completeOutcome(err error) Outcome {
@@ -564,17 +565,13 @@ func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
 // retryCompleteWithin writes a done marker on its own, retrying store
 // failures after completeBackoff until sctx, which the caller bounded, ends.
 //
-// prev is the error of an attempt made before, if any. An attempt answered
-// ErrUnreplicated wrote the marker on the primary: the next attempts send
-// WrittenBefore, so that the store writes it again (and waits for its
-// acknowledgement anew) rather than read it as a lost lease; one that then
-// finds the key neither held nor done by this marker (a failover lost it,
-// and maybe another copy ran) leaves the job Unrecorded, not LeaseLost.
+// prev is the error of an attempt made before, if any. Every attempt sends
+// the same request: one that an earlier attempt wrote (its reply lost, or
+// answered ErrUnreplicated) finds this claim's own marker, answered nil
+// (and acknowledged anew), and one that finds another claim's marker, or
+// none, is LeaseLost.
 func (g *Guard) retryCompleteWithin(sctx context.Context, req driver.CompleteRequest, prev error) (Outcome, error) {
 	for attempt := 0; ; attempt++ {
-		if errors.Is(prev, ErrUnreplicated) {
-			req.WrittenBefore = time.Now()
-		}
 		if prev != nil || attempt > 0 {
 			pause := time.NewTimer(completeBackoff[min(attempt, len(completeBackoff)-1)])
 			select {
@@ -585,10 +582,6 @@ func (g *Guard) retryCompleteWithin(sctx context.Context, req driver.CompleteReq
 			}
 		}
 		err := g.storeComplete(sctx, req)
-		if !req.WrittenBefore.IsZero() && errors.Is(err, ErrLeaseLost) {
-			err = fmt.Errorf("%w: the marker was lost before it was acknowledged (%w)", ErrUnreplicated, err)
-			return completeOutcome(err), err
-		}
 		if err == nil || markerFinal(err) || sctx.Err() != nil {
 			return completeOutcome(err), err
 		}

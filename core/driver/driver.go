@@ -15,10 +15,11 @@ var ErrLeaseLost = errors.New("jobonce: lease lost")
 // ErrUnreplicated is what Claim, Complete, Extend and Batch return for a
 // write the store made but whose durability it could not confirm in time
 // (too few replicas, or no fsync, acknowledged it): a failover or restart
-// may lose it. A claim answered so has been released; a done marker
-// answered so is written on the primary, and the Guard sends it again
-// (CompleteRequest.WrittenBefore) until acknowledged or its time is up.
-// core.ErrUnreplicated is the same value.
+// may lose it. A claim answered so has been released, and a claim that
+// found a done marker not yet acknowledged is answered so too (the copy is
+// tried again later); a done marker answered so is written on the primary,
+// and the Guard sends the same request again until acknowledged or its time
+// is up. core.ErrUnreplicated is the same value.
 var ErrUnreplicated = errors.New("jobonce: write not acknowledged by enough replicas")
 
 // ErrUnreachable is what a store may wrap around an error of its client
@@ -118,14 +119,11 @@ type CompleteRequest struct {
 	Result []byte
 	// Retention is how long the done marker is kept.
 	Retention time.Duration
-	// WrittenBefore, when not zero, marks a request sent again after an
-	// attempt that wrote the marker but was answered ErrUnreplicated, at
-	// WrittenBefore: a done marker equal to this one that was written no
-	// later than that (its remaining retention tells) is this token's own,
-	// to be written again (so that its acknowledgement is waited for anew)
-	// and answered nil. A marker written later is another copy's. Stores
-	// that never answer ErrUnreplicated can ignore it.
-	WrittenBefore time.Time
+	// Fence is the claim's fence (ClaimReply.Fence), or zero when the store
+	// gave none. A store whose done markers keep the claim's fence rather
+	// than its token (pgstore) tells its own marker from another claim's by
+	// it; one that keeps the token ignores it.
+	Fence int64
 }
 
 // RecordRequest asks a TxStore to record Key as done inside a transaction.
@@ -150,7 +148,9 @@ type RecordRequest struct {
 //   - Leases and retentions under 1ms are rejected with an error naming the
 //     field.
 //   - A claim sent again with the token that already holds the key (a retried
-//     round trip) answers StateClaimed without renewing the lease.
+//     round trip) answers StateClaimed without renewing the lease; a
+//     complete sent again with the token whose done marker holds the key
+//     answers nil without renewing the retention.
 type Store interface {
 	// Claim claims req.Key for req.Token if the key is absent or its claim
 	// expired, and otherwise reports the key's current state.
@@ -158,8 +158,13 @@ type Store interface {
 	// Extend renews the lease of the claim held by token. It returns
 	// ErrLeaseLost when token no longer holds the key.
 	Extend(ctx context.Context, key string, token Token, lease time.Duration) error
-	// Complete replaces the claim held by req.Token with a done marker. It
-	// returns ErrLeaseLost when the token no longer holds the key.
+	// Complete replaces the claim held by req.Token with a done marker. A
+	// done marker names the claim that wrote it, so a request sent again by
+	// that claim (after its reply was lost, or answered ErrUnreplicated)
+	// finds its own marker and answers nil, and writes it again where
+	// acknowledgements are waited for; it returns ErrLeaseLost when the
+	// token neither holds the key nor wrote its done marker, so it never
+	// takes another claim's marker for its own.
 	Complete(ctx context.Context, req CompleteRequest) error
 	// Release deletes the claim held by token. It returns ErrLeaseLost when the
 	// token no longer holds the key, and never touches another token's claim.

@@ -28,7 +28,7 @@ type Store struct {
 
 type entry struct {
 	done        bool
-	token       driver.Token
+	token       driver.Token // the claim's, or the one that wrote the done marker
 	fence       int64
 	fingerprint string
 	result      []byte
@@ -119,8 +119,9 @@ func (s *Store) Extend(ctx context.Context, key string, token driver.Token, leas
 }
 
 // Complete implements driver.Store. The done marker keeps req.Result as given:
-// a nil Result comes back nil, an empty one empty. A retention under 1ms
-// gives an error.
+// a nil Result comes back nil, an empty one empty. It keeps req.Token too, so
+// a complete sent again by the same claim answers nil, the marker unchanged.
+// A retention under 1ms gives an error.
 func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -130,11 +131,14 @@ func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.held(req.Key, req.Token)
-	if e == nil {
+	now := s.now()
+	e := s.live(req.Key, now)
+	if e == nil || e.token != req.Token {
 		return core.ErrLeaseLost
 	}
-	*e = entry{done: true, fingerprint: req.Fingerprint, result: bytes.Clone(req.Result), expires: s.now().Add(req.Retention)}
+	if !e.done {
+		*e = entry{done: true, token: req.Token, fingerprint: req.Fingerprint, result: bytes.Clone(req.Result), expires: now.Add(req.Retention)}
+	}
 	return nil
 }
 

@@ -1,12 +1,18 @@
 package memstore_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
 	"github.com/jobonce/jobonce/core/storetest"
+	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 func TestConformance(t *testing.T) {
@@ -15,4 +21,40 @@ func TestConformance(t *testing.T) {
 
 func TestChaos(t *testing.T) {
 	storetest.RunChaos(t, storetest.ChaosOptions{Store: memstore.New(), Duration: time.Second})
+}
+
+// loseOneAnswer writes the first done marker and loses its answer, as a
+// network would after the write.
+type loseOneAnswer struct {
+	driver.Store
+	completes int
+}
+
+func (l *loseOneAnswer) Complete(ctx context.Context, req driver.CompleteRequest) error {
+	err := l.Store.Complete(ctx, req)
+	if l.completes++; l.completes == 1 && err == nil {
+		return errors.New("read tcp: i/o timeout")
+	}
+	return err
+}
+
+// A done marker whose answer was lost is sent again and finds the marker its
+// own claim wrote: the job reports Ran, with no warning, and its redelivery
+// is a Duplicate with the stored result.
+func TestCompleteSentAgainAfterItsAnswerWasLostIsRan(t *testing.T) {
+	store := &loseOneAnswer{Store: memstore.New()}
+	var warned testenv.Warnings
+	g, err := core.New(store, &core.Config{Logger: warned.Logger()})
+	require.NoError(t, err)
+	ctx := context.Background()
+	res, err := g.Run(ctx, core.Job{Key: "job"}, func(context.Context) ([]byte, error) { return []byte("r"), nil })
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, res.Outcome)
+	require.Equal(t, 2, store.completes, "the marker was sent again")
+	require.Empty(t, warned.Messages())
+
+	res, err = g.Run(ctx, core.Job{Key: "job"}, func(context.Context) ([]byte, error) { return nil, errors.New("must not run") })
+	require.NoError(t, err)
+	require.Equal(t, core.Duplicate, res.Outcome)
+	require.Equal(t, []byte("r"), res.Value)
 }

@@ -250,14 +250,16 @@ func (s *Store) Extend(ctx context.Context, key string, token driver.Token, leas
 }
 
 func (s *Store) completeArgs(req *driver.CompleteRequest) []any {
-	return []any{[]byte(req.Key), uuid(req.Token), []byte(req.Fingerprint), req.Result, req.Retention.Microseconds()}
+	return []any{[]byte(req.Key), uuid(req.Token), []byte(req.Fingerprint), req.Result, req.Retention.Microseconds(), req.Fence}
 }
 
 // Complete implements driver.Store: the claim becomes a done row kept for
 // req.Retention (database clock) with its fingerprint and result (a nil
-// Result comes back nil, an empty one empty). It returns core.ErrLeaseLost
-// when req.Token no longer holds a live claim. A retention under 1ms gives an
-// error.
+// Result comes back nil, an empty one empty). The done row keeps the claim's
+// fence, so a complete sent again by the same claim (req.Fence, as its claim
+// reported it) finds its own row and answers nil, the row unchanged. It
+// returns core.ErrLeaseLost when req.Token no longer holds a live claim and
+// did not write the key's done row. A retention under 1ms gives an error.
 func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	if err := checkDuration("CompleteRequest.Retention", req.Retention); err != nil {
 		return err

@@ -14,16 +14,14 @@ import (
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
-// Once a defect, now fixed (Again adopts another copy's marker). Copy A writes its marker,
-// which no replica acknowledges (ErrUnreplicated); a failover loses it (here
-// the key is deleted, as a promoted replica that never got the marker, and
-// on which A's claim lapsed, would show). Copy B then claims, runs and writes
-// the same marker (same fingerprint, same result: the same job). A's retry,
-// sent Again, finds a marker equal to its own and is answered nil: A reports
-// Ran for a marker B wrote, so the key reports two Rans and the duplicate
-// run is never observed. retryCompleteWithin's doc promises Unrecorded when
-// "a failover lost it".
-func TestAttack2AgainAdoptsAnotherCopysMarker(t *testing.T) {
+// Copy A writes its marker, which no replica acknowledges
+// (ErrUnreplicated); a failover loses it (here the key is deleted, as a
+// promoted replica that never got the marker, and on which A's claim
+// lapsed, would show). Copy B then claims, runs and writes the same marker
+// (same fingerprint, same result: the same job). A's request sent again
+// finds a marker equal to its own but written by B: it is answered
+// ErrLeaseLost, and B's marker stands.
+func TestCompleteSentAgainRefusesAnotherCopysMarker(t *testing.T) {
 	ctx := context.Background()
 	prefix, s := unacknowledged(t)
 	client := testenv.Redis(t, prefix)
@@ -35,10 +33,7 @@ func TestAttack2AgainAdoptsAnotherCopysMarker(t *testing.T) {
 	require.NoError(t, err)
 	markerA := driver.CompleteRequest{Key: key, Token: a, Fingerprint: "fp", Result: []byte("r"), Retention: time.Minute}
 	require.ErrorIs(t, s.Complete(ctx, markerA), core.ErrUnreplicated)
-	answered := time.Now()
-
 	require.NoError(t, client.Del(ctx, key).Err()) // the failover lost A's marker (and its claim)
-	time.Sleep(20 * time.Millisecond)              // a failover takes time: B writes later than A did
 
 	b := driver.NewToken()
 	r, err := plain.Claim(ctx, driver.ClaimRequest{Key: key, Token: b, Fingerprint: "fp", Lease: time.Minute})
@@ -46,9 +41,13 @@ func TestAttack2AgainAdoptsAnotherCopysMarker(t *testing.T) {
 	require.Equal(t, driver.StateClaimed, r.State)
 	require.NoError(t, plain.Complete(ctx, driver.CompleteRequest{Key: key, Token: b, Fingerprint: "fp", Result: []byte("r"), Retention: time.Minute}))
 
-	markerA.WrittenBefore = answered
-	err = plain.Complete(ctx, markerA)
-	require.Error(t, err, "A's marker was lost and B's stands: A must not be answered as if its own marker were written")
+	require.ErrorIs(t, plain.Complete(ctx, markerA), core.ErrLeaseLost,
+		"A's marker was lost and B's stands: A must not be answered as if its own marker were written")
+	require.ErrorIs(t, s.Complete(ctx, markerA), core.ErrLeaseLost, "with a wait as without")
+	r, err = plain.Claim(ctx, driver.ClaimRequest{Key: key, Token: driver.NewToken(), Fingerprint: "fp", Lease: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, driver.StateDone, r.State)
+	require.Equal(t, []byte("r"), r.Result)
 }
 
 // failoverStore answers the first done marker as a store whose primary has
@@ -87,9 +86,8 @@ func (f *failoverStore) Complete(ctx context.Context, req driver.CompleteRequest
 	return f.Store.Complete(ctx, req)
 }
 
-// Once a defect, now fixed, through the Guard: the same sequence as above. Copy B ran and
-// recorded the job; copy A's marker was lost; the Guard still reports Ran
-// for A (it should be Unrecorded, as retryCompleteWithin's doc says).
+// Through the Guard, the same sequence as above: copy B ran and recorded the
+// job; copy A's marker was lost; A does not report Ran.
 func TestAttack2GuardReportsRanForAnotherCopysMarker(t *testing.T) {
 	prefix, s := unacknowledged(t)
 	client := testenv.Redis(t, prefix)
@@ -100,17 +98,15 @@ func TestAttack2GuardReportsRanForAnotherCopysMarker(t *testing.T) {
 		return []byte("r"), nil
 	})
 	require.NoError(t, fs.bOutcome, "copy B ran and recorded the job")
-	require.Equal(t, 2, fs.completes, "A's marker was sent again (Again)")
-	require.NotEqual(t, core.Ran, res.Outcome, "A's marker was lost; B's stands (err %v)", err)
+	require.Equal(t, 2, fs.completes, "A's marker was sent again")
+	require.Equal(t, core.LeaseLost, res.Outcome, "A's marker was lost; B's stands (err %v)", err)
 }
 
-// Once a defect, now fixed, wider since 2c8f705 (Again after any failed attempt), no failover
-// needed. Copy A's lease ran out while its job ran (its heartbeat could not
-// reach the store; the job did not stop); copy B claimed, ran and recorded
-// the job. A's first marker attempt is lost on the way (nothing written):
-// the retry, sent Again, finds B's marker, equal to A's, and the Guard
-// reports Ran for A, where LeaseLost was the truth: the two runs are never
-// observed.
+// No failover needed: copy A's lease ran out while its job ran (its
+// heartbeat could not reach the store; the job did not stop); copy B
+// claimed, ran and recorded the job. A's first marker attempt is lost on
+// the way (nothing written): the retry finds B's marker, equal to A's, and
+// A reports LeaseLost, the truth, not Ran.
 func TestAttack2GuardReportsRanAfterLeaseLostAndTransientError(t *testing.T) {
 	prefix := testenv.Prefix(t)
 	client := testenv.Redis(t, prefix)

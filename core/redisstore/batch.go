@@ -25,7 +25,9 @@ var errUnanswered = errors.New("jobonce: redisstore: the pipeline ended without 
 // done), never a zero reply. A nil complete error means that request's done
 // marker was written (and acknowledged, when asked). Claims granted but not
 // acknowledged are released and answered core.ErrUnreplicated, as are
-// markers written but not acknowledged.
+// markers written but not acknowledged and claims that found a done marker
+// not acknowledged (a failover could lose it: the copy is tried again
+// later, not skipped).
 func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) ([]driver.ClaimReply, []error, []error) {
 	if len(claims) > 0 {
 		defer s.checkIfDue(ctx)
@@ -62,7 +64,9 @@ func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, c
 
 // releaseUnacknowledged releases the claims of a batch whose writes were not
 // acknowledged, and answers those granted unacked: a failover could lose
-// them, and another copy would then run alongside. Claims answered with an
+// them, and another copy would then run alongside. Claims that found a done
+// marker are answered unacked too (the marker could be lost, and the copy
+// would be skipped); those that found another's claim running stand. Claims answered with an
 // error (a context that ended during the wait, say) may have been granted
 // too, so they are released as well; the release is token-checked, so one
 // never granted costs nothing. A release that fails leaves the claim to
@@ -70,7 +74,11 @@ func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, c
 func (s *Store) releaseUnacknowledged(ctx context.Context, claims []driver.ClaimRequest, replies []driver.ClaimReply, errs, unacked []error) {
 	var granted []int
 	for i, err := range errs {
-		if unacked[i] != nil && (err != nil || replies[i].State == driver.StateClaimed) {
+		switch {
+		case unacked[i] == nil:
+		case err == nil && replies[i].State == driver.StateDone:
+			replies[i], errs[i] = driver.ClaimReply{}, unacked[i]
+		case err != nil || replies[i].State == driver.StateClaimed:
 			granted = append(granted, i)
 		}
 	}

@@ -3,6 +3,10 @@
 -- ARGV[1]  "F" .. token (17 bytes), the prefix that names the claim's owner
 -- ARGV[2]  the fingerprint
 -- ARGV[3]  the lease in milliseconds
+-- ARGV[4]  absent, or "w" when a WAIT follows: a claim this token holds
+--          already, or a done marker, is then written again (its TTL set
+--          to what it has left), so that the WAIT covers what the reply
+--          reports and not only this connection's earlier writes
 -- Reply:   the claim's fence (an integer: the server clock in microseconds
 --          since the Unix epoch) when claimed; the fence stored with the
 --          claim when this token holds it already (the same request sent
@@ -24,11 +28,20 @@ if not v then
     f(lo / 16777216) % 256, f(lo / 65536) % 256, f(lo / 256) % 256, lo % 256) .. ARGV[2], 'PX', ARGV[3])
   return fence
 end
-if string.sub(v, 1, 17) == ARGV[1] then
+local mine = string.sub(v, 1, 17) == ARGV[1]
+local done = not mine and string.sub(v, 1, 1) ~= 'F' and string.sub(v, 1, 1) ~= 'R'
+local left
+if ARGV[4] and (mine or done) then
+  left = redis.call('PTTL', KEYS[1])
+  if left > 0 then
+    redis.call('PEXPIRE', KEYS[1], left)
+  end
+end
+if mine then
   local fence = 0
   for i = 18, 25 do
     fence = fence * 256 + string.byte(v, i)
   end
   return fence
 end
-return {v, redis.call('PTTL', KEYS[1])}
+return {v, left or redis.call('PTTL', KEYS[1])}

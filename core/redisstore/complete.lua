@@ -1,20 +1,28 @@
 -- Replaces a claim with a done marker if the token still holds it.
 -- KEYS[1]  the key
 -- ARGV[1]  "F" .. token (17 bytes)
--- ARGV[2]  the done marker: "d" .. fingerprint, or with a result
+-- ARGV[2]  the done marker: "w" .. writer (the token's first 8 bytes), then
+--          "d" .. fingerprint, or with a result
 --          "D" .. fingerprint length (1 byte) .. fingerprint .. result
 -- ARGV[3]  the retention in milliseconds
--- ARGV[4]  absent, or, for a request sent again after its marker was
---          written but not acknowledged (driver.CompleteRequest.WrittenBefore),
---          the most retention in milliseconds that marker can have left: a
---          marker equal to ARGV[2] with no more left is this token's own,
---          written again so that a WAIT after it covers it; one with more
---          left was written later, by another copy
--- Reply:   1 when completed, 0 when the token does not hold the key
+-- Reply:   1 when completed, or when the key holds a done marker this token
+--          wrote (the same request sent again: after its reply was lost, or
+--          unacknowledged), whose TTL is then set again to what it has left,
+--          so that a WAIT after this script covers the marker; 0 when the
+--          token neither holds the key nor wrote its marker
 local v = redis.call('GET', KEYS[1])
-if v and (string.sub(v, 1, 17) == ARGV[1] or
-    (ARGV[4] and v == ARGV[2] and redis.call('PTTL', KEYS[1]) <= tonumber(ARGV[4]))) then
+if not v then
+  return 0
+end
+if string.sub(v, 1, 17) == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+if string.sub(v, 1, 9) == string.sub(ARGV[2], 1, 9) then
+  local left = redis.call('PTTL', KEYS[1])
+  if left > 0 then
+    redis.call('PEXPIRE', KEYS[1], left)
+  end
   return 1
 end
 return 0

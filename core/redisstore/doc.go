@@ -59,8 +59,12 @@
 // only once that many replicas acknowledged it (WAIT at the end of the
 // writes' own pipeline; on a Cluster client, per primary). Unacknowledged,
 // a claim is released and answered core.ErrUnreplicated (the job does not
-// run), and a done marker is answered so too; the Guard sends it again
-// (driver.CompleteRequest.WrittenBefore) until its StoreTimeout. Config.WaitAOF
+// run), and a done marker is answered so too; the Guard sends it again until
+// its StoreTimeout. A done marker names the claim that wrote it, so the
+// request sent again finds its own marker (and writes it again, so that its
+// acknowledgement is waited for anew), never another copy's. A claim that
+// finds a done marker not acknowledged is answered core.ErrUnreplicated
+// too, not as a duplicate: the copy is tried again later. Config.WaitAOF
 // also waits for the append-only file, for a restart of the primary.
 //
 // Every Config.CheckEvery, within one claim, the Store reads its servers

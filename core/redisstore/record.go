@@ -12,6 +12,10 @@ import (
 //
 //	running:             "F" token(16 bytes) fence(8 bytes, big-endian) fingerprint
 //	running, unfenced:   "R" token(16 bytes) fingerprint
+//	done:                "w" writer(8 bytes) done value
+//
+// and a done value, alone in markers written before writers were kept:
+//
 //	done without result: "d" fingerprint
 //	done with result:    "D" len(fingerprint)(1 byte) fingerprint result
 //	                     "L" len(fingerprint)(uvarint) fingerprint result
@@ -22,9 +26,12 @@ import (
 // fingerprint. "D" holds fingerprints of up to 255 bytes, "L" longer ones. A
 // done marker written with a non-nil Result, even an empty one, is "D" or
 // "L", so a duplicate gets back nil exactly when the copy that ran stored
-// nil. A done marker keeps no fence: the next claim after it expires takes
-// its fence from the clock alone. The lease and the retention are the key's
-// TTL.
+// nil. The writer is the first 8 bytes of the token of the claim that
+// wrote the marker: complete.lua tells by it a request sent again by that
+// claim (its own marker: written) from another claim's (the lease was
+// lost), and a marker without one is nobody's. A done marker keeps no fence:
+// the next claim after it expires takes its fence from the clock alone. The
+// lease and the retention are the key's TTL.
 
 const (
 	tagRunning         = 'F'
@@ -32,8 +39,10 @@ const (
 	tagDone            = 'D'
 	tagDoneLong        = 'L'
 	tagDoneFP          = 'd'
+	tagWriter          = 'w'
 	ownerLen           = 1 + len(driver.Token{})
 	fenceLen           = 8
+	writerLen          = 1 + 8
 )
 
 // ownerValue returns the prefix of a running value that identifies its owner.
@@ -53,22 +62,32 @@ func runningFence(v string) int64 {
 	return int64(binary.BigEndian.Uint64([]byte(v[ownerLen : ownerLen+fenceLen])))
 }
 
-func doneValue(fingerprint string, result []byte) string {
-	if result == nil {
-		return string(tagDoneFP) + fingerprint
-	}
+// doneValue returns the done marker token writes.
+func doneValue(token driver.Token, fingerprint string, result []byte) string {
 	var b []byte
-	if len(fingerprint) <= 255 {
-		b = make([]byte, 0, 2+len(fingerprint)+len(result))
+	switch {
+	case result == nil:
+		b = make([]byte, 0, writerLen+1+len(fingerprint))
+		b = appendWriter(b, token)
+		b = append(b, tagDoneFP)
+	case len(fingerprint) <= 255:
+		b = make([]byte, 0, writerLen+2+len(fingerprint)+len(result))
+		b = appendWriter(b, token)
 		b = append(b, tagDone, byte(len(fingerprint)))
-	} else {
-		b = make([]byte, 0, 1+binary.MaxVarintLen64+len(fingerprint)+len(result))
+	default:
+		b = make([]byte, 0, writerLen+1+binary.MaxVarintLen64+len(fingerprint)+len(result))
+		b = appendWriter(b, token)
 		b = append(b, tagDoneLong)
 		b = binary.AppendUvarint(b, uint64(len(fingerprint)))
 	}
 	b = append(b, fingerprint...)
 	b = append(b, result...)
 	return string(b)
+}
+
+func appendWriter(b []byte, token driver.Token) []byte {
+	b = append(b, tagWriter)
+	return append(b, token[:writerLen-1]...)
 }
 
 // parseValue decodes a value read back by the claim script, with the key's
@@ -81,14 +100,23 @@ func parseValue(v string, pttl int64) (driver.ClaimReply, error) {
 		return driver.ClaimReply{State: driver.StateRunning, Fingerprint: v[ownerLen+fenceLen:], Remaining: remaining}, nil
 	case len(v) >= ownerLen && v[0] == tagRunningUnfenced:
 		return driver.ClaimReply{State: driver.StateRunning, Fingerprint: v[ownerLen:], Remaining: remaining}, nil
-	case len(v) >= 1 && v[0] == tagDoneFP:
-		return driver.ClaimReply{State: driver.StateDone, Fingerprint: v[1:], Remaining: remaining}, nil
-	case len(v) >= 2 && v[0] == tagDone && len(v) >= 2+int(v[1]):
-		return doneReply(v, 2, int(v[1]), remaining)
-	case len(v) >= 1 && v[0] == tagDoneLong:
-		n, size := binary.Uvarint([]byte(v[1:min(len(v), 1+binary.MaxVarintLen64)]))
-		if size > 0 && n <= uint64(len(v)-1-size) {
-			return doneReply(v, 1+size, int(n), remaining)
+	case len(v) >= writerLen && v[0] == tagWriter:
+		return parseDone(v, v[writerLen:], remaining)
+	}
+	return parseDone(v, v, remaining)
+}
+
+// parseDone decodes d, the done value of v.
+func parseDone(v, d string, remaining time.Duration) (driver.ClaimReply, error) {
+	switch {
+	case len(d) >= 1 && d[0] == tagDoneFP:
+		return driver.ClaimReply{State: driver.StateDone, Fingerprint: d[1:], Remaining: remaining}, nil
+	case len(d) >= 2 && d[0] == tagDone && len(d) >= 2+int(d[1]):
+		return doneReply(d, 2, int(d[1]), remaining)
+	case len(d) >= 1 && d[0] == tagDoneLong:
+		n, size := binary.Uvarint([]byte(d[1:min(len(d), 1+binary.MaxVarintLen64)]))
+		if size > 0 && n <= uint64(len(d)-1-size) {
+			return doneReply(d, 1+size, int(n), remaining)
 		}
 	}
 	return driver.ClaimReply{}, fmt.Errorf("jobonce: key holds a value jobonce did not write (%d bytes); is another program using the key prefix?", len(v))

@@ -40,7 +40,7 @@ func FuzzRecord(f *testing.F) {
 		} else if result == nil {
 			result = []byte{}
 		}
-		done := doneValue(fp, result)
+		done := doneValue(token, fp, result)
 		r, err = parseValue(done, 100)
 		require.NoError(t, err)
 		require.Equal(t, driver.StateDone, r.State)
@@ -48,8 +48,14 @@ func FuzzRecord(f *testing.F) {
 		require.Equal(t, 100*time.Millisecond, r.Remaining, "a done marker's remaining retention is its TTL")
 		require.Equal(t, string(result), string(r.Result))
 		require.Equal(t, result == nil, r.Result == nil, "nil and empty results stay apart")
-		require.LessOrEqual(t, len(done), 1+varintLen(len(fp))+len(fp)+len(result))
+		require.LessOrEqual(t, len(done), writerLen+1+varintLen(len(fp))+len(fp)+len(result))
 		require.NotEqual(t, ownerValue(token), done[:min(len(done), ownerLen)], "a done marker never matches an owner")
+		require.Equal(t, "w"+string(token[:8]), done[:writerLen], "a done marker names its writer")
+
+		legacy := done[writerLen:] // as written before markers named their writer
+		r2, err := parseValue(legacy, 100)
+		require.NoError(t, err)
+		require.Equal(t, r, r2, "a marker written before writers were kept reads the same")
 	})
 }
 
@@ -66,20 +72,28 @@ func varintLen(n int) int {
 	return size
 }
 
-// TestShortFingerprintMarkersKeepTheirEncoding pins the encoding of done
-// markers with fingerprints up to 255 bytes, so markers written by earlier
-// versions are still read, and earlier versions still read new ones.
-func TestShortFingerprintMarkersKeepTheirEncoding(t *testing.T) {
-	require.Equal(t, "dfp", doneValue("fp", nil))
-	require.Equal(t, "D\x02fpres", doneValue("fp", []byte("res")))
+// TestDoneMarkersKeepTheirEncodingAfterTheirWriter pins the encoding of done
+// markers: the writer, then the done value markers written by earlier
+// versions hold alone, which are still read.
+func TestDoneMarkersKeepTheirEncodingAfterTheirWriter(t *testing.T) {
+	tok := driver.Token{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	w := "w\x01\x02\x03\x04\x05\x06\x07\x08"
+	require.Equal(t, w+"dfp", doneValue(tok, "fp", nil))
+	require.Equal(t, w+"D\x02fpres", doneValue(tok, "fp", []byte("res")))
 	fp := strings.Repeat("f", 255)
-	require.Equal(t, "D\xff"+fp+"r", doneValue(fp, []byte("r")))
-	require.Equal(t, "L\x80\x02f"+fp+"r", doneValue("f"+fp, []byte("r")))
+	require.Equal(t, w+"D\xff"+fp+"r", doneValue(tok, fp, []byte("r")))
+	require.Equal(t, w+"L\x80\x02f"+fp+"r", doneValue(tok, "f"+fp, []byte("r")))
+	for _, legacy := range []string{"dfp", "D\x02fpres", "L\x02fpres"} {
+		r, err := parseValue(legacy, 100)
+		require.NoError(t, err)
+		require.Equal(t, driver.StateDone, r.State, "%q", legacy)
+		require.Equal(t, "fp", r.Fingerprint)
+	}
 }
 
 func TestMalformedValues(t *testing.T) {
 	for _, v := range []string{"L", "L\x80", "L\x05abcd", "L\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", "D\x05ab",
-		"F" + strings.Repeat("t", 16+7), "R" + strings.Repeat("t", 15)} {
+		"F" + strings.Repeat("t", 16+7), "R" + strings.Repeat("t", 15), "w1234567", "w12345678", "w12345678F" + strings.Repeat("t", 24)} {
 		_, err := parseValue(v, 100)
 		require.ErrorContains(t, err, "did not write", "%q", v)
 	}

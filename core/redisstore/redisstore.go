@@ -64,9 +64,11 @@ type Config struct {
 	// replication latency but no round trip; on a Cluster client, one WAIT
 	// per primary follows the pipeline). A batch waits once. A claim not
 	// acknowledged within WaitTimeout is released and reported as
-	// core.ErrUnreplicated, a store failure: the job does not run. A done
-	// marker not acknowledged is reported Unrecorded: the effect happened.
-	// Defaults to 0: a write counts once the primary made it, and a failover
+	// core.ErrUnreplicated, a store failure: the job does not run; so is a
+	// claim that finds a done marker not yet acknowledged (the copy is tried
+	// again later, not skipped). A done marker not acknowledged is sent
+	// again until the Guard's StoreTimeout, then reported Unrecorded: the
+	// effect happened. Defaults to 0: a write counts once the primary made it, and a failover
 	// before it replicated loses it.
 	WaitReplicas int
 
@@ -181,12 +183,17 @@ func (s *Store) claimArgs(req *driver.ClaimRequest) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.wait.on() {
+		return []any{ownerValue(req.Token), req.Fingerprint, s.leases.box(lease), "w"}, nil
+	}
 	return []any{ownerValue(req.Token), req.Fingerprint, s.leases.box(lease)}, nil
 }
 
 // Claim implements driver.Store in one round trip. A claimed key's fence
 // comes from the Redis server's clock; a done marker's remaining retention
-// is its TTL.
+// is its TTL. With Config.WaitReplicas or WaitAOF, a done marker or a claim
+// this token holds already is answered only once acknowledged, like a new
+// claim; core.ErrUnreplicated otherwise.
 func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
 	if s.wait.on() {
 		replies, errs, _ := s.Batch(ctx, nil, []driver.ClaimRequest{req})
@@ -252,7 +259,10 @@ func (s *Store) Extend(ctx context.Context, key string, token driver.Token, leas
 	return tokenChecked(ctx, extendScript.Run(ctx, s.client, []string{key}, ownerValue(token), ms))
 }
 
-// Complete implements driver.Store.
+// Complete implements driver.Store. The done marker names its writer (see
+// record.go): a request sent again by the claim that wrote it answers nil,
+// and sets the marker's TTL again to what it has left, so that the wait
+// (Config.WaitReplicas) covers it anew.
 func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	if s.wait.on() {
 		_, _, errs := s.Batch(ctx, []driver.CompleteRequest{req}, nil)
@@ -270,13 +280,7 @@ func (s *Store) completeArgs(req *driver.CompleteRequest) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !req.WrittenBefore.IsZero() {
-		// The most our marker can have left; Redis counts it down from the
-		// write, which came before WrittenBefore.
-		left := max(retention-time.Since(req.WrittenBefore).Milliseconds(), 0)
-		return []any{ownerValue(req.Token), doneValue(req.Fingerprint, req.Result), s.retentions.box(retention), left}, nil
-	}
-	return []any{ownerValue(req.Token), doneValue(req.Fingerprint, req.Result), s.retentions.box(retention)}, nil
+	return []any{ownerValue(req.Token), doneValue(req.Token, req.Fingerprint, req.Result), s.retentions.box(retention)}, nil
 }
 
 // boxCache keeps the last number boxed as an argument: a Guard sends the

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -174,4 +175,41 @@ func TestPoolTimeoutIsUnreachable(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, core.Unguarded, out)
 	require.True(t, ran)
+}
+
+// A done marker whose reply the network lost is sent again by go-redis on a
+// new connection: the script finds the marker its own claim wrote and
+// answers it written, so the job reports Ran, with no warning, and its
+// redelivery is a Duplicate with the stored result. Alone and in a batch.
+func TestMarkerWhoseReplyWasLostIsRan(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		t.Run(fmt.Sprint("batched=", batched), func(t *testing.T) {
+			prefix := testenv.Prefix(t)
+			direct := testenv.Redis(t, prefix)
+			p := testenv.StartProxy(t, "127.0.0.1:0", direct.Options().Addr)
+			viaProxy := redis.NewClient(&redis.Options{Addr: p.Addr()})
+			t.Cleanup(func() { _ = viaProxy.Close() })
+			var store driver.Store = newStore(t, viaProxy)
+			if !batched {
+				store = struct{ driver.Store }{store}
+			}
+			var warned testenv.Warnings
+			g, err := core.New(store, &core.Config{KeyPrefix: prefix, Logger: warned.Logger()})
+			require.NoError(t, err)
+
+			ctx := context.Background()
+			result := []byte("the result whose marker's reply is lost")
+			p.DropReplyOnce(result) // only the marker carries the result
+			res, err := g.Run(ctx, core.Job{Key: "job"}, func(context.Context) ([]byte, error) { return result, nil })
+			require.NoError(t, err)
+			require.Equal(t, core.Ran, res.Outcome, "the marker was written once and is durable")
+			require.Empty(t, warned.Messages())
+			require.True(t, p.ReplyDropped(), "the marker's reply was lost")
+
+			res, err = g.Run(ctx, core.Job{Key: "job"}, func(context.Context) ([]byte, error) { return nil, errors.New("must not run") })
+			require.NoError(t, err)
+			require.Equal(t, core.Duplicate, res.Outcome)
+			require.Equal(t, result, res.Value)
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
@@ -122,6 +123,7 @@ func TestGuardWithUnacknowledgedWrites(t *testing.T) {
 // it catches up: the job ends Ran, its marker on the replica.
 func TestMarkerAcknowledgedOnceTheReplicaCatchesUp(t *testing.T) {
 	primary, replicas := testenv.StartRedisReplicas(t, 1)
+	caughtUp(t, primary, 1)
 	s, err := redisstore.New(primary.Client(), &redisstore.Config{Logger: quiet, WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond})
 	require.NoError(t, err)
 	counted := &splitStore{Store: s, marks: s}
@@ -158,4 +160,139 @@ type splitStore struct {
 func (s *splitStore) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	s.completes.Add(1)
 	return s.marks.Complete(ctx, req)
+}
+
+// A copy's marker answered ErrUnreplicated is sent again; if meanwhile the
+// key was lost (a failover during the WAIT) and copy B claimed, ran and
+// wrote an identical marker, the marker sent again finds B's, not its own:
+// A reports LeaseLost, never Ran, and B reports Ran.
+func TestMarkerSentAgainNeverTakesAnotherCopysMarker(t *testing.T) {
+	ctx := context.Background()
+	prefix, waiting := unacknowledged(t)
+	client := testenv.Redis(t, prefix)
+	plain := newStore(t, client)
+	bRan := make(chan core.Result, 1)
+	a := &answerAfter{Store: plain, marks: waiting, first: bRan}
+	var warned testenv.Warnings
+	gA, err := core.New(struct{ driver.Store }{a}, &core.Config{KeyPrefix: prefix, Logger: warned.Logger(), StoreTimeout: 3 * time.Second})
+	require.NoError(t, err)
+	gB, err := core.New(plain, &core.Config{KeyPrefix: prefix, Logger: quiet})
+	require.NoError(t, err)
+	key, err := gA.StoredKey("job")
+	require.NoError(t, err)
+	job := core.Job{Key: "job", Fingerprint: "fp"}
+	result := func(context.Context) ([]byte, error) { return []byte("r"), nil }
+
+	go func() {
+		// While A waits for its marker's acknowledgement, the key is lost
+		// and B claims, runs and records the same job.
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if r, err := plain.Inspect(ctx, key); err == nil && r.State == driver.StateDone {
+				break
+			}
+			time.Sleep(time.Millisecond) // a poll with a deadline
+		}
+		_ = client.Del(ctx, key).Err()
+		res, _ := gB.Run(ctx, job, result)
+		bRan <- res
+	}()
+	resA, err := gA.Run(ctx, job, result)
+	require.NoError(t, err, "A's effect happened: its delivery is handled")
+	require.Equal(t, core.Ran, a.resB.Outcome, "B ran and recorded the job")
+	require.Equal(t, 2, int(a.completes.Load()), "A's marker was sent again")
+	require.Equal(t, core.LeaseLost, resA.Outcome, "A's marker is lost; the one that stands is B's")
+	require.NotEmpty(t, warned.Messages(), "A's lost lease is warned about")
+}
+
+// answerAfter claims through one store and writes the first done marker
+// through marks, the next ones through the first store (the failover is
+// over), counting them; it hands back the first marker's answer only once
+// first gave copy B's outcome, which it keeps in resB.
+type answerAfter struct {
+	driver.Store
+	marks     driver.Store
+	first     <-chan core.Result
+	resB      core.Result
+	completes atomic.Int32
+}
+
+func (a *answerAfter) Complete(ctx context.Context, req driver.CompleteRequest) error {
+	if a.completes.Add(1) > 1 {
+		return a.Store.Complete(ctx, req)
+	}
+	err := a.marks.Complete(ctx, req)
+	a.resB = <-a.first
+	return err
+}
+
+// otherClient returns a client of its own to server, so that its
+// connections carry none of another client's writes.
+func otherClient(t *testing.T, server *testenv.RedisServer) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: server.Client().Options().Addr})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// caughtUp waits until the primary's replicas acknowledged a write, so that
+// a replica paused next lags from there.
+func caughtUp(t *testing.T, primary *testenv.RedisServer, replicas int) {
+	t.Helper()
+	ctx := context.Background()
+	c := otherClient(t, primary)
+	require.NoError(t, c.Set(ctx, "caught-up", "1", time.Minute).Err())
+	require.Equal(t, int64(replicas), c.Wait(ctx, replicas, 10*time.Second).Val(), "the replicas acknowledge a write")
+}
+
+// With WaitReplicas, a claim that finds a done marker no replica has yet
+// answers ErrUnreplicated, not Duplicate: a failover could lose the marker,
+// and the copy acknowledged as a duplicate would then never run. Once the
+// replica has the marker, the claim is a Duplicate.
+func TestDoneMarkerNoReplicaHasIsNotADuplicate(t *testing.T) {
+	primary, replicas := testenv.StartRedisReplicas(t, 1)
+	plain := newStore(t, otherClient(t, primary))
+	s, err := redisstore.New(otherClient(t, primary), &redisstore.Config{Logger: quiet, WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	ctx := context.Background()
+	tok := driver.NewToken()
+	_, err = plain.Claim(ctx, driver.ClaimRequest{Key: "k", Token: tok, Lease: time.Minute})
+	require.NoError(t, err)
+
+	caughtUp(t, primary, 1)
+	replicas[0].Pause()
+	require.NoError(t, plain.Complete(ctx, driver.CompleteRequest{Key: "k", Token: tok, Result: []byte("r"), Retention: time.Minute}))
+	_, err = s.Claim(ctx, driver.ClaimRequest{Key: "k", Token: driver.NewToken(), Lease: time.Minute})
+	require.ErrorIs(t, err, core.ErrUnreplicated, "the marker is on the primary only")
+
+	replicas[0].Resume()
+	r, err := s.Claim(ctx, driver.ClaimRequest{Key: "k", Token: driver.NewToken(), Lease: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, driver.StateDone, r.State)
+	require.Equal(t, []byte("r"), r.Result)
+	require.Greater(t, r.Remaining, 50*time.Second, "reading the marker keeps its retention")
+}
+
+// With WaitReplicas, a claim sent again with the token that holds the key
+// (go-redis sends a request again after its reply was lost) is acknowledged
+// anew: while no replica has the claim, it answers ErrUnreplicated and the
+// claim is released.
+func TestClaimSentAgainWaitsForItsReplica(t *testing.T) {
+	primary, replicas := testenv.StartRedisReplicas(t, 1)
+	plain := newStore(t, otherClient(t, primary))
+	s, err := redisstore.New(otherClient(t, primary), &redisstore.Config{Logger: quiet, WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	ctx := context.Background()
+	req := driver.ClaimRequest{Key: "k", Token: driver.NewToken(), Lease: time.Minute}
+
+	caughtUp(t, primary, 1)
+	replicas[0].Pause()
+	_, err = plain.Claim(ctx, req)
+	require.NoError(t, err)
+	_, err = s.Claim(ctx, req)
+	require.ErrorIs(t, err, core.ErrUnreplicated, "the claim is on the primary only")
+	replicas[0].Resume()
+	r, err := s.Claim(ctx, driver.ClaimRequest{Key: "k", Token: driver.NewToken(), Lease: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, driver.StateClaimed, r.State, "the unacknowledged claim was released")
 }

@@ -19,6 +19,8 @@
 //     and the longest time.Duration works;
 //   - a claim sent again with the token that holds the key reports claimed,
 //     with the fence it got the first time;
+//   - a complete sent again by the claim whose done marker holds the key
+//     answers nil, and one by any other claim ErrLeaseLost;
 //   - a key's successive claims get strictly increasing fences, after a
 //     release, a lapsed lease or an expired done marker alike;
 //   - a claim that finds a done marker reports its remaining retention;

@@ -30,6 +30,8 @@ func RunStore(t *testing.T, newStore NewStore) {
 		{"Extend", extend},
 		{"CompleteKeepsResult", completeKeepsResult},
 		{"CompleteOnlyOnce", completeOnlyOnce},
+		{"CompleteSentAgain", completeSentAgain},
+		{"CompleteSentAgainAfterATakeover", completeSentAgainAfterATakeover},
 		{"ReleaseFreesKey", releaseFreesKey},
 		{"RetentionExpires", retentionExpires},
 		{"BinaryKeysAndResults", binaryKeysAndResults},
@@ -164,16 +166,74 @@ func completeKeepsResult(t *testing.T, s *suite) {
 func completeOnlyOnce(t *testing.T, s *suite) {
 	ctx, key := ctx(t), s.key("once")
 	tok := driver.NewToken()
-	_, err := s.store.Claim(ctx, claimReq(key, tok, "", time.Minute))
-	require.NoError(t, err)
-	req := driver.CompleteRequest{Key: key, Token: tok, Retention: time.Minute}
+	fence := s.fence(s.store.Claim(ctx, claimReq(key, tok, "", time.Minute)))
+	req := driver.CompleteRequest{Key: key, Token: tok, Retention: time.Minute, Fence: fence}
 	require.NoError(t, s.store.Complete(ctx, req))
-	require.ErrorIs(t, s.store.Complete(ctx, req), core.ErrLeaseLost, "a done marker is not a claim")
-	require.ErrorIs(t, s.store.Extend(ctx, key, tok, time.Minute), core.ErrLeaseLost)
+	require.ErrorIs(t, s.store.Extend(ctx, key, tok, time.Minute), core.ErrLeaseLost, "a done marker is not a claim")
 	require.ErrorIs(t, s.store.Release(ctx, key, tok), core.ErrLeaseLost, "release never deletes a done marker")
+	other := driver.CompleteRequest{Key: key, Token: driver.NewToken(), Retention: time.Minute, Fence: fence + 1}
+	require.ErrorIs(t, s.store.Complete(ctx, other), core.ErrLeaseLost, "a token that never held the key")
 	r, err := s.store.Claim(ctx, claimReq(key, driver.NewToken(), "", time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, driver.StateDone, r.State)
+}
+
+// completeSentAgain: a complete sent again by the claim that wrote the done
+// marker (a client retrying after its reply was lost) answers nil, and
+// changes neither the marker nor its retention; one by another token on the
+// key answers ErrLeaseLost; duplicates read the stored result throughout.
+// Alone and in a batch.
+func completeSentAgain(t *testing.T, s *suite) {
+	ctx := ctx(t)
+	bs, batches := s.store.(driver.BatchStore)
+	for _, batched := range []bool{false, true} {
+		if batched && !batches {
+			continue
+		}
+		complete := func(req driver.CompleteRequest) error {
+			if batched {
+				return CompleteBatch(ctx, bs, []driver.CompleteRequest{req})[0]
+			}
+			return s.store.Complete(ctx, req)
+		}
+		key, tok := s.key("complete-again-"+strconv.FormatBool(batched)), driver.NewToken()
+		fence := s.fence(s.store.Claim(ctx, claimReq(key, tok, "fp", time.Minute)))
+		req := driver.CompleteRequest{Key: key, Token: tok, Fingerprint: "fp", Result: []byte("r"), Retention: 30 * time.Second, Fence: fence}
+		require.NoError(t, complete(req))
+		require.NoError(t, complete(req), "the same complete sent again finds its own marker")
+		require.NoError(t, complete(req), "and again")
+
+		for _, other := range []driver.CompleteRequest{
+			{Key: key, Token: driver.NewToken(), Fingerprint: "fp", Result: []byte("r"), Retention: time.Minute, Fence: fence + 1},
+			{Key: key, Token: driver.NewToken(), Fingerprint: "fp", Result: []byte("r"), Retention: time.Minute},
+		} {
+			require.ErrorIs(t, complete(other), core.ErrLeaseLost, "another token never takes the marker for its own")
+		}
+		r, err := s.store.Claim(ctx, claimReq(key, driver.NewToken(), "fp", time.Minute))
+		require.NoError(t, err)
+		require.Equal(t, driver.StateDone, r.State)
+		require.Equal(t, "fp", r.Fingerprint)
+		require.Equal(t, []byte("r"), r.Result, "a duplicate reads the stored result")
+		require.LessOrEqual(t, r.Remaining, 30*time.Second, "a complete sent again does not renew the retention")
+		require.Greater(t, r.Remaining, 20*time.Second)
+	}
+}
+
+// completeSentAgainAfterATakeover: claim A lapses, claim B takes the key
+// over and writes a done marker equal to the one A would write; A's
+// complete, sent late, answers ErrLeaseLost and B's marker stands.
+func completeSentAgainAfterATakeover(t *testing.T, s *suite) {
+	ctx, key := ctx(t), s.key("complete-takeover")
+	a, b := driver.NewToken(), driver.NewToken()
+	fenceA := s.fence(s.store.Claim(ctx, claimReq(key, a, "fp", 50*time.Millisecond)))
+	fenceB := s.claimWhenFree(ctx, claimReq(key, b, "fp", time.Minute)).Fence
+	require.NoError(t, s.store.Complete(ctx, driver.CompleteRequest{Key: key, Token: b, Fingerprint: "fp", Result: []byte("b"), Retention: time.Minute, Fence: fenceB}))
+	require.ErrorIs(t, s.store.Complete(ctx, driver.CompleteRequest{Key: key, Token: a, Fingerprint: "fp", Result: []byte("b"), Retention: time.Minute, Fence: fenceA}),
+		core.ErrLeaseLost, "A's complete never takes B's marker for its own")
+	r, err := s.store.Claim(ctx, claimReq(key, driver.NewToken(), "fp", time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, driver.StateDone, r.State)
+	require.Equal(t, []byte("b"), r.Result)
 }
 
 func releaseFreesKey(t *testing.T, s *suite) {

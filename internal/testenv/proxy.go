@@ -1,9 +1,11 @@
 package testenv
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -18,6 +20,8 @@ type Proxy struct {
 	conns []net.Conn
 	cut   bool // Cut ran: connections accepted since are closed at once
 	once  sync.Once
+	drop  atomic.Pointer[[]byte] // DropReplyOnce's match, until it is used
+	lost  atomic.Bool            // the reply DropReplyOnce asked for was lost
 }
 
 // StartProxy listens on addr ("127.0.0.1:0" for any free port), retrying for
@@ -65,10 +69,55 @@ func (p *Proxy) serve(target string) func() {
 			}
 			p.conns = append(p.conns, in, out)
 			p.mu.Unlock()
-			p.wg.Go(func() { _, _ = io.Copy(out, in); _ = out.Close() })
-			p.wg.Go(func() { _, _ = io.Copy(in, out); _ = in.Close() })
+			var dropping atomic.Bool // this connection's next reply is lost
+			p.wg.Go(func() { _, _ = io.Copy(out, &requests{r: in, p: p, dropping: &dropping}); _ = out.Close() })
+			p.wg.Go(func() { _, _ = io.Copy(in, &replies{r: out, p: p, dropping: &dropping}); _ = in.Close() })
 		}
 	}
+}
+
+// DropReplyOnce makes the proxy lose the reply to the first request that
+// contains match, from now on: the request reaches the server, which
+// answers it, but the client's connection is closed instead of the answer
+// arriving, as when a network fails after a write. A client that sends its
+// request again (go-redis does, after a connection error) reaches the
+// server again on a new connection.
+func (p *Proxy) DropReplyOnce(match []byte) { p.drop.Store(&match) }
+
+// ReplyDropped reports whether the reply DropReplyOnce asked for was lost.
+func (p *Proxy) ReplyDropped() bool { return p.lost.Load() }
+
+// requests reads a client's requests, arming its connection's dropping when
+// one matches DropReplyOnce.
+type requests struct {
+	r        io.Reader
+	p        *Proxy
+	dropping *atomic.Bool
+}
+
+func (q *requests) Read(b []byte) (int, error) {
+	n, err := q.r.Read(b)
+	if m := q.p.drop.Load(); m != nil && n > 0 && bytes.Contains(b[:n], *m) && q.p.drop.CompareAndSwap(m, nil) {
+		q.dropping.Store(true) // before the request goes on: its reply comes after
+	}
+	return n, err
+}
+
+// replies reads a server's replies; once dropping is armed, the next one
+// is lost and the connection ends.
+type replies struct {
+	r        io.Reader
+	p        *Proxy
+	dropping *atomic.Bool
+}
+
+func (a *replies) Read(b []byte) (int, error) {
+	n, err := a.r.Read(b)
+	if n > 0 && a.dropping.Load() {
+		a.p.lost.Store(true)
+		return 0, io.ErrUnexpectedEOF
+	}
+	return n, err
 }
 
 // Cut closes the listener and every forwarded connection, as a network

@@ -1,11 +1,20 @@
--- complete.sql turns a live claim held by a token into a done row.
+-- complete.sql turns a live claim held by a token into a done row, or
+-- finds the done row that claim wrote (the same request sent again).
 --
 -- Parameters: $1 key (bytea), $2 token (uuid), $3 fingerprint (bytea),
---   $4 result (bytea or NULL), $5 retention in microseconds (bigint).
--- Reply: the command tag; 0 rows means the token no longer holds the key.
+--   $4 result (bytea or NULL), $5 retention in microseconds (bigint),
+--   $6 the claim's fence (bigint; 0 when unknown).
+-- A done row keeps the fence of the claim that wrote it (successive claims
+-- of a key get increasing fences), so a live done row whose fence is $6 is
+-- this claim's own: it is left as it is and counted. A done row of another
+-- claim, or of one whose fence is unknown, is not.
+-- Reply: the command tag; 0 rows means the token no longer holds the key
+-- and did not write its done row.
 UPDATE {table}
    SET token = NULL,
-       fingerprint = $3,
-       result = $4,
-       expires_at = clock_timestamp() + $5::bigint * interval '1 microsecond'
- WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()
+       fingerprint = CASE WHEN token IS NULL THEN fingerprint ELSE $3 END,
+       result = CASE WHEN token IS NULL THEN result ELSE $4 END,
+       expires_at = CASE WHEN token IS NULL THEN expires_at
+                         ELSE clock_timestamp() + $5::bigint * interval '1 microsecond' END
+ WHERE key = $1 AND expires_at > clock_timestamp()
+   AND (token = $2 OR (token IS NULL AND $6::bigint <> 0 AND fence = $6::bigint))
