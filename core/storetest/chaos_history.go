@@ -229,9 +229,11 @@ func (h history) lostBy(g grant, ev *storeEvent) bool {
 			continue
 		}
 		switch {
-		case o.token == g.token && (o.op == opRelease || isMarker(o)) && o.innerErr == nil && o != ev:
-			return true
-		case o.op == opForget && o.innerErr == nil && o.sent.After(g.sent):
+		case o == ev || o.token != g.token:
+		case o.op == opRelease && !errors.Is(o.innerErr, core.ErrLeaseLost), written(o), mayHaveWritten(o):
+			return true // released, or turned into its own marker
+		}
+		if o.op == opForget && o.innerErr == nil && o.sent.After(g.sent) {
 			return true
 		}
 	}
