@@ -78,7 +78,22 @@ type ChaosOptions struct {
 //  5. a call whose context ended before it was answered returns ctx.Err(),
 //     not ErrStoreUnavailable, and does not run the job;
 //  6. nothing is acknowledged unless its job ran or is done, and every
-//     delivery's outcome is observed exactly once.
+//     delivery's outcome is observed exactly once;
+//  7. every outcome is true, held against the store's writes the Chaos
+//     store records (what each call that reached the store did, whether
+//     or not its answer came back) and what the store holds at the end:
+//     LeaseLost only when the claim had really lost the key and its marker
+//     was never written, Ran only when this claim's marker is written and
+//     is the durable one, Unrecorded only when no later attempt of the
+//     marker was answered after it was written, Duplicate only when a
+//     marker had been sent before the claim was answered; and the store
+//     itself never adopts another claim's marker nor refuses a marker sent
+//     again for the claim that wrote it;
+//  8. FailOpen runs a job unguarded only on an outage, never on an answer
+//     the store gave (ChaosOptions.Refusal, ErrUnreplicated).
+//
+// A repeated effect (2) is excused only by a LeaseLost or Unrecorded that 7
+// finds true.
 //
 // The test logs its seed; JOBONCE_CHAOS_SEED replays a run's settings and
 // random choices (goroutine scheduling still varies from run to run).

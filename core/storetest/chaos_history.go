@@ -55,6 +55,18 @@ func mayHaveWritten(ev *storeEvent) bool {
 	return isMarker(ev) && ev.reached && ev.innerErr != nil && !errors.Is(ev.innerErr, core.ErrLeaseLost)
 }
 
+// definite reports whether the Guard got the store's own answer to ev: ok
+// or LeaseLost, not a fault.
+func definite(ev *storeEvent) bool {
+	switch {
+	case ev.fault == panicBefore || ev.fault == panicAfter:
+		return false
+	case errors.Is(ev.err, core.ErrLeaseLost):
+		return true
+	}
+	return ev.reached && ev.err == nil
+}
+
 // forgotten reports whether a failover lost the key's state between from and to.
 func (h history) forgotten(from, to time.Time) bool {
 	for _, ev := range h.kl.events {
@@ -206,7 +218,7 @@ func (h history) judgeLocked(d *delivery, end durable) (falseExcuse bool) {
 			return false
 		}
 		for _, ev := range h.kl.events {
-			if ev.token == g.token && isMarker(ev) && ev.reached && ev.sent.After(writes[0].ran) && (ev.innerErr == nil || errors.Is(ev.innerErr, core.ErrLeaseLost)) {
+			if ev.token == g.token && isMarker(ev) && ev.sent.After(writes[0].ran) && definite(ev) {
 				t.violateLocked("7 Unrecorded reported though the claim's marker is in the store",
 					"%s: its done marker was written [%s], and a later attempt was answered [%s]", name, h.describe(writes[0]), h.describe(ev))
 				return true
