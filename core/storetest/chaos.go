@@ -363,6 +363,15 @@ func charge(ctx context.Context, d time.Duration) {
 	}
 }
 
+// chargeSpan records that a store call made with ctx ignored it from from to to.
+func chargeSpan(ctx context.Context, from, to time.Time) {
+	if c := callOf(ctx); c != nil {
+		c.mu.Lock()
+		c.charges = append(c.charges, span{from, to})
+		c.mu.Unlock()
+	}
+}
+
 func (c *chaosCall) stored(from, to time.Time) {
 	c.mu.Lock()
 	c.spans = append(c.spans, span{from, to})
