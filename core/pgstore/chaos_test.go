@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -15,7 +16,8 @@ import (
 )
 
 // TestChaos runs the randomized fault test through a proxy that the test
-// cuts now and then, on top of the faults the Chaos store injects.
+// cuts now and then, on top of the faults the Chaos store injects, among
+// them the server's own error answers (out_of_memory).
 func TestChaos(t *testing.T) {
 	testenv.Short(t)
 	direct, schema := testenv.Postgres(t)
@@ -43,6 +45,9 @@ func TestChaos(t *testing.T) {
 		Duration: 750 * time.Millisecond,
 		Cut:      flaky.Cut,
 		Restore:  flaky.Restore,
+		Refusal: func() error {
+			return &pgconn.PgError{Severity: "ERROR", Code: "53200", Message: "out of memory"}
+		},
 	})
 	viaProxy.Close()
 }

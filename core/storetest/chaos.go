@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,6 +41,25 @@ type ChaosOptions struct {
 	// back. RunChaos calls them from one goroutine at random moments while
 	// the store is stormy, and Restore once at the end of each run.
 	Cut, Restore func()
+	// Refusal, when set, returns the error the store under test gives when
+	// its server answers a call with an error while reachable (Redis's OOM
+	// answer, a PostgreSQL out_of_memory): the Chaos store then answers
+	// calls with it now and then without running them. FailOpen must fail
+	// closed on it. Defaults to nil: no such answers.
+	Refusal func() error
+	// Unreplicated tells that the store answers ErrUnreplicated and honours
+	// CompleteRequest.WrittenBefore, so the Chaos store may answer a done
+	// marker or an extend it wrote ErrUnreplicated. (A claim may be answered
+	// so on any store: the Chaos store releases it first, as the driver
+	// promises.) Defaults to false.
+	Unreplicated bool
+	// Forget, when set with Unreplicated, deletes a stored key outright:
+	// the Chaos store calls it after half of the done markers it answered
+	// ErrUnreplicated, as a failover to a replica that had not received the
+	// marker would lose it. It models only the loss of writes that were not
+	// acknowledged; a failover that loses acknowledged writes breaks the
+	// Guard's promises by design. Defaults to nil: no write is lost.
+	Forget func(ctx context.Context, key string) error
 }
 
 // RunChaos runs a randomized fault test of the Guard on opts.Store, in four
@@ -58,7 +78,22 @@ type ChaosOptions struct {
 //  5. a call whose context ended before it was answered returns ctx.Err(),
 //     not ErrStoreUnavailable, and does not run the job;
 //  6. nothing is acknowledged unless its job ran or is done, and every
-//     delivery's outcome is observed exactly once.
+//     delivery's outcome is observed exactly once;
+//  7. every outcome is true, held against the store's writes the Chaos
+//     store records (what each call that reached the store did, whether
+//     or not its answer came back) and what the store holds at the end:
+//     LeaseLost only when the claim had really lost the key and its marker
+//     was never written, Ran only when this claim's marker is written and
+//     is the durable one, Unrecorded only when no later attempt of the
+//     marker was answered after it was written, Duplicate only when a
+//     marker had been sent before the claim was answered; and the store
+//     itself never adopts another claim's marker nor refuses a marker sent
+//     again for the claim that wrote it;
+//  8. FailOpen runs a job unguarded only on an outage, never on an answer
+//     the store gave (ChaosOptions.Refusal, ErrUnreplicated).
+//
+// A repeated effect (2) is excused only by a LeaseLost or Unrecorded that 7
+// finds true.
 //
 // The test logs its seed; JOBONCE_CHAOS_SEED replays a run's settings and
 // random choices (goroutine scheduling still varies from run to run).
@@ -164,7 +199,7 @@ func runChaos(t *testing.T, opts ChaosOptions, mode chaosMode, top, seed uint64)
 	r.window = r.lease / 2
 	t.Logf("mode %s seed %d: lease %s, store timeout %s, %d workers, %d hot keys, %s",
 		mode.name, seed, r.lease.Round(time.Millisecond), r.st.Round(time.Millisecond), opts.Workers, opts.Keys, opts.Duration)
-	r.chaos = newChaos(opts.Store, seed, r.st)
+	r.chaos = newChaos(opts.Store, seed, r.st, opts)
 	r.truth = newTruth(r)
 	g, err := core.New(r.chaos, &core.Config{
 		Lease:           r.lease,
@@ -328,6 +363,15 @@ func charge(ctx context.Context, d time.Duration) {
 	}
 }
 
+// chargeSpan records that a store call made with ctx ignored it from from to to.
+func chargeSpan(ctx context.Context, from, to time.Time) {
+	if c := callOf(ctx); c != nil {
+		c.mu.Lock()
+		c.charges = append(c.charges, span{from, to})
+		c.mu.Unlock()
+	}
+}
+
 func (c *chaosCall) stored(from, to time.Time) {
 	c.mu.Lock()
 	c.spans = append(c.spans, span{from, to})
@@ -465,6 +509,7 @@ type jobPlan struct {
 	dur      time.Duration
 	stubborn bool // ignores its context
 	end      jobEnd
+	tagged   bool // returns a result naming its call, so its done marker tells who wrote it
 }
 
 type jobEnd uint8
@@ -490,6 +535,7 @@ func (r *chaosRun) plan(rng *mrand.Rand) jobPlan {
 		p.dur = r.lease*3/2 + time.Duration(rng.Int64N(int64(r.lease*3/2)))
 	}
 	p.stubborn = rng.IntN(10) == 0
+	p.tagged = rng.IntN(2) == 0 // untagged markers are equal, as a re-send may mistake them
 	switch n := rng.IntN(20); {
 	case n < 2:
 		p.end = jobFails
@@ -527,8 +573,24 @@ func (r *chaosRun) job(c *chaosCall, key string, p jobPlan, run **runRec) core.R
 			panic(jobPanic{key})
 		}
 		ok = true
+		if p.tagged {
+			return callTag(c.id), nil
+		}
 		return nil, nil
 	}
+}
+
+// callTag is the result a tagged job stores with its done marker.
+func callTag(id int64) []byte { return []byte("call " + strconv.FormatInt(id, 10)) }
+
+// tagCall returns the call a stored result names, or 0.
+func tagCall(v []byte) int64 {
+	s, ok := strings.CutPrefix(string(v), "call ")
+	if !ok {
+		return 0
+	}
+	id, _ := strconv.ParseInt(s, 10, 64)
+	return id
 }
 
 // delivery is one job of a delivery and what the Guard said about it.
@@ -538,6 +600,7 @@ type delivery struct {
 	run      *runRec // nil when the job's function did not run
 	out      core.Outcome
 	err      error
+	value    []byte    // the result the Guard gave back: a Duplicate's names the marker's writer, when tagged
 	panicked any       // recovered from the Guard's call
 	answered time.Time // when the claim's answer came back: the job's start, or the call's return
 	phases   []phase   // waits to bound (invariant 4)
@@ -559,7 +622,9 @@ func (r *chaosRun) deliverDo(rng *mrand.Rand) {
 	fn := r.job(c, d.key, r.plan(rng), &d.run)
 	func() {
 		defer func() { d.panicked = recover() }()
-		d.out, d.err = r.g.Do(c.ctx, d.key, func(ctx context.Context) error { _, err := fn(ctx); return err })
+		var res core.Result
+		res, d.err = r.g.Run(c.ctx, core.Job{Key: d.key}, fn)
+		d.out, d.value = res.Outcome, res.Value
 	}()
 	ret := time.Now()
 	d.final = true
@@ -627,7 +692,7 @@ func (r *chaosRun) deliverClaims(rng *mrand.Rand) {
 			res, d.err = claims[i].Work(c.ctx, fn)
 		}()
 		ret := time.Now()
-		d.out = res.Outcome
+		d.out, d.value = res.Outcome, res.Value
 		d.answered = answered
 		d.phases = []phase{claimPhase}
 		if d.run != nil {

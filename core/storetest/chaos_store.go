@@ -22,25 +22,33 @@ func (p storePanic) String() string { return "storetest: injected panic in " + p
 type fault uint8
 
 const (
-	pass        fault = iota
-	errBefore         // fails without reaching the store
-	errAfter          // reaches the store, then the reply is lost
-	delayBefore       // a slow request; honours ctx
-	delayAfter        // a slow reply; honours ctx
-	hang              // no answer until ctx ends (or the store timeout, for a ctx that never ends)
-	dead              // a dead connection: ignores ctx, then fails; half the time the store runs the call late
-	panicBefore       // panics without reaching the store
-	panicAfter        // reaches the store, then panics
-	partial           // batches only: some entries fail, before or after reaching the store
+	pass         fault = iota
+	errBefore          // fails without reaching the store
+	errAfter           // reaches the store, then the reply is lost
+	delayBefore        // a slow request; honours ctx
+	delayAfter         // a slow reply; honours ctx
+	hang               // no answer until ctx ends (or the store timeout, for a ctx that never ends)
+	dead               // a dead connection: ignores ctx, then fails; half the time the store runs the call late
+	panicBefore        // panics without reaching the store
+	panicAfter         // reaches the store, then panics
+	partial            // batches only: some entries fail, before or after reaching the store
+	replyTimeout       // reaches the store, then no reply until ctx ends (or the store timeout)
+	refused            // the store answers with an error of its own while reachable (ChaosOptions.Refusal)
+	unreplicated       // reaches the store, answered ErrUnreplicated (a claim is then released; see ChaosOptions.Unreplicated)
 	numFaults
 )
 
-var faultNames = [numFaults]string{"pass", "error", "lost-reply", "slow-request", "slow-reply", "hang", "dead", "panic", "panic-after", "partial"}
+var faultNames = [numFaults]string{"pass", "error", "lost-reply", "slow-request", "slow-reply", "hang", "dead", "panic", "panic-after", "partial", "reply-timeout", "refused", "unreplicated"}
 
 func (f fault) String() string { return faultNames[f] }
 
 // faultWeights is the mix of faults while stormy, in fault order from errBefore.
-var faultWeights = [numFaults]int{errBefore: 16, errAfter: 12, delayBefore: 14, delayAfter: 14, hang: 10, dead: 10, panicBefore: 3, panicAfter: 3, partial: 18}
+var faultWeights = [numFaults]int{errBefore: 16, errAfter: 12, delayBefore: 14, delayAfter: 14, hang: 10, dead: 10, panicBefore: 3, panicAfter: 3, partial: 18,
+	replyTimeout: 8, refused: 10, unreplicated: 8}
+
+// answered reports whether a fault is an answer the store gave while it
+// was reachable, not an outage: FailOpen must not run a job on it.
+func (f fault) answered() bool { return f == refused || f == unreplicated }
 
 type op uint8
 
@@ -51,17 +59,24 @@ const (
 	opRelease
 	opClaimBatch
 	opCompleteBatch
+	opForget // a failover lost the key's latest write (ChaosOptions.Forget)
 )
 
-var opNames = [...]string{"Claim", "Extend", "Complete", "Release", "ClaimBatch", "CompleteBatch"}
+var opNames = [...]string{"Claim", "Extend", "Complete", "Release", "ClaimBatch", "CompleteBatch", "Forget"}
 
 func (o op) String() string { return opNames[o] }
 
 // Chaos wraps a store and, while stormy, injects faults at random from a
-// seeded generator: errors before or after the store ran the call, slow
-// requests and replies, calls that hang until their context ends, calls
-// that ignore their context for up to twice the store timeout (a dead
-// connection), panics, and errors on some entries of a batch. It always
+// seeded generator: errors before or after the store ran the call (a write
+// applied whose reply is lost, or times out), slow requests and replies,
+// calls that hang until their context ends, calls that ignore their context
+// for up to twice the store timeout (a dead connection), panics, errors on
+// some entries of a batch (their writes applied or not), answers the store
+// gives while reachable (ChaosOptions.Refusal, as Redis's OOM), and writes
+// answered ErrUnreplicated: a claim so answered is released, as the driver
+// promises, and a done marker so answered (ChaosOptions.Unreplicated) is
+// lost half the time when ChaosOptions.Forget is set, as a failover to a
+// replica that missed it would lose it. It always
 // implements driver.BatchStore, passing batches to the wrapped store's own
 // batch calls when it has them and looping over single calls otherwise, so
 // a Guard's group commit runs on every store.
@@ -74,6 +89,10 @@ type chaosStore struct {
 	timeout time.Duration
 	rate    float64
 
+	refusal      func() error                                // nil: the store never answers errors while reachable
+	unreplicated bool                                        // markers and extends may be answered ErrUnreplicated
+	forget       func(ctx context.Context, key string) error // nil: no failover loses a write
+
 	stormy atomic.Bool
 	mu     sync.Mutex
 	rng    *rand.Rand
@@ -85,8 +104,9 @@ var _ driver.BatchStore = (*chaosStore)(nil)
 // NewChaos wraps inner. storeTimeout is the Guard's StoreTimeout: delays are
 // drawn below it, dead connections last up to twice it, and a call whose
 // context never ends hangs for it at most. It starts calm.
-func newChaos(inner driver.Store, seed uint64, storeTimeout time.Duration) *chaosStore {
-	c := &chaosStore{inner: inner, timeout: storeTimeout, rate: 0.3, rng: rand.New(rand.NewPCG(seed, 0x636861)), log: newStoreLog()}
+func newChaos(inner driver.Store, seed uint64, storeTimeout time.Duration, opts ChaosOptions) *chaosStore {
+	c := &chaosStore{inner: inner, timeout: storeTimeout, rate: 0.3, rng: rand.New(rand.NewPCG(seed, 0x636861)), log: newStoreLog(),
+		refusal: opts.Refusal, unreplicated: opts.Unreplicated, forget: opts.Forget}
 	c.batch, _ = inner.(driver.BatchStore)
 	return c
 }
@@ -94,7 +114,7 @@ func newChaos(inner driver.Store, seed uint64, storeTimeout time.Duration) *chao
 // SetStormy turns fault injection on (true) or off.
 func (c *chaosStore) SetStormy(on bool) { c.stormy.Store(on) }
 
-func (c *chaosStore) pick(batch, canPanic bool) (fault, time.Duration) {
+func (c *chaosStore) pick(o op, batch, canPanic bool) (fault, time.Duration) {
 	if !c.stormy.Load() {
 		return pass, 0
 	}
@@ -105,12 +125,12 @@ func (c *chaosStore) pick(batch, canPanic bool) (fault, time.Duration) {
 	}
 	total := 0
 	for f := errBefore; f < numFaults; f++ {
-		total += c.weight(f, batch, canPanic)
+		total += c.weight(o, f, batch, canPanic)
 	}
 	n := c.rng.IntN(total)
 	f := errBefore
 	for ; f < numFaults; f++ {
-		w := c.weight(f, batch, canPanic)
+		w := c.weight(o, f, batch, canPanic)
 		if n < w {
 			break
 		}
@@ -129,8 +149,19 @@ func (c *chaosStore) pick(batch, canPanic bool) (fault, time.Duration) {
 // weight is how likely fault f is among the faults of a call. Batches
 // panic more often than single calls: there are fewer of them, and a
 // panicking round must fail every call it answers.
-func (c *chaosStore) weight(f fault, batch, canPanic bool) int {
+func (c *chaosStore) weight(o op, f fault, batch, canPanic bool) int {
 	switch f {
+	case refused:
+		if c.refusal == nil {
+			return 0
+		}
+	case unreplicated:
+		switch {
+		case batch || o == opRelease:
+			return 0
+		case o != opClaim && !c.unreplicated:
+			return 0
+		}
 	case partial:
 		if !batch {
 			return 0
@@ -163,6 +194,21 @@ func (c *chaosStore) inject(ctx context.Context, o op, f fault, d time.Duration,
 	case errAfter:
 		call(ctx)
 		return fmt.Errorf("%w: %s reply lost", errInjected, o)
+	case replyTimeout:
+		call(ctx)
+		if _, ok := ctx.Deadline(); ok {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		if err := sleepCtx(ctx, c.timeout); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: %s reply timed out", errInjected, o)
+	case refused:
+		return c.refusal()
+	case unreplicated:
+		call(ctx)
+		return fmt.Errorf("%w (storetest: injected after the %s was written)", driver.ErrUnreplicated, o)
 	case delayBefore:
 		if err := sleepCtx(ctx, d); err != nil {
 			return err
@@ -209,16 +255,28 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Claim implements driver.Store.
+// Claim implements driver.Store. A claim answered ErrUnreplicated is
+// released, as the driver promises of a store that answers so.
 func (c *chaosStore) Claim(ctx context.Context, req driver.ClaimRequest) (reply driver.ClaimReply, err error) {
-	f, d := c.pick(false, true)
+	f, d := c.pick(opClaim, false, true)
 	ev := c.log.begin(ctx, opClaim, f, req.Key, req.Token)
 	defer func() { ev.end(reply.State, err) }()
 	ierr := c.inject(ctx, opClaim, f, d, func(ctx context.Context) {
 		sent := time.Now()
 		reply, err = c.inner.Claim(ctx, req)
+		c.log.applied(ev, sent, reply.State, err)
 		c.log.granted(ev, sent, reply.State, err)
 	})
+	if f == unreplicated && err == nil && reply.State == driver.StateClaimed {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
+		rev := c.log.begin(nil, opRelease, unreplicated, req.Key, req.Token)
+		sent := time.Now()
+		rerr := c.inner.Release(rctx, req.Key, req.Token)
+		chargeSpan(ctx, sent, time.Now())
+		c.log.applied(rev, sent, 0, rerr)
+		rev.end(0, rerr)
+		cancel()
+	}
 	if ierr != nil {
 		return driver.ClaimReply{}, ierr
 	}
@@ -227,12 +285,13 @@ func (c *chaosStore) Claim(ctx context.Context, req driver.ClaimRequest) (reply 
 
 // Extend implements driver.Store.
 func (c *chaosStore) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) (err error) {
-	f, d := c.pick(false, false)
+	f, d := c.pick(opExtend, false, false)
 	ev := c.log.begin(ctx, opExtend, f, key, token)
 	defer func() { ev.end(0, err) }()
 	ierr := c.inject(ctx, opExtend, f, d, func(ctx context.Context) {
 		sent := time.Now()
 		err = c.inner.Extend(ctx, key, token, lease)
+		c.log.applied(ev, sent, 0, err)
 		if err == nil {
 			c.log.extended(key, token, sent)
 		}
@@ -240,24 +299,40 @@ func (c *chaosStore) Extend(ctx context.Context, key string, token driver.Token,
 	return cmpErr(ierr, err)
 }
 
-// Complete implements driver.Store.
+// Complete implements driver.Store. A done marker answered ErrUnreplicated
+// is lost half the time when the store can forget it (ChaosOptions.Forget).
 func (c *chaosStore) Complete(ctx context.Context, req driver.CompleteRequest) (err error) {
-	f, d := c.pick(false, true)
+	f, d := c.pick(opComplete, false, true)
 	ev := c.log.begin(ctx, opComplete, f, req.Key, req.Token)
+	ev.setMarker(req)
 	defer func() { ev.end(0, err) }()
 	ierr := c.inject(ctx, opComplete, f, d, func(ctx context.Context) {
+		sent := time.Now()
 		err = c.inner.Complete(ctx, req)
+		c.log.applied(ev, sent, 0, err)
 	})
+	if f == unreplicated && err == nil && c.forget != nil && c.coin(0.5) {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
+		fev := c.log.begin(nil, opForget, unreplicated, req.Key, req.Token)
+		sent := time.Now()
+		ferr := c.forget(fctx, req.Key)
+		chargeSpan(ctx, sent, time.Now())
+		c.log.applied(fev, sent, 0, ferr)
+		fev.end(0, ferr)
+		cancel()
+	}
 	return cmpErr(ierr, err)
 }
 
 // Release implements driver.Store.
 func (c *chaosStore) Release(ctx context.Context, key string, token driver.Token) (err error) {
-	f, d := c.pick(false, true)
+	f, d := c.pick(opRelease, false, true)
 	ev := c.log.begin(ctx, opRelease, f, key, token)
 	defer func() { ev.end(0, err) }()
 	ierr := c.inject(ctx, opRelease, f, d, func(ctx context.Context) {
+		sent := time.Now()
 		err = c.inner.Release(ctx, key, token)
+		c.log.applied(ev, sent, 0, err)
 	})
 	return cmpErr(ierr, err)
 }
@@ -272,11 +347,12 @@ func cmpErr(injected, own error) error {
 // Batch implements driver.BatchStore: the completes and claims of one batch
 // fail, hang or panic together, or (partial) some entries fail.
 func (c *chaosStore) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) (replies []driver.ClaimReply, claimErrs, completeErrs []error) {
-	f, d := c.pick(true, true)
+	f, d := c.pick(opClaimBatch, true, true)
 	nc, n := len(completes), len(completes)+len(claims)
 	evs := make([]*storeEvent, n)
 	for i, r := range completes {
 		evs[i] = c.log.begin(ctx, opCompleteBatch, f, r.Key, r.Token)
+		evs[i].setMarker(r)
 	}
 	for i, r := range claims {
 		evs[nc+i] = c.log.begin(ctx, opClaimBatch, f, r.Key, r.Token)
@@ -318,10 +394,12 @@ func (c *chaosStore) Batch(ctx context.Context, completes []driver.CompleteReque
 		for _, i := range idx {
 			if i < nc {
 				errs[i] = des[k]
+				c.log.applied(evs[i], sent, 0, des[k])
 				k++
 				continue
 			}
 			replies[i-nc], errs[i] = rs[j], ces[j]
+			c.log.applied(evs[i], sent, rs[j].State, ces[j])
 			c.log.granted(evs[i], sent, rs[j].State, ces[j])
 			j++
 		}
@@ -338,6 +416,12 @@ func (c *chaosStore) Batch(ctx context.Context, completes []driver.CompleteReque
 				o, replies[i-nc] = opClaimBatch, driver.ClaimReply{}
 			}
 			errs[i] = fmt.Errorf("%w: %s entry %d failed", errInjected, o, i)
+			if c.refusal != nil && !evs[i].applied() && c.coin(0.5) {
+				// A pipeline's entry answered with an error of the store's
+				// own (OOM) while the others went through.
+				evs[i].setFault(refused)
+				errs[i] = c.refusal()
+			}
 		}
 		return replies, errs[nc:], errs[:nc:nc]
 	}
@@ -423,6 +507,16 @@ type storeEvent struct {
 	token driver.Token
 	start time.Time
 
+	// set by setMarker: the done marker sent
+	result []byte
+	again  bool // sent again (WrittenBefore)
+
+	// set by applied, under log.mu, when the call reached the wrapped store
+	reached    bool
+	sent, ran  time.Time // the wrapped store's call ran between these
+	innerState driver.State
+	innerErr   error
+
 	// set by end, under log.mu
 	stop  time.Time
 	state driver.State
@@ -441,7 +535,11 @@ func (l *storeLog) key(k string) *keyLog {
 }
 
 func (l *storeLog) begin(ctx context.Context, o op, f fault, key string, token driver.Token) *storeEvent {
-	ev := &storeEvent{log: l, call: callOf(ctx), op: o, fault: f, key: key, token: token, start: time.Now()}
+	var call *chaosCall
+	if ctx != nil {
+		call = callOf(ctx)
+	}
+	ev := &storeEvent{log: l, call: call, op: o, fault: f, key: key, token: token, start: time.Now()}
 	l.mu.Lock()
 	kl := l.key(key)
 	kl.events = append(kl.events, ev)
@@ -460,6 +558,30 @@ func (ev *storeEvent) end(state driver.State, err error) {
 	if ev.call != nil {
 		ev.call.stored(ev.start, now)
 	}
+}
+
+// applied records that ev's call reached the wrapped store, which ran it
+// between sent and now and answered state and err (an answer the caller may
+// never get).
+func (l *storeLog) applied(ev *storeEvent, sent time.Time, state driver.State, err error) {
+	now := time.Now()
+	l.mu.Lock()
+	ev.reached, ev.sent, ev.ran, ev.innerState, ev.innerErr = true, sent, now, state, err
+	l.mu.Unlock()
+}
+
+// applied reports whether the event's call reached the wrapped store.
+func (ev *storeEvent) applied() bool {
+	ev.log.mu.Lock()
+	defer ev.log.mu.Unlock()
+	return ev.reached
+}
+
+// setMarker records the done marker a complete sends.
+func (ev *storeEvent) setMarker(req driver.CompleteRequest) {
+	ev.log.mu.Lock()
+	ev.result, ev.again = req.Result, !req.WrittenBefore.IsZero()
+	ev.log.mu.Unlock()
 }
 
 func (l *storeLog) granted(ev *storeEvent, sent time.Time, state driver.State, err error) {

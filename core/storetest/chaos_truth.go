@@ -24,6 +24,7 @@ type truth struct {
 	notes    map[string]*breachGroup // oddities that break no invariant
 	counts   map[string]int
 	outcomes map[string]int
+	resolved []*delivery
 }
 
 type keyTruth struct {
@@ -31,6 +32,7 @@ type keyTruth struct {
 	pending   []*runRec // runs that succeeded, whose outcome is not known yet
 	effects   int       // successful runs
 	excusing  int       // LeaseLost and Unrecorded outcomes
+	untrue    int       // of those, reported though untrue (see history.judgeLocked)
 	ran, dup  int       // Ran and Duplicate outcomes
 	succeeded []string  // the outcomes of the successful runs
 }
@@ -150,6 +152,7 @@ func (t *truth) resolve(d *delivery) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	kt := t.key(d.key)
+	t.resolved = append(t.resolved, d)
 	out := d.out
 	switch d.panicked.(type) {
 	case nil:
@@ -541,6 +544,7 @@ func (r *chaosRun) check(d *delivery) {
 		if !r.chaos.log.failed(c.start, d.run.start) {
 			t.violate("6 unguarded without a store failure", "%s: ran unguarded though no store call failed between its start and the job's at %s", name, t.at(d.run.start))
 		}
+		t.checkUnguarded(d, name)
 	}
 }
 
@@ -587,7 +591,7 @@ func (r *chaosRun) checkTimes(d *delivery, name string) {
 	}
 }
 
-// finish runs the checks that need the whole run: invariants 2 and 3.
+// finish runs the checks that need the whole run: invariants 2, 3 and 7.
 func (t *truth) finish() {
 	r := t.r
 	t.mu.Lock()
@@ -596,11 +600,7 @@ func (t *truth) finish() {
 		if len(kt.active) > 0 || len(kt.pending) > 0 {
 			t.violateLocked("6 runs left over", "key %s: %d runs still active and %d pending after every call returned", k, len(kt.active), len(kt.pending))
 		}
-		if !r.mode.failOpen && kt.effects > 1+kt.excusing {
-			t.violateLocked("2 effect repeated without LeaseLost or Unrecorded", "key %s: its job succeeded %d times; LeaseLost or Unrecorded reported %d times: [%s]", k, kt.effects, kt.excusing, strings.Join(kt.succeeded, "; "))
-		}
-		t.counts["effects repeated (reported LeaseLost/Unrecorded)"] += max(0, min(kt.effects-1, kt.excusing))
-		if kt.ran > 0 || kt.dup > 0 {
+		if kt.ran > 0 || kt.dup > 0 || kt.effects > 0 {
 			keys = append(keys, k)
 		}
 	}
@@ -614,28 +614,81 @@ func (t *truth) finish() {
 		r.t.Fatal(err)
 	}
 	errProbe := errors.New("storetest: probe")
+	ends := make(map[string]durable, len(keys))
 	for _, k := range keys {
-		kt := t.keys[k]
-		var out core.Outcome
+		var end durable
 		for range 10 {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			out, err = g.Do(ctx, k, func(context.Context) error { return errProbe })
+			res, err := g.Run(ctx, core.Job{Key: k}, func(context.Context) ([]byte, error) { return nil, errProbe })
 			cancel()
-			if out != core.Running && out != core.Unavailable {
+			end = durable{out: res.Outcome, value: res.Value, err: err}
+			if end.out != core.Running && end.out != core.Unavailable {
 				break
 			}
 			time.Sleep(r.lease)
 		}
-		if out == core.Duplicate {
+		ends[k] = end
+	}
+
+	t.mu.Lock()
+	l := r.chaos.log
+	l.mu.Lock()
+	who := make(map[string]map[driver.Token]int64)
+	for _, d := range t.resolved {
+		kl := l.keys[t.storedKey(d.key)]
+		if d.run == nil || kl == nil {
+			continue
+		}
+		if g, ok := t.grantOf(kl, d.run); ok {
+			if who[d.key] == nil {
+				who[d.key] = make(map[driver.Token]int64)
+			}
+			who[d.key][g.token] = d.call.id
+		}
+	}
+	for _, k := range keys {
+		if kl := l.keys[t.storedKey(k)]; kl != nil {
+			history{t: t, kl: kl, who: who[k]}.checkStoreLocked(k)
+		}
+	}
+	for _, d := range t.resolved {
+		kl := l.keys[t.storedKey(d.key)]
+		if kl == nil || r.mode.failOpen && d.out == core.Unguarded {
+			continue
+		}
+		if (history{t: t, kl: kl, who: who[d.key]}).judgeLocked(d, ends[d.key]) {
+			t.key(d.key).untrue++
+		}
+	}
+	l.mu.Unlock()
+	for _, k := range keys {
+		kt := t.keys[k]
+		if !r.mode.failOpen && kt.effects > 1+kt.excusing-kt.untrue {
+			t.violateLocked("2 effect repeated without a true LeaseLost or Unrecorded", "key %s: its job succeeded %d times; LeaseLost or Unrecorded reported %d times, %d of them untrue: [%s]",
+				k, kt.effects, kt.excusing, kt.untrue, strings.Join(kt.succeeded, "; "))
+		}
+		t.counts["effects repeated (reported LeaseLost/Unrecorded)"] += max(0, min(kt.effects-1, kt.excusing))
+	}
+	t.mu.Unlock()
+
+	checked := 0
+	for _, k := range keys {
+		kt := t.keys[k]
+		if kt.ran == 0 && kt.dup == 0 {
+			continue
+		}
+		checked++
+		end := ends[k]
+		if end.out == core.Duplicate {
 			continue
 		}
 		inv, what := "3 a Ran was not durable", fmt.Sprintf("reported Ran %d times", kt.ran)
 		if kt.ran == 0 {
 			inv, what = "6 a Duplicate was acknowledged for a key that is not done", fmt.Sprintf("reported Duplicate %d times", kt.dup)
 		}
-		t.violate(inv, "key %s %s, but a later delivery got %s (%v) instead of Duplicate; its done markers: [%s]", k, what, out, err, t.completes(k))
+		t.violate(inv, "key %s %s, but a later delivery got %s (%v) instead of Duplicate; its done markers: [%s]", k, what, end.out, end.err, t.completes(k))
 	}
-	t.counts["keys checked durable"] = len(keys)
+	t.counts["keys checked durable"] = checked
 }
 
 // completes lists the done markers sent for key.
