@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,11 +83,7 @@ func (h history) describe(ev *storeEvent) string {
 	if ev.reached {
 		answer = fmt.Sprintf("store ran it %s-%s and answered %v", h.t.at(ev.sent), h.t.at(ev.ran), errOrOK(ev.innerErr))
 	}
-	again := ""
-	if ev.again {
-		again = " (sent again, WrittenBefore)"
-	}
-	return fmt.Sprintf("%s%s %s-%s fault %s, %s; the Guard got %v", ev.op, again, h.t.at(ev.start), h.t.at(ev.stop), ev.fault, answer, errOrOK(ev.err))
+	return fmt.Sprintf("%s %s-%s fault %s, %s; the Guard got %v", ev.op, h.t.at(ev.start), h.t.at(ev.stop), ev.fault, answer, errOrOK(ev.err))
 }
 
 func errOrOK(err error) any {
@@ -193,6 +190,9 @@ func (h history) judgeLocked(d *delivery, end durable) (falseExcuse bool) {
 		}
 		return false
 	case core.LeaseLost:
+		// A marker a failover lost afterwards (ChaosOptions.Forget) left the
+		// key without this claim: LeaseLost is then true.
+		writes = slices.DeleteFunc(writes, func(ev *storeEvent) bool { return h.forgotten(ev.sent, time.Now()) })
 		if len(writes) > 0 || (mine != 0 && finalWriter == mine) {
 			how := "it is the key's durable marker"
 			if len(writes) > 0 {

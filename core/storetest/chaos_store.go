@@ -509,7 +509,6 @@ type storeEvent struct {
 
 	// set by setMarker: the done marker sent
 	result []byte
-	again  bool // sent again (WrittenBefore)
 
 	// set by applied, under log.mu, when the call reached the wrapped store
 	reached    bool
@@ -580,7 +579,7 @@ func (ev *storeEvent) applied() bool {
 // setMarker records the done marker a complete sends.
 func (ev *storeEvent) setMarker(req driver.CompleteRequest) {
 	ev.log.mu.Lock()
-	ev.result, ev.again = req.Result, !req.WrittenBefore.IsZero()
+	ev.result = req.Result
 	ev.log.mu.Unlock()
 }
 
