@@ -23,7 +23,7 @@ type heartbeat struct {
 	key      string
 	token    driver.Token
 	cancel   context.CancelCauseFunc
-	deadline time.Time // local estimate of when the lease ends
+	deadline time.Time // local estimate of when the lease ends, less safeMargin
 
 	mu       sync.Mutex
 	timer    *time.Timer
@@ -45,7 +45,7 @@ func (g *Guard) startHeartbeat(ctx context.Context, c *Claim, cancel context.Can
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.g, h.ctx, h.key, h.token, h.cancel = g, ctx, c.key, c.token, cancel
-	h.deadline, h.stopped = c.started.Add(g.cfg.Lease), false
+	h.deadline, h.stopped = c.started.Add(g.cfg.Lease-safeMargin(g.cfg.Lease)), false
 	first := time.Until(c.started.Add(g.cfg.Lease / 3))
 	if h.timer == nil {
 		h.timer = time.AfterFunc(first, h.beat)
@@ -124,7 +124,7 @@ func (h *heartbeat) beat() {
 	var next time.Duration
 	switch {
 	case err == nil:
-		h.deadline = sent.Add(lease)
+		h.deadline = sent.Add(lease - safeMargin(lease))
 		next = lease / 3
 	case errors.Is(err, ErrLeaseLost):
 		h.cancel(err)
@@ -149,4 +149,13 @@ func (h *heartbeat) beat() {
 func (c *Claim) stopHeartbeat() {
 	c.hb.stop()
 	c.hb = nil
+}
+
+// safeMargin is how long before its lease runs out, by the local clock, a
+// job whose renewal is pending is told to stop: 1% of the lease plus 2ms, at
+// most a tenth of it. A timer can fire late on a loaded machine, and a clock
+// can drift; without the margin, a copy that claims the key the moment the
+// store lets the lease lapse could start while the first is not yet told.
+func safeMargin(lease time.Duration) time.Duration {
+	return min(lease/100+2*time.Millisecond, lease/10)
 }
