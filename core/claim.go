@@ -140,7 +140,8 @@ func (c *Claim) prepare(ctx context.Context) bool {
 // released, since its job would only run with a cancelled context. A
 // definite answer (running, done) is kept.
 func (g *Guard) stopped(ctx context.Context, c *Claim) bool {
-	if ctx.Err() == nil {
+	done := ended(ctx)
+	if done == nil {
 		return false
 	}
 	if c.err == nil && c.reply.State != driver.StateClaimed && c.reply.State != 0 {
@@ -150,7 +151,7 @@ func (g *Guard) stopped(ctx context.Context, c *Claim) bool {
 		g.release(ctx, c.key, c.token)
 	}
 	c.reply, c.canceled = driver.ClaimReply{}, true
-	c.err = fmt.Errorf("jobonce: claim stopped by the caller's context: %w", ctx.Err())
+	c.err = fmt.Errorf("jobonce: claim stopped by the caller's context: %w", done)
 	return true
 }
 
@@ -264,7 +265,7 @@ func (c *Claim) work(ctx context.Context, fn RunFunc) (Result, error) {
 			c.report(ctx, Rejected, c.err, 0)
 			return Result{Outcome: Rejected}, c.err
 		case c.failsOpen():
-			if ctx.Err() != nil {
+			if ended(ctx) != nil {
 				return c.cancel(ctx)
 			}
 			return g.runUnguarded(ctx, c, fn, c.err)
@@ -380,7 +381,7 @@ func (g *Guard) runUnguarded(ctx context.Context, c *Claim, fn RunFunc, cause er
 // with outcome would (and error cause): without a claim, reported as
 // Unguarded (or Failed) with Event.WouldSkip set.
 func (c *Claim) runShadow(ctx context.Context, fn RunFunc, would Outcome, cause error) (Result, error) {
-	if ctx.Err() != nil {
+	if ended(ctx) != nil {
 		return c.cancel(ctx)
 	}
 	c.wouldSkip = would
@@ -394,7 +395,7 @@ func (c *Claim) runShadow(ctx context.Context, fn RunFunc, would Outcome, cause 
 // no claim could run: Canceled, and nothing runs.
 func (c *Claim) cancel(ctx context.Context) (Result, error) {
 	c.canceled = true
-	c.err = fmt.Errorf("jobonce: job not run: stopped by the caller's context: %w", ctx.Err())
+	c.err = fmt.Errorf("jobonce: job not run: stopped by the caller's context: %w", ended(ctx))
 	c.report(ctx, Canceled, c.err, 0)
 	return Result{Outcome: Canceled}, c.err
 }

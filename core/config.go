@@ -42,8 +42,10 @@ type Config struct {
 	// other failure fails closed even so (Unavailable, an error matching
 	// ErrStoreUnavailable that wraps the cause): an error the server
 	// answered (a Redis OOM or READONLY, a PostgreSQL error), a write not
-	// acknowledged (ErrUnreplicated), a store that panicked, the caller's
-	// own cancellation. Defaults to false: fail closed on every failure.
+	// acknowledged (ErrUnreplicated), a store that panicked. The caller's
+	// own cancellation or deadline (a timeout once its deadline has passed
+	// included) is Canceled, never Unguarded. Defaults to false: fail
+	// closed on every failure.
 	FailOpen bool
 
 	// KeyPrefix is prepended to every key in the store. Defaults to "jobonce:".

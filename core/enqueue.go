@@ -52,11 +52,11 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 	sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
 	reply, err := g.storeClaim(sctx, driver.ClaimRequest{Key: skey, Token: token, Lease: window})
 	cancel()
-	if ctx.Err() != nil {
+	if done := ended(ctx); done != nil {
 		if err == nil && reply.State == driver.StateClaimed {
 			g.release(ctx, skey, token)
 		}
-		return false, fmt.Errorf("jobonce: Enqueue stopped by the caller's context: %w", ctx.Err())
+		return false, fmt.Errorf("jobonce: Enqueue stopped by the caller's context: %w", done)
 	}
 	if err != nil {
 		if g.cfg.FailOpen && unreachable(ctx, err) {

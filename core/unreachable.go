@@ -29,7 +29,7 @@ import (
 // panicked, a reply the Guard cannot read, the caller's own cancellation,
 // and any error it does not know.
 func unreachable(ctx context.Context, err error) bool {
-	if err == nil || ctx.Err() != nil || reachedStore(err) {
+	if err == nil || ended(ctx) != nil || reachedStore(err) {
 		return false
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errStoreStuck) {
