@@ -99,6 +99,9 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	if *watch < 0 {
 		return fmt.Errorf("-watch: %s is negative", *watch)
 	}
+	if err := checkFragment(raw); err != nil {
+		return fmt.Errorf("-redis: %w", err)
+	}
 	opt, err := redis.ParseURL(raw)
 	if err != nil {
 		return fmt.Errorf("-redis: %w", err)
