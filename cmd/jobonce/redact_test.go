@@ -69,7 +69,6 @@ func TestNoMessageShowsTheRedisPassword(t *testing.T) {
 		secrets   []string // besides password
 		want      string   // in the output, so the case ran as meant
 	}{
-		{"help", "redis://app:" + password + "@127.0.0.1:6379/0", []string{"-h"}, nil, "$REDIS_URL"},
 		{"wrong invocation", "redis://app:" + password + "@127.0.0.1:6379/0", []string{"-nosuchflag"}, nil, "$REDIS_URL"},
 		{"bad port", "redis://app:" + password + "@127.0.0.1:notaport/0", []string{"check"}, nil, "invalid port"},
 		{"bad port on the command line", "", []string{"-redis", "redis://app:" + password + "@127.0.0.1:notaport/0", "check"}, nil, "invalid port"},
