@@ -4,6 +4,10 @@
 //	go run ./cmd/jobonce [flags] inspect KEY
 //	go run ./cmd/jobonce [flags] release KEY
 //
+// Flags may come before or after the command and KEY; no argument after
+// "--" is a flag, for a KEY that starts with "-". -h or -help prints the
+// usage.
+//
 // check reports, for each server, the eviction policy, the persistence
 // (AOF, RDB snapshots) and the replication (role, connected replicas,
 // largest replica lag) that decide whether done markers survive memory
@@ -15,24 +19,29 @@
 //
 // inspect shows a key's state. release deletes a stuck running claim by hand,
 // for example when a job must run again before its lease expires. It first
-// watches the lease for a third of what is left of it (a live holder's
-// heartbeat renews it every Lease/3) and a little more, at most -watch: if
-// the lease rises, the holder is alive and release refuses, since deleting
-// the claim would run a second copy beside it; -force releases it anyway. It
-// refuses also when -watch is too short to tell. The delete is token-checked:
-// it never deletes a claim taken after the inspection, nor a done marker. A
-// Guard with Config.DisableHeartbeat never renews, so release cannot tell its
-// live claims from dead ones. KEY is the key the application passes to the
-// Guard; -prefix and -plain must match its Config.
+// watches the lease for a third of the lease left when it read the key, plus
+// 250ms, and at most -watch (a live holder's heartbeat renews the claim every
+// Lease/3, so within a third of whatever lease is left; the 250ms are the
+// renewal's round trip and scheduling): if the lease rises, the holder is
+// alive and release refuses, since deleting the claim would run a second
+// copy beside it; -force releases it anyway. It refuses also when -watch is
+// shorter than that, too short to tell. The delete is token-checked: it
+// never deletes a claim taken after the inspection, nor a done marker. A
+// Guard with Config.DisableHeartbeat never renews, so release cannot tell
+// its live claims from dead ones. KEY is the key the application passes to
+// the Guard; -prefix and -plain must match its Config.
 //
-// The Redis URL comes from -redis, else $REDIS_URL. No message the command
-// prints holds its password.
+// The Redis URL comes from -redis, else $REDIS_URL. A URL holding a '#' is
+// refused: percent-encode '#' as %23 in the password. No message the command
+// prints holds any of the URL's user info (all between "://" and its last
+// "@").
 //
 // # Exit status
 //
-// 0 when the command succeeded (for check: no risk of a -fail-on kind), 1
-// when it could not run (bad flags, Redis unreachable, a release refused or
-// failed), 2 when check found a risk of a -fail-on kind.
+// 0 when the command succeeded (for check: no risk of a -fail-on kind) or
+// printed the usage for -h, 1 when it could not run (bad flags, Redis
+// unreachable, a release refused or failed), 2 when check found a risk of a
+// -fail-on kind.
 package main
 
 import (
@@ -59,6 +68,9 @@ func main() {
 		if !strings.HasPrefix(msg, "jobonce: ") {
 			msg = "jobonce: " + msg
 		}
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
 		fmt.Fprintln(os.Stderr, msg)
 		if errors.Is(err, errRisk) {
 			os.Exit(2)
@@ -81,13 +93,14 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	failOn := fs.String("fail-on", "all", "check: risk kinds that fail it (exit 2), comma-separated among eviction, persistence, replication; or all, or none")
 	maxLag := fs.Duration("max-lag", 10*time.Second, "check: replica lag above which replication is a risk")
 	force := fs.Bool("force", false, "release: release the claim even when its holder is seen renewing it")
-	watch := fs.Duration("watch", defaultWatch, "release: the longest it watches the lease for a renewal by a live holder")
+	watch := fs.Duration("watch", defaultWatch, "release: the longest it watches the lease for a renewal by a live holder; it watches for a third of the lease left when it read the key, plus 250ms, and refuses without -force when this is shorter")
 	fs.SetOutput(out)
 	fs.Usage = func() {
 		fmt.Fprintln(out, "usage: jobonce [flags] check | inspect KEY | release KEY")
+		fmt.Fprintln(out, "Flags may come before or after the command and KEY; no argument after -- is a flag.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(flagsFirst(fs, args)); err != nil {
 		return err
 	}
 	raw := cmp.Or(*redisURL, os.Getenv("REDIS_URL"), defaultRedisURL)
@@ -98,6 +111,9 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	}
 	if *watch < 0 {
 		return fmt.Errorf("-watch: %s is negative", *watch)
+	}
+	if err := checkFragment(raw); err != nil {
+		return fmt.Errorf("-redis: %w", err)
 	}
 	opt, err := redis.ParseURL(raw)
 	if err != nil {

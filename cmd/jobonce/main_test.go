@@ -112,3 +112,15 @@ func TestHelp(t *testing.T) {
 	require.Contains(t, out.String(), "-fail-on")
 	require.Contains(t, out.String(), "-max-lag")
 }
+
+func TestHelpPrintsTheUsageAndExitsZero(t *testing.T) {
+	const password = "s3cr3t-pw"
+	for _, args := range [][]string{{"-h"}, {"-help"}, {"--help"}, {"release", "-h"}, {"release", "job-1", "-help"}} {
+		stdout, stderr, status := runCommand(t, "redis://app:"+password+"@127.0.0.1:6379/0", args...)
+		require.Zero(t, status, "%q: stdout:\n%s\nstderr:\n%s", args, stdout, stderr)
+		require.Contains(t, stdout, "usage: jobonce", "%q", args)
+		require.Contains(t, stdout, "$REDIS_URL", "%q", args)
+		require.Empty(t, stderr, "%q", args)
+		require.NotContains(t, stdout, password, "%q", args)
+	}
+}

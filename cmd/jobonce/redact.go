@@ -12,27 +12,28 @@ import (
 // redacted stands in for a credential in what the command prints.
 const redacted = "xxxxx"
 
-// redactURL returns rawURL fit to print: its password replaced by "xxxxx"
-// (URL.Redacted), or, when it names a user without a password (a field some
-// clients read as the password), that user. A URL that does not parse loses
-// everything between its "://" (or its start) and its last "@".
+// redactURL returns rawURL fit to print: everything between its "://" (or
+// its start) and its last "@" replaced by "xxxxx", whether or not it parses,
+// so no piece of the user info shows however a parser would split it (an
+// unencoded '/', '?' or '#' in a password ends the authority url.Parse
+// reads). A URL with no "@" is returned as it is.
 func redactURL(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	switch {
-	case err != nil || strings.Contains(u.Opaque, "@"):
-		info, start, ok := userInfo(rawURL)
-		if !ok {
-			return rawURL
-		}
-		return rawURL[:start] + redacted + rawURL[start+len(info):]
-	case u.User == nil:
+	info, start, ok := userInfo(rawURL)
+	if !ok {
 		return rawURL
 	}
-	if _, ok := u.User.Password(); ok {
-		return u.Redacted()
+	return rawURL[:start] + redacted + rawURL[start+len(info):]
+}
+
+// checkFragment refuses rawURL when it holds a '#': url.Parse ends a URL at
+// its fragment, so a '#' in a password cuts it there and go-redis reads what
+// comes before as the host and port (and dials it). The error shows the URL
+// redacted.
+func checkFragment(rawURL string) error {
+	if !strings.Contains(rawURL, "#") {
+		return nil
 	}
-	u.User = url.User(redacted)
-	return u.String()
+	return fmt.Errorf("%q holds a '#', where a URL ends (its fragment), so a password holding one would be cut there: percent-encode '#' as %%23 in the password", redactURL(rawURL))
 }
 
 // redactError returns err with rawURL's credentials taken out of its
@@ -89,10 +90,15 @@ func redactText(s, rawURL string) string {
 		quotedSecrets = append(quotedSecrets, quoted(c))
 	}
 	secrets = append(secrets, quotedSecrets...)
-	// Longest first, so a password inside the user info goes with it.
+	// Longest first, so a password inside the user info goes with it, and
+	// a tail of it with its "@" before a shorter piece.
 	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
 	pairs = pairs[:0]
 	for _, c := range slices.Compact(secrets) {
+		if strings.HasSuffix(c, "@") {
+			pairs = append(pairs, c, redacted+"@")
+			continue
+		}
 		pairs = append(pairs, c, redacted)
 	}
 	return strings.NewReplacer(pairs...).Replace(s)
@@ -100,7 +106,10 @@ func redactText(s, rawURL string) string {
 
 // credentials returns the secret parts of rawURL's user info, as written and
 // decoded: all of it, the password (after the first ":") or, with no
-// password, the user.
+// password, the user. A '/' or '?' in it ends the authority url.Parse reads,
+// so go-redis may quote what comes before as a host and port, or what comes
+// after, up to the "@" and on, as a path or query: those pieces, and each
+// tail of the user info with its "@", are secret too.
 func credentials(rawURL string) []string {
 	info, _, ok := userInfo(rawURL)
 	if !ok || info == "" {
@@ -112,6 +121,21 @@ func credentials(rawURL string) []string {
 			parts = append(parts, pass)
 		}
 	}
+	if end := strings.IndexAny(info, "/?"); end >= 0 {
+		authority := info[:end]
+		if i := strings.LastIndex(authority, "@"); i >= 0 {
+			authority = authority[i+1:]
+		}
+		host, port, _ := strings.Cut(authority, ":")
+		for _, p := range []string{authority, host, port} {
+			if p != "" {
+				parts = append(parts, p)
+			}
+		}
+		for i := range info {
+			parts = append(parts, info[i:]+"@")
+		}
+	}
 	for _, p := range slices.Clone(parts) {
 		if dec, err := url.PathUnescape(p); err == nil && dec != p {
 			parts = append(parts, dec)
@@ -121,25 +145,17 @@ func credentials(rawURL string) []string {
 }
 
 // userInfo returns the user info of rawURL as written, and where it starts:
-// what lies between its "://" (or its start) and the last "@" of its
-// authority, or of the whole string when the URL does not parse (which may
-// take more, never less).
+// what lies between its "://" (or its start) and its last "@". That may take
+// more than url.Parse reads as the user info, never less.
 func userInfo(rawURL string) (info string, start int, ok bool) {
-	rest := rawURL
 	if i := strings.Index(rawURL, "://"); i >= 0 {
 		start = i + len("://")
-		rest = rawURL[start:]
 	}
-	if _, err := url.Parse(rawURL); err == nil {
-		if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-			rest = rest[:i]
-		}
-	}
-	at := strings.LastIndex(rest, "@")
+	at := strings.LastIndex(rawURL[start:], "@")
 	if at < 0 {
 		return "", 0, false
 	}
-	return rest[:at], start, true
+	return rawURL[start : start+at], start, true
 }
 
 // quoted returns s as %q writes it, without the quotes.

@@ -61,13 +61,14 @@ func TestNoMessageShowsTheRedisPassword(t *testing.T) {
 	const password = "s3cr3t-pw"
 	fast := "?dial_timeout=200ms&max_retries=-1"
 	down := "127.0.0.1:" + closedPort(t)
+	hashed := `"redis://xxxxx@redis.internal:6379/0" holds a '#', where a URL ends (its fragment), so a password holding one would be cut there: percent-encode '#' as %23 in the password`
+	hashedDigits := `"redis://xxxxx@127.0.0.1:6379/0" holds a '#'`
 	for _, c := range []struct {
 		name, url string
 		args      []string
 		secrets   []string // besides password
 		want      string   // in the output, so the case ran as meant
 	}{
-		{"help", "redis://app:" + password + "@127.0.0.1:6379/0", []string{"-h"}, nil, "$REDIS_URL"},
 		{"wrong invocation", "redis://app:" + password + "@127.0.0.1:6379/0", []string{"-nosuchflag"}, nil, "$REDIS_URL"},
 		{"bad port", "redis://app:" + password + "@127.0.0.1:notaport/0", []string{"check"}, nil, "invalid port"},
 		{"bad port on the command line", "", []string{"-redis", "redis://app:" + password + "@127.0.0.1:notaport/0", "check"}, nil, "invalid port"},
@@ -79,6 +80,14 @@ func TestNoMessageShowsTheRedisPassword(t *testing.T) {
 		{"unreachable host, inspect", "redis://app:" + password + "@" + down + "/0" + fast, []string{"inspect", "job-1"}, nil, down},
 		{"unknown host", "redis://app:" + password + "@no-such-host.invalid:6379/0" + fast, []string{"release", "job-1"}, nil, "no-such-host.invalid"},
 		{"wrong password", "redis://app:" + password + "@" + strings.TrimPrefix(testenv.RedisURL(), "redis://"), []string{"check"}, nil, "jobonce: "},
+		{"question mark in a password of digits", "redis://:4711?s3cr3t@127.0.0.1:6379/0", []string{"inspect", "job-1"}, []string{"4711", "s3cr3t"}, "unexpected option"},
+		{"slash in a password of digits", "redis://alice:2024/s3cr3t@127.0.0.1:6379/0", []string{"release", "job-1"}, []string{"2024", "s3cr3t", "alice"}, "invalid URL path"},
+		{"hash in the password, check", "redis://alice:Tr0ub4dor#3xyz@redis.internal:6379/0", []string{"check"}, []string{"Tr0ub4dor", "3xyz", "alice"}, "-redis: " + hashed},
+		{"hash in the password, inspect", "redis://alice:Tr0ub4dor#3xyz@redis.internal:6379/0", []string{"inspect", "job-1"}, []string{"Tr0ub4dor", "3xyz", "alice"}, "-redis: " + hashed},
+		{"hash in the password, release", "redis://alice:Tr0ub4dor#3xyz@redis.internal:6379/0", []string{"release", "job-1"}, []string{"Tr0ub4dor", "3xyz", "alice"}, "-redis: " + hashed},
+		{"hash in a password of digits, check", "redis://:12345#x@127.0.0.1:6379/0", []string{"check"}, []string{"12345"}, "-redis: " + hashedDigits},
+		{"hash in a password of digits, inspect", "redis://:12345#x@127.0.0.1:6379/0", []string{"inspect", "job-1"}, []string{"12345"}, "-redis: " + hashedDigits},
+		{"hash in a password of digits, release", "redis://:12345#x@127.0.0.1:6379/0", []string{"release", "job-1"}, []string{"12345"}, "-redis: " + hashedDigits},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			stdout, stderr, status := runCommand(t, c.url, c.args...)
@@ -94,13 +103,17 @@ func TestNoMessageShowsTheRedisPassword(t *testing.T) {
 
 func TestRedactURL(t *testing.T) {
 	for raw, want := range map[string]string{
-		"redis://app:pw@host:6379/0":     "redis://app:xxxxx@host:6379/0",
-		"redis://pw@host:6379/0?db=1":    "redis://xxxxx@host:6379/0?db=1",
-		"redis://host:6379/0":            "redis://host:6379/0",
-		"redis://app:p/w@host:6379/0":    "redis://xxxxx@host:6379/0",
-		"redis://app:pw@host:port/0":     "redis://xxxxx@host:port/0",
-		"app:pw@host:6379":               "xxxxx@host:6379",
-		"redis://app:pw@host:6379/0?a@b": "redis://app:xxxxx@host:6379/0?a@b",
+		"redis://app:pw@host:6379/0":                         "redis://xxxxx@host:6379/0",
+		"redis://pw@host:6379/0?db=1":                        "redis://xxxxx@host:6379/0?db=1",
+		"redis://host:6379/0":                                "redis://host:6379/0",
+		"redis://app:p/w@host:6379/0":                        "redis://xxxxx@host:6379/0",
+		"redis://app:pw@host:port/0":                         "redis://xxxxx@host:port/0",
+		"app:pw@host:6379":                                   "xxxxx@host:6379",
+		"redis://alice:Tr0ub4dor#3xyz@redis.internal:6379/0": "redis://xxxxx@redis.internal:6379/0",
+		"redis://:12345#x@127.0.0.1:6379/0":                  "redis://xxxxx@127.0.0.1:6379/0",
+		"redis://:12345?x@127.0.0.1:6379/0":                  "redis://xxxxx@127.0.0.1:6379/0",
+		// The last "@" may be in a password or in the query: all before it goes.
+		"redis://app:pw@host:6379/0?a@b": "redis://xxxxx@b",
 	} {
 		require.Equal(t, want, redactURL(raw), raw)
 	}

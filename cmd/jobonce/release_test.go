@@ -267,3 +267,34 @@ func (w *signalWriter) String() string {
 	defer w.mu.Unlock()
 	return w.buf.String()
 }
+
+func TestReleaseWatchesAThirdOfTheLeaseLeftPlus250ms(t *testing.T) {
+	e := newReleaseEnv(t, core.Config{})
+	stored, err := e.guard.StoredKey("job-1")
+	require.NoError(t, err)
+	_, err = e.store.Claim(context.Background(), driver.ClaimRequest{Key: stored, Token: driver.Token{1}, Lease: 1500 * time.Millisecond})
+	require.NoError(t, err)
+
+	out, err := e.run(t, "release", "job-1")
+	require.NoError(t, err, "output:\n%s", out)
+	left, watch := durationAfter(t, out, "lease ends in "), durationAfter(t, out, "watching the lease for up to ")
+	require.Equal(t, (left/3 + 250*time.Millisecond).Round(time.Millisecond), watch, "output:\n%s", out)
+
+	_, err = e.store.Claim(context.Background(), driver.ClaimRequest{Key: stored, Token: driver.Token{2}, Lease: time.Minute})
+	require.NoError(t, err)
+	out, err = e.run(t, "release", "job-1", "-watch", "30ms")
+	require.ErrorContains(t, err, "no renewal in", "output:\n%s", out)
+	require.Contains(t, out, "watching the lease for up to 30ms", "at most -watch")
+}
+
+// durationAfter returns the duration written in out right after prefix.
+func durationAfter(t *testing.T, out, prefix string) time.Duration {
+	t.Helper()
+	_, rest, ok := strings.Cut(out, prefix)
+	require.True(t, ok, "no %q in the output:\n%s", prefix, out)
+	end := strings.IndexAny(rest, " ,)\n")
+	require.Positive(t, end, "output:\n%s", out)
+	d, err := time.ParseDuration(rest[:end])
+	require.NoError(t, err)
+	return d
+}
