@@ -23,9 +23,15 @@ const maxVisibility = 12 * time.Hour
 // copied, so later changes to it have no effect.
 type Config struct {
 	// KeyAttribute names a message attribute (String, Number or Binary) whose
-	// value is the message's key. A message without it falls back to the FIFO
+	// value is the message's key. A message that carries other message
+	// attributes but not this one falls back to the FIFO
 	// MessageDeduplicationId and MessageGroupId, then (on a standard queue
-	// only) to a hash of the body. Defaults to "" (no attribute).
+	// only) to a hash of the body. Decorate leaves a message that carries no
+	// message attributes at all unrun, with an error matching
+	// ErrMissingAttribute: that is what a receive without
+	// MessageAttributeNames gets, and every message would run under another
+	// key (a message sent with no attributes looks the same). Defaults to ""
+	// (no attribute).
 	KeyAttribute string
 
 	// Key, when set, returns a message's key and overrides every default. An

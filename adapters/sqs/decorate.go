@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -21,9 +22,16 @@ type HandlerFunc func(ctx context.Context, m types.Message) error
 // most once per key (see the package doc for keys) and settles the message
 // itself: the caller must not delete it. Receive with the
 // ApproximateReceiveCount system attribute (and MessageDeduplicationId and
-// MessageGroupId on a FIFO queue, and the key attribute if
-// Config.KeyAttribute is set), so the delays can grow and the keys can be
-// derived.
+// MessageGroupId on a FIFO queue, and the key attribute in
+// MessageAttributeNames if Config.KeyAttribute is set), so the delays can
+// grow and the keys can be derived.
+//
+// A message without ApproximateReceiveCount is warned about once per
+// decorated handler; the handler then counts, per message id, the receives
+// it sees itself, so the delays still grow in a single receive loop. The
+// receives of other consumers do not raise that count: with several, a copy
+// waiting on a long job is received more often and may reach the queue's
+// maxReceiveCount.
 //
 // The returned handler reports what happened:
 //
@@ -57,10 +65,15 @@ type HandlerFunc func(ctx context.Context, m types.Message) error
 // its deduplication id and group must carry both (MessageDeduplicationId and
 // MessageGroupId in the receive's MessageSystemAttributeNames, or All):
 // without them the handler returns an error matching ErrMissingAttribute,
-// and leaves the message as it is, unrun. A panic in Config.Key or
-// Config.Fingerprint is returned as an error the same way. Decorate returns
-// an error naming the problem for a nil Guard, client or handler, an empty
-// queue URL or an invalid Config.
+// and leaves the message as it is, unrun. So does a message that carries no
+// message attributes at all when Config.KeyAttribute is set (the receive's
+// MessageAttributeNames must name it, or All). Each such message is logged
+// at Warn with the setting to fix; it comes back on each receive until the
+// queue's redrive policy moves it to the dead-letter queue (without one,
+// until the queue's retention period ends and SQS deletes it). A panic in
+// Config.Key or Config.Fingerprint is returned as an error the same way.
+// Decorate returns an error naming the problem for a nil Guard, client or
+// handler, an empty queue URL or an invalid Config.
 func Decorate(g *core.Guard, client Client, queueURL string, h HandlerFunc, cfg *Config) (HandlerFunc, error) {
 	o, err := cfg.options(g, queueURL)
 	switch {
@@ -71,21 +84,45 @@ func Decorate(g *core.Guard, client Client, queueURL string, h HandlerFunc, cfg 
 	case h == nil:
 		return nil, errors.New("jobonce: sqsonce: Decorate: handler is nil")
 	}
+	var (
+		counted receives    // of messages without ApproximateReceiveCount
+		warned  atomic.Bool // about a message without it
+	)
 	return func(ctx context.Context, m types.Message) error {
 		start := time.Now()
 		if m.ReceiptHandle == nil || *m.ReceiptHandle == "" {
 			return errors.New("jobonce: sqsonce: message has no receipt handle")
 		}
-		job, err := o.job(m)
+		id := aws.ToString(m.MessageId)
+		err := o.messageAttributesAsked(m)
+		var job core.Job
+		if err == nil {
+			job, err = o.job(m)
+		}
 		if err != nil {
-			o.Logger.WarnContext(ctx, "jobonce: sqsonce: no key for the message; it is left as it is",
-				"queue", o.queueName, "message_id", aws.ToString(m.MessageId), "error", err)
+			o.Logger.WarnContext(ctx, "jobonce: sqsonce: no key for the message; it is left unrun and comes back on each receive until the queue's redrive policy moves it to the dead-letter queue",
+				"queue", o.queueName, "message_id", id, "error", err)
 			return err
+		}
+		n, known := approximateReceiveCount(m)
+		if !known {
+			if id != "" {
+				n = counted.add(id)
+			} else {
+				n = 1
+			}
+			if warned.CompareAndSwap(false, true) {
+				o.Logger.WarnContext(ctx, "jobonce: sqsonce: message received without the ApproximateReceiveCount system attribute: receive with MessageSystemAttributeNames naming ApproximateReceiveCount (or All); until then the delays grow only with the receives this handler sees, so copies waiting on a long job may reach the dead-letter queue",
+					"queue", o.queueName, "message_id", id)
+			}
 		}
 		res, err := g.Run(ctx, job, func(ctx context.Context) ([]byte, error) {
 			return nil, h(ctx, m)
 		})
-		dec := o.decide(res.Outcome, err, receiveCount(m), time.Since(start), false)
+		dec := o.decide(res.Outcome, err, n, time.Since(start), false)
+		if !known && dec.act == remove {
+			counted.forget(id)
+		}
 		switch dec.act {
 		case remove:
 			_, derr := bounded(ctx, func(ctx context.Context) (*sqs.DeleteMessageOutput, error) {

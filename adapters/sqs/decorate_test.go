@@ -358,7 +358,8 @@ func decorateAll(t *testing.T, c *sqs.Client, url string, h sqsonce.HandlerFunc)
 // receive that does not ask for the system attributes (the SDK's default)
 // cannot tell them apart: Decorate refuses to guess a key from the body,
 // returns an error naming the attributes to ask for, and leaves the message
-// unrun on the queue. Received with the attributes, both run.
+// unrun on the queue, and warns with the fix and what happens next. Received
+// with the attributes, both run.
 func TestDecorateLeavesAFIFOMessageReceivedWithoutItsAttributes(t *testing.T) {
 	t.Parallel()
 	c := newSQS(t)
@@ -366,7 +367,8 @@ func TestDecorateLeavesAFIFOMessageReceivedWithoutItsAttributes(t *testing.T) {
 	rdb := testenv.Redis(t, prefix)
 	q := createQueue(t, c, queueSpec{fifo: true, visibility: 1})
 	var runs runsByID
-	h := mustDecorate(t, testenv.RedisGuardOn(t, rdb, prefix, nil), c, q.url, runs.record, nil)
+	var logs logText
+	h := mustDecorate(t, testenv.RedisGuardOn(t, rdb, prefix, nil), c, q.url, runs.record, &sqsonce.Config{Logger: logs.Logger()})
 	for _, id := range []string{"pay-1", "pay-2"} {
 		_, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String("pay 5"),
 			MessageGroupId: aws.String("account-1"), MessageDeduplicationId: aws.String(id)})
@@ -383,9 +385,43 @@ func TestDecorateLeavesAFIFOMessageReceivedWithoutItsAttributes(t *testing.T) {
 	require.Empty(t, runs.counts(), "a handler ran without its key")
 	v, f := depth(t, c, q.url)
 	require.Equal(t, 2, v+f, "a message was deleted")
+	warned := logs.lines("level=WARN")
+	require.Len(t, warned, 1, "warnings: %v", warned)
+	for _, s := range []string{"comes back on each receive", "redrive policy", "dead-letter queue", "MessageSystemAttributeNames naming MessageDeduplicationId and MessageGroupId"} {
+		require.Contains(t, warned[0], s)
+	}
 
 	decorateAll(t, c, q.url, h)
 	runs.requireEachOnce(t, 2)
+}
+
+// A FIFO message left unrun for want of its system attributes comes back on
+// each receive that does not ask for them, until the queue's redrive policy
+// moves it to the dead-letter queue, unrun.
+func TestDecorateFIFOMessageReceivedWithoutItsAttributesReachesTheDeadLetterQueue(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{fifo: true, visibility: 1, maxReceive: 2})
+	var runs runsByID
+	h := mustDecorate(t, testenv.RedisGuardOn(t, rdb, prefix, nil), c, q.url, runs.record, nil)
+	_, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String("pay 5"),
+		MessageGroupId: aws.String("account-1"), MessageDeduplicationId: aws.String("pay-1")})
+	require.NoError(t, err)
+
+	left := 0
+	require.Eventually(t, func() bool {
+		if m := receivePlain(t, c, q.url, 0); m != nil {
+			require.ErrorIs(t, h(context.Background(), *m), sqsonce.ErrMissingAttribute)
+			left++
+		}
+		v, f := depth(t, c, q.dlq)
+		return v+f == 1
+	}, 20*time.Second, 10*time.Millisecond, "the message did not reach the dead-letter queue")
+	require.Equal(t, 2, left, "receives before the redrive")
+	require.Empty(t, runs.counts(), "a handler ran without its key")
+	requireDrained(t, c, q.url, 5*time.Second)
 }
 
 // With DeduplicationScope=messageGroup, one deduplication id in two groups
@@ -408,4 +444,168 @@ func TestDecorateRunsOneDeduplicationIDInTwoGroups(t *testing.T) {
 		return h(ctx, m)
 	})
 	runs.requireEachOnce(t, 4)
+}
+
+// receivePlain receives one message as the SDK does by default: no system
+// attributes and no message attributes. It returns nil when none arrives
+// within a second.
+func receivePlain(t *testing.T, c *sqs.Client, url string, visibility int32) *types.Message {
+	t.Helper()
+	out, err := attributesAsAsked{c}.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
+		QueueUrl: aws.String(url), MaxNumberOfMessages: 1, WaitTimeSeconds: 1, VisibilityTimeout: visibility,
+	})
+	require.NoError(t, err)
+	if len(out.Messages) == 0 {
+		return nil
+	}
+	m := &out.Messages[0]
+	require.NotContains(t, m.Attributes, string(types.MessageSystemAttributeNameApproximateReceiveCount))
+	return m
+}
+
+// A copy received without ApproximateReceiveCount, while its job runs long
+// elsewhere, is still hidden for a delay that grows with every receive
+// (Decorate counts the receives it sees): 3 s, then 6 s. With a delay that
+// stayed at 3 s, the copy's fourth receive, 9 s after its first, would
+// exceed the queue's maxReceiveCount of 3 and move it to the dead-letter
+// queue while the job still ran; here the job ends 7.5 s after the copy's
+// first receive, and the copy's third receive finds it done and deletes it.
+// The missing attribute is warned about once, naming it and the receive
+// setting that asks for it.
+func TestDecorateGrowsTheDelayOfACopyReceivedWithoutItsReceiveCount(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 3})
+	eff := newEffects(rdb, prefix)
+	var logs logText
+	// A 3 s lease bounds the RetryAfter hint at 1 s, below RunningDelay.
+	g := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{Lease: 3 * time.Second})
+	started, release := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
+	h := mustDecorate(t, g, c, q.url, func(ctx context.Context, m types.Message) error {
+		if runs.Add(1) == 1 {
+			close(started)
+			<-release
+		}
+		return eff.record(ctx, aws.ToString(m.Body))
+	}, &sqsonce.Config{RunningDelay: 3 * time.Second, Logger: logs.Logger()})
+
+	sendAll(t, c, q.url, []string{"build report 7"})
+	first := receivePlain(t, c, q.url, 60)
+	require.NotNil(t, first)
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- h(context.Background(), *first) }()
+	<-started
+	sendAll(t, c, q.url, []string{"build report 7"})
+
+	var copyResults []error
+	var copyReceived time.Time
+	released := false
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		if !released && !copyReceived.IsZero() && time.Since(copyReceived) >= 7500*time.Millisecond {
+			close(release)
+			released = true
+			require.NoError(t, <-firstDone)
+		}
+		if released {
+			if v, f := depth(t, c, q.url); v == 0 && f == 0 {
+				break
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "the queue did not drain; the copy's results: %v", copyResults)
+		m := receivePlain(t, c, q.url, 0)
+		if m == nil {
+			continue
+		}
+		require.NotEqual(t, aws.ToString(first.MessageId), aws.ToString(m.MessageId), "the running message came back")
+		if copyReceived.IsZero() {
+			copyReceived = time.Now()
+		}
+		copyResults = append(copyResults, h(context.Background(), *m))
+	}
+
+	v, f := depth(t, c, q.dlq)
+	require.Zero(t, v+f, "the copy reached the dead-letter queue; its results: %v", copyResults)
+	require.Len(t, copyResults, 3, "the copy's results: %v", copyResults)
+	require.ErrorIs(t, copyResults[0], core.ErrRunning)
+	require.ErrorIs(t, copyResults[1], core.ErrRunning)
+	require.NoError(t, copyResults[2], "the copy must be deleted as a duplicate")
+	eff.requireOnce(t, []string{"build report 7"})
+	warned := logs.lines("without the ApproximateReceiveCount")
+	require.Len(t, warned, 1, "warnings: %v", warned)
+	require.Contains(t, warned[0], "MessageSystemAttributeNames")
+}
+
+// With Config.KeyAttribute set, a receive that did not ask for message
+// attributes gets messages that carry none: Decorate leaves them unrun with
+// an error matching ErrMissingAttribute that names Config.KeyAttribute and
+// MessageAttributeNames, rather than run them under their bodies' hashes,
+// which would run job-7 twice. Received with the attribute, the second body
+// under job-7 is a conflict. A message that carries other attributes, but
+// not the key attribute, runs under its body's hash.
+func TestDecorateLeavesAMessageReceivedWithoutItsKeyAttribute(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{visibility: 1})
+	var runs runsByID
+	var logs logText
+	h := mustDecorate(t, testenv.RedisGuardOn(t, rdb, prefix, nil), c, q.url, runs.record,
+		&sqsonce.Config{KeyAttribute: "job", Logger: logs.Logger()})
+	sendKeyed(t, c, q.url, "job-7", "send invoice 7")
+	sendKeyed(t, c, q.url, "job-7", "send invoice 7 again, differently")
+
+	ctx := context.Background()
+	for range 2 {
+		m := receivePlain(t, c, q.url, 0)
+		require.NotNil(t, m)
+		require.Empty(t, m.MessageAttributes)
+		err := h(ctx, *m)
+		require.ErrorIs(t, err, sqsonce.ErrMissingAttribute)
+		require.ErrorContains(t, err, "KeyAttribute")
+		require.ErrorContains(t, err, `MessageAttributeNames naming "job"`)
+	}
+	require.Empty(t, runs.counts(), "a handler ran without its key")
+	require.Len(t, logs.lines("MessageAttributeNames"), 2, "each message left is warned about")
+	v, f := depth(t, c, q.url)
+	require.Equal(t, 2, v+f, "a message was deleted")
+
+	var results []error
+	require.Eventually(t, func() bool {
+		if m := receiveOne(t, c, q.url); m != nil {
+			results = append(results, h(ctx, *m))
+		}
+		return len(results) == 2
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Len(t, runs.counts(), 1, "messages that ran")
+	conflicts := 0
+	for _, err := range results {
+		if errors.Is(err, core.ErrConflict) {
+			conflicts++
+		} else {
+			require.NoError(t, err)
+		}
+	}
+	require.Equal(t, 1, conflicts, "results: %v", results)
+
+	_, err := c.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: aws.String(q.url), MessageBody: aws.String("send invoice 8"),
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			"tenant": {DataType: aws.String("String"), StringValue: aws.String("acme")},
+		},
+	})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		m := receiveOne(t, c, q.url)
+		if m == nil || aws.ToString(m.Body) != "send invoice 8" {
+			return false
+		}
+		require.NoError(t, h(ctx, *m))
+		return true
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Len(t, runs.counts(), 2, "the message without the key attribute did not run")
 }

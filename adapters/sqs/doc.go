@@ -42,7 +42,9 @@
 //   - Another copy is running: the message's visibility is set to a delay
 //     that grows with its ApproximateReceiveCount (never beyond SQS's 12-hour
 //     limit), so a copy waiting on a long job is received a handful of times,
-//     not often enough to reach the queue's maxReceiveCount.
+//     not often enough to reach the queue's maxReceiveCount. A receive loop
+//     that does not ask for that attribute gets a warning from Decorate, once,
+//     and delays that grow only with the receives its handler sees.
 //   - The handler failed: the claim is released and the message is left to
 //     the queue's own redelivery (optionally after Config.FailureDelay).
 //   - The key is held or done with a different body (ErrConflict), or the
@@ -93,7 +95,13 @@
 // A FIFO message never falls back to its body's hash: one received without
 // those system attributes is left unrun (Decorate returns an error matching
 // ErrMissingAttribute; the Poller, which asks for them, counts it as
-// failed). Config.Key overrides all of them. A named key (the
+// failed). With Config.KeyAttribute set, Decorate leaves a message that
+// carries no message attributes at all the same way, since a receive without
+// MessageAttributeNames gets none; one that carries other attributes but not
+// the key attribute falls back to the next rule. A message left for a missing
+// attribute is logged at Warn, naming the receive setting to fix, and comes
+// back on each receive until the queue's redrive policy moves it to the
+// dead-letter queue. Config.Key overrides all of them. A named key (the
 // attribute, the deduplication id, Config.Key) is stored with the body's
 // fingerprint (core.Fingerprint), so one key reused for a different body is
 // reported as a conflict; the default key holds the body's hash already. An

@@ -129,7 +129,9 @@ func testPollerStoreOutage(t *testing.T, s server) {
 
 // A key reused for a different body is a conflict: the Poller leaves the
 // message alone, counts it, and the redrive policy moves it to the
-// dead-letter queue.
+// dead-letter queue. The Poller asks for the key attribute itself: its
+// client returns message attributes only to a receive that names them, as
+// SQS does.
 func TestPollerConflict(t *testing.T) {
 	t.Parallel()
 	eachServer(t, testPollerConflict)
@@ -141,7 +143,7 @@ func testPollerConflict(t *testing.T, s server) {
 	rdb := testenv.Redis(t, prefix)
 	q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 2})
 	eff := newEffects(rdb, prefix)
-	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
+	p := &sqsonce.Poller{Client: attributesAsAsked{c}, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
 		VisibilityTimeout: 2 * time.Second, Config: &sqsonce.Config{KeyAttribute: "job"},
 		Handler: func(ctx context.Context, m types.Message) error { return eff.record(ctx, aws.ToString(m.Body)) }}
 	stop := startPoller(t, p)

@@ -3,6 +3,7 @@ package sqsonce_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -481,4 +482,50 @@ func sendToGroups(t testing.TB, c *sqs.Client, queueURL, id string, bodies map[s
 		})
 		require.NoError(t, err)
 	}
+}
+
+// logText keeps the text of every record at Warn and above, attributes
+// included, for tests that assert what a warning tells its reader.
+type logText struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logText) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// Logger returns a logger that writes to l.
+func (l *logText) Logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// lines returns the records kept that contain s.
+func (l *logText) lines(s string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// attributesAsAsked returns message attributes only when the receive asks for
+// them, as SQS does: fauxqs 1.9.2 returns every message attribute to a
+// receive without MessageAttributeNames.
+type attributesAsAsked struct{ *sqs.Client }
+
+func (a attributesAsAsked) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	out, err := a.Client.ReceiveMessage(ctx, in, opts...)
+	if err == nil && len(in.MessageAttributeNames) == 0 {
+		for i := range out.Messages {
+			out.Messages[i].MessageAttributes, out.Messages[i].MD5OfMessageAttributes = nil, nil
+		}
+	}
+	return out, err
 }

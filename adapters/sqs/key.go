@@ -19,10 +19,13 @@ const (
 	attrGroup         = string(types.MessageSystemAttributeNameMessageGroupId)
 )
 
-// ErrMissingAttribute reports a FIFO queue's message received without a
-// system attribute its key needs (MessageDeduplicationId, MessageGroupId):
-// the receive did not ask for it. The message is left as it is; nothing ran.
-var ErrMissingAttribute = errors.New("jobonce: sqsonce: message lacks a system attribute its key needs")
+// ErrMissingAttribute reports a message received without an attribute its
+// key needs, because the receive did not ask for it: on a FIFO queue the
+// system attributes MessageDeduplicationId and MessageGroupId, or, when
+// Config.KeyAttribute is set, the message attributes. The message is left as
+// it is, unrun: it comes back on each receive until the queue's redrive
+// policy moves it to the dead-letter queue.
+var ErrMissingAttribute = errors.New("jobonce: sqsonce: message lacks an attribute its key needs")
 
 // job returns the job of a message: its key and fingerprint. It returns an
 // error matching ErrMissingAttribute for a FIFO message whose default key
@@ -84,6 +87,20 @@ func (o *options) key(m types.Message) (string, bool, error) {
 	return "", false, nil
 }
 
+// messageAttributesAsked returns an error matching ErrMissingAttribute when
+// Config.KeyAttribute names the key but the message carries no message
+// attributes at all: the sign of a receive without MessageAttributeNames,
+// under which every message would fall back to another key. A message with
+// other attributes but not the key attribute falls back as Config says. The
+// Poller asks for every attribute, so only Decorate checks.
+func (o *options) messageAttributesAsked(m types.Message) error {
+	if o.Key != nil || o.KeyAttribute == "" || len(m.MessageAttributes) > 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: Config.KeyAttribute %q, on queue %s: the message carries no message attributes; receive with MessageAttributeNames naming %q (or All)",
+		ErrMissingAttribute, o.KeyAttribute, o.queueName, o.KeyAttribute)
+}
+
 // fifoKey returns the key of a FIFO message: its queue, group and
 // deduplication id. The group is length-prefixed, so no separator inside an
 // id makes two different triples one key; SQS queue names hold no ':'.
@@ -101,9 +118,18 @@ func body(m types.Message) []byte {
 // receiveCount returns the message's ApproximateReceiveCount, or 1 when the
 // receive did not ask for it.
 func receiveCount(m types.Message) int {
+	if n, ok := approximateReceiveCount(m); ok {
+		return n
+	}
+	return 1
+}
+
+// approximateReceiveCount returns the message's ApproximateReceiveCount and
+// whether the message carries a valid one.
+func approximateReceiveCount(m types.Message) (int, bool) {
 	n, err := strconv.Atoi(m.Attributes[attrReceiveCount])
 	if err != nil || n < 1 {
-		return 1
+		return 0, false
 	}
-	return n
+	return n, true
 }
