@@ -80,7 +80,7 @@ func TestClusterWaitFollowsASlotMigration(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, core.Ran, out, "the marker was written where the key is now, and acknowledged")
 		v, _ := readAsking(t, m.To, key)
-		require.True(t, strings.HasPrefix(v, "d"), "a done marker on %s, not %q", m.To.Addr, v)
+		require.True(t, strings.HasPrefix(v, "w"), "a done marker on %s, not %q", m.To.Addr, v)
 		onReplica(t, m, key)
 
 		finish(t, m, key)
