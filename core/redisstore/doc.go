@@ -13,9 +13,11 @@
 //
 // A key holds one small string: a running claim ("F", the 16-byte token, the
 // 8-byte fence, the payload fingerprint) whose TTL is the lease, or a done
-// marker ("d", "D" or "L", the fingerprint and the stored result) whose TTL
-// is the retention and which a claim reports as the marker's remaining
-// retention.
+// marker ("w" and 8 bytes of the writer's token, then "d", "D" or "L", the
+// fingerprint and the stored result) whose TTL is the retention and which a
+// claim reports as the marker's remaining retention. Markers without the
+// writer, as the previous release wrote them, are read too, and
+// Config.LegacyMarkers writes them, for a rolling upgrade from that release.
 // Fingerprints and results may be of any length and hold any bytes; a nil
 // result comes back nil and an empty one empty. Expiry is Redis's own, so a
 // crashed worker's claim disappears when its lease ends. Redis keeps TTLs in
