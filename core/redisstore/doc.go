@@ -61,7 +61,8 @@
 // only once that many replicas acknowledged it (WAIT at the end of the
 // writes' own pipeline; on a Cluster client, per primary). Unacknowledged,
 // a claim is released and answered core.ErrUnreplicated (the job does not
-// run), and a done marker is answered so too; the Guard sends it again until
+// run, even under FailOpen), and a done marker is answered so too, also when
+// the connection broke before WAIT answered (a failover closes it); the Guard sends it again until
 // its StoreTimeout. A done marker names the claim that wrote it, so the
 // request sent again finds its own marker (and writes it again, so that its
 // acknowledgement is waited for anew), never another copy's. A claim that

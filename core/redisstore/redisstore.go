@@ -66,10 +66,13 @@ type Config struct {
 	// acknowledged within WaitTimeout is released and reported as
 	// core.ErrUnreplicated, a store failure: the job does not run; so is a
 	// claim that finds a done marker not yet acknowledged (the copy is tried
-	// again later, not skipped). A done marker not acknowledged is sent
-	// again until the Guard's StoreTimeout, then reported Unrecorded: the
-	// effect happened. Defaults to 0: a write counts once the primary made it, and a failover
-	// before it replicated loses it.
+	// again later, not skipped), and a claim whose connection broke before
+	// WAIT answered (a failover's CLIENT KILL): it may have been written,
+	// so it is released and FailOpen does not run the job. A done marker
+	// not acknowledged is sent again until the Guard's StoreTimeout, then
+	// reported Unrecorded: the effect happened. Defaults to 0: a write
+	// counts once the primary made it, and a failover before it replicated
+	// loses it.
 	WaitReplicas int
 
 	// WaitAOF also waits until the primary (and WaitReplicas replicas) wrote
