@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 
 	"github.com/jobonce/jobonce/core/driver"
@@ -27,7 +28,12 @@ var errUnanswered = errors.New("jobonce: redisstore: the pipeline ended without 
 // acknowledged are released and answered core.ErrUnreplicated, as are
 // markers written but not acknowledged and claims that found a done marker
 // not acknowledged (a failover could lose it: the copy is tried again
-// later, not skipped).
+// later, not skipped). With the wait, a request left with no reply or a
+// transport error (a failover closed the connection during WAIT) may have
+// been written and was not acknowledged: it is answered
+// core.ErrUnreplicated too, wrapping that error, and a claim so answered is
+// released; only a connection never made (a refused dial, a pool timeout)
+// keeps its own error.
 func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) ([]driver.ClaimReply, []error, []error) {
 	if len(claims) > 0 {
 		defer s.checkIfDue(ctx)
@@ -156,9 +162,26 @@ func (s *Store) pipeline(ctx context.Context, n int,
 			// Every script replies with a value; none means no reply came.
 			cmd.SetErr(cmp.Or(entries[i].execErr, errUnanswered))
 		}
+		if err := cmd.Err(); err != nil && unacked[i] != nil && mayHaveWritten(err) {
+			// The write went out with the wait, which did not answer: it
+			// may have been applied, and it was not acknowledged.
+			cmd.SetErr(fmt.Errorf("%w: %w", driver.ErrUnreplicated, err))
+		}
 		errs[i] = reply(i, cmd)
 	}
 	return errs, unacked
+}
+
+// mayHaveWritten reports whether err, a script's error in a pipeline that
+// carried a wait, leaves open that the server ran the script: any error but
+// the server's own answer (which says what it did) and a failure to get a
+// connection at all (a refused dial, every pooled connection busy: the
+// server could not be reached).
+func mayHaveWritten(err error) bool {
+	var answer redis.Error
+	var netErr *net.OpError
+	return !errors.As(err, &answer) && !errors.Is(err, redis.ErrPoolTimeout) &&
+		!(errors.As(err, &netErr) && netErr.Op == "dial")
 }
 
 // runOnPrimaries runs the entries sent on the primaries that own their keys,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,4 +163,139 @@ func readAsking(t *testing.T, s *testenv.RedisServer, key string) (string, time.
 	})
 	require.NoError(t, err, "read %s on %s", key, s.Addr)
 	return get.Val(), ttl.Val()
+}
+
+// killWaits kills, from control, every connection blocked in WAIT on its
+// server, as a Sentinel failover does (CLIENT KILL) before WAIT can answer,
+// until the returned stop is called; stop returns how many it killed.
+func killWaits(t *testing.T, control *redis.Client) (stop func() int32) {
+	t.Helper()
+	ctx := context.Background()
+	quit, done := make(chan struct{}), make(chan struct{})
+	var killed atomic.Int32
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			clients, err := control.ClientList(ctx).Result()
+			if err != nil {
+				continue // a poll that failed
+			}
+			for line := range strings.Lines(clients) {
+				if !strings.Contains(line, " cmd=wait ") {
+					continue
+				}
+				for field := range strings.FieldsSeq(line) {
+					if id, ok := strings.CutPrefix(field, "id="); ok && control.Do(ctx, "CLIENT", "KILL", "ID", id).Err() == nil {
+						killed.Add(1)
+					}
+				}
+			}
+		}
+	}()
+	var once atomic.Bool
+	stop = func() int32 {
+		if once.CompareAndSwap(false, true) {
+			close(quit)
+		}
+		<-done
+		return killed.Load()
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// waitingStore returns a Store on primary that waits for its one replica,
+// paused, so that every WAIT blocks until killWaits cuts it, and a Store on
+// primary that does not wait.
+func waitingStore(t *testing.T) (primary *testenv.RedisServer, waiting, plain *redisstore.Store) {
+	t.Helper()
+	primary, replicas := testenv.StartRedisReplicas(t, 1)
+	caughtUp(t, primary, 1)
+	waiting, err := redisstore.New(otherClient(t, primary), &redisstore.Config{Logger: quiet, WaitReplicas: 1, WaitTimeout: 20 * time.Second})
+	require.NoError(t, err)
+	replicas[0].Pause()
+	return primary, waiting, newStore(t, otherClient(t, primary))
+}
+
+// A claim whose WAIT a failover cuts (the connection killed before WAIT
+// answers, on every attempt go-redis makes) was written but not
+// acknowledged: it is released and answered ErrUnreplicated, not the
+// connection's EOF, so a Guard with FailOpen does not run the job
+// unguarded; it is Unavailable.
+func TestClaimWhoseWaitIsCutIsUnreplicated(t *testing.T) {
+	primary, waiting, plain := waitingStore(t)
+	g, err := core.New(waiting, &core.Config{Logger: quiet, FailOpen: true, StoreTimeout: 30 * time.Second})
+	require.NoError(t, err)
+	stop := killWaits(t, primary.Client())
+	ran := false
+	out, err := g.Do(context.Background(), "k", func(context.Context) error { ran = true; return nil })
+	require.Positive(t, stop(), "a WAIT was cut")
+	require.False(t, ran, "the job never runs unguarded on a claim that may be held")
+	require.Equal(t, core.Unavailable, out)
+	require.ErrorIs(t, err, core.ErrStoreUnavailable)
+	require.ErrorIs(t, err, core.ErrUnreplicated)
+
+	key, err := g.StoredKey("k")
+	require.NoError(t, err)
+	r, err := plain.Claim(context.Background(), driver.ClaimRequest{Key: key, Token: driver.NewToken(), Lease: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, driver.StateClaimed, r.State, "the claim was released")
+}
+
+// A done marker whose WAIT a failover cuts was written but not
+// acknowledged: it is answered ErrUnreplicated (the Guard sends it again),
+// alone and in a batch with a claim, which is answered so too.
+func TestMarkerWhoseWaitIsCutIsUnreplicated(t *testing.T) {
+	primary, waiting, plain := waitingStore(t)
+	ctx := context.Background()
+	held := driver.ClaimRequest{Key: "held", Token: driver.NewToken(), Lease: time.Minute}
+	_, err := plain.Claim(ctx, held)
+	require.NoError(t, err)
+	held2 := driver.ClaimRequest{Key: "held2", Token: driver.NewToken(), Lease: time.Minute}
+	_, err = plain.Claim(ctx, held2)
+	require.NoError(t, err)
+
+	stop := killWaits(t, primary.Client())
+	err = waiting.Complete(ctx, driver.CompleteRequest{Key: held.Key, Token: held.Token, Result: []byte("r"), Retention: time.Minute})
+	require.ErrorIs(t, err, core.ErrUnreplicated)
+	_, claimErrs, completeErrs := waiting.Batch(ctx,
+		[]driver.CompleteRequest{{Key: held2.Key, Token: held2.Token, Retention: time.Minute}},
+		[]driver.ClaimRequest{{Key: "free", Token: driver.NewToken(), Lease: time.Minute}})
+	require.Positive(t, stop(), "a WAIT was cut")
+	require.ErrorIs(t, completeErrs[0], core.ErrUnreplicated)
+	require.ErrorIs(t, claimErrs[0], core.ErrUnreplicated)
+
+	for _, key := range []string{held.Key, held2.Key} {
+		r, err := plain.Claim(ctx, driver.ClaimRequest{Key: key, Token: driver.NewToken(), Lease: time.Minute})
+		require.NoError(t, err)
+		require.Equal(t, driver.StateDone, r.State, "the marker is written on the primary")
+	}
+}
+
+// With WaitReplicas, a Redis that cannot be reached at all (every dial
+// refused) wrote nothing: the claim's error is the dial's, and a Guard with
+// FailOpen runs the job unguarded, as without the wait.
+func TestWaitingStoreThatCannotBeReachedFailsOpen(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: testenv.ClosedAddr(t), MaxRetries: -1, DialerRetries: 1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = client.Close() })
+	s, err := redisstore.New(client, &redisstore.Config{Logger: quiet, SkipEvictionCheck: true, WaitReplicas: 1})
+	require.NoError(t, err)
+	_, err = s.Claim(context.Background(), driver.ClaimRequest{Key: "k", Token: driver.NewToken(), Lease: time.Minute})
+	require.Error(t, err)
+	require.NotErrorIs(t, err, core.ErrUnreplicated, "nothing was written")
+
+	g, err := core.New(s, &core.Config{Logger: quiet, FailOpen: true})
+	require.NoError(t, err)
+	ran := false
+	out, err := g.Do(context.Background(), "k", func(context.Context) error { ran = true; return nil })
+	require.NoError(t, err)
+	require.Equal(t, core.Unguarded, out)
+	require.True(t, ran)
 }

@@ -3,13 +3,15 @@
 -- ARGV[1]  "F" .. token (17 bytes)
 -- ARGV[2]  the done marker: "w" .. writer (the token's first 8 bytes), then
 --          "d" .. fingerprint, or with a result
---          "D" .. fingerprint length (1 byte) .. fingerprint .. result
+--          "D" .. fingerprint length (1 byte) .. fingerprint .. result;
+--          or, under Config.LegacyMarkers, the "d" or "D" value alone
 -- ARGV[3]  the retention in milliseconds
--- Reply:   1 when completed, or when the key holds a done marker this token
---          wrote (the same request sent again: after its reply was lost, or
---          unacknowledged), whose TTL is then set again to what it has left,
---          so that a WAIT after this script covers the marker; 0 when the
---          token neither holds the key nor wrote its marker
+-- Reply:   1 when completed, or when the key holds a done marker whose
+--          writer is this token (the same request sent again: after its
+--          reply was lost, or unacknowledged), whose TTL is then set again
+--          to what it has left, so that a WAIT after this script covers the
+--          marker; 0 when the token neither holds the key nor wrote its
+--          marker (a marker that names no writer is nobody's)
 local v = redis.call('GET', KEYS[1])
 if not v then
   return 0
@@ -18,7 +20,7 @@ if string.sub(v, 1, 17) == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return 1
 end
-if string.sub(v, 1, 9) == string.sub(ARGV[2], 1, 9) then
+if string.sub(v, 1, 1) == 'w' and string.sub(v, 2, 9) == string.sub(ARGV[1], 2, 9) then
   local left = redis.call('PTTL', KEYS[1])
   if left > 0 then
     redis.call('PEXPIRE', KEYS[1], left)

@@ -13,9 +13,11 @@
 //
 // A key holds one small string: a running claim ("F", the 16-byte token, the
 // 8-byte fence, the payload fingerprint) whose TTL is the lease, or a done
-// marker ("d", "D" or "L", the fingerprint and the stored result) whose TTL
-// is the retention and which a claim reports as the marker's remaining
-// retention.
+// marker ("w" and 8 bytes of the writer's token, then "d", "D" or "L", the
+// fingerprint and the stored result) whose TTL is the retention and which a
+// claim reports as the marker's remaining retention. Markers without the
+// writer, as the previous release wrote them, are read too, and
+// Config.LegacyMarkers writes them, for a rolling upgrade from that release.
 // Fingerprints and results may be of any length and hold any bytes; a nil
 // result comes back nil and an empty one empty. Expiry is Redis's own, so a
 // crashed worker's claim disappears when its lease ends. Redis keeps TTLs in
@@ -59,7 +61,8 @@
 // only once that many replicas acknowledged it (WAIT at the end of the
 // writes' own pipeline; on a Cluster client, per primary). Unacknowledged,
 // a claim is released and answered core.ErrUnreplicated (the job does not
-// run), and a done marker is answered so too; the Guard sends it again until
+// run, even under FailOpen), and a done marker is answered so too, also when
+// the connection broke before WAIT answered (a failover closes it); the Guard sends it again until
 // its StoreTimeout. A done marker names the claim that wrote it, so the
 // request sent again finds its own marker (and writes it again, so that its
 // acknowledgement is waited for anew), never another copy's. A claim that

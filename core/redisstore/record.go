@@ -29,9 +29,11 @@ import (
 // nil. The writer is the first 8 bytes of the token of the claim that
 // wrote the marker: complete.lua tells by it a request sent again by that
 // claim (its own marker: written) from another claim's (the lease was
-// lost), and a marker without one is nobody's. A done marker keeps no fence:
-// the next claim after it expires takes its fence from the clock alone. The
-// lease and the retention are the key's TTL.
+// lost). A marker without one is nobody's, so a request sent again that
+// finds it answers the lease lost; Config.LegacyMarkers writes such markers,
+// for a rolling upgrade from the release before writers were kept. A done
+// marker keeps no fence: the next claim after it expires takes its fence
+// from the clock alone. The lease and the retention are the key's TTL.
 
 const (
 	tagRunning         = 'F'
@@ -62,21 +64,27 @@ func runningFence(v string) int64 {
 	return int64(binary.BigEndian.Uint64([]byte(v[ownerLen : ownerLen+fenceLen])))
 }
 
-// doneValue returns the done marker token writes.
-func doneValue(token driver.Token, fingerprint string, result []byte) string {
+// doneValue returns the done marker token writes. With legacy
+// (Config.LegacyMarkers) it is the done value alone, as the release before
+// writers were kept wrote and reads it: it names no writer.
+func doneValue(token driver.Token, fingerprint string, result []byte, legacy bool) string {
+	w := writerLen
+	if legacy {
+		w = 0
+	}
 	var b []byte
 	switch {
 	case result == nil:
-		b = make([]byte, 0, writerLen+1+len(fingerprint))
-		b = appendWriter(b, token)
+		b = make([]byte, 0, w+1+len(fingerprint))
+		b = appendWriter(b, token, legacy)
 		b = append(b, tagDoneFP)
 	case len(fingerprint) <= 255:
-		b = make([]byte, 0, writerLen+2+len(fingerprint)+len(result))
-		b = appendWriter(b, token)
+		b = make([]byte, 0, w+2+len(fingerprint)+len(result))
+		b = appendWriter(b, token, legacy)
 		b = append(b, tagDone, byte(len(fingerprint)))
 	default:
-		b = make([]byte, 0, writerLen+1+binary.MaxVarintLen64+len(fingerprint)+len(result))
-		b = appendWriter(b, token)
+		b = make([]byte, 0, w+1+binary.MaxVarintLen64+len(fingerprint)+len(result))
+		b = appendWriter(b, token, legacy)
 		b = append(b, tagDoneLong)
 		b = binary.AppendUvarint(b, uint64(len(fingerprint)))
 	}
@@ -85,7 +93,10 @@ func doneValue(token driver.Token, fingerprint string, result []byte) string {
 	return string(b)
 }
 
-func appendWriter(b []byte, token driver.Token) []byte {
+func appendWriter(b []byte, token driver.Token, legacy bool) []byte {
+	if legacy {
+		return b
+	}
 	b = append(b, tagWriter)
 	return append(b, token[:writerLen-1]...)
 }

@@ -40,7 +40,7 @@ func FuzzRecord(f *testing.F) {
 		} else if result == nil {
 			result = []byte{}
 		}
-		done := doneValue(token, fp, result)
+		done := doneValue(token, fp, result, false)
 		r, err = parseValue(done, 100)
 		require.NoError(t, err)
 		require.Equal(t, driver.StateDone, r.State)
@@ -53,6 +53,7 @@ func FuzzRecord(f *testing.F) {
 		require.Equal(t, "w"+string(token[:8]), done[:writerLen], "a done marker names its writer")
 
 		legacy := done[writerLen:] // as written before markers named their writer
+		require.Equal(t, legacy, doneValue(token, fp, result, true), "Config.LegacyMarkers writes the done value alone")
 		r2, err := parseValue(legacy, 100)
 		require.NoError(t, err)
 		require.Equal(t, r, r2, "a marker written before writers were kept reads the same")
@@ -78,17 +79,32 @@ func varintLen(n int) int {
 func TestDoneMarkersKeepTheirEncodingAfterTheirWriter(t *testing.T) {
 	tok := driver.Token{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
 	w := "w\x01\x02\x03\x04\x05\x06\x07\x08"
-	require.Equal(t, w+"dfp", doneValue(tok, "fp", nil))
-	require.Equal(t, w+"D\x02fpres", doneValue(tok, "fp", []byte("res")))
+	require.Equal(t, w+"dfp", doneValue(tok, "fp", nil, false))
+	require.Equal(t, w+"D\x02fpres", doneValue(tok, "fp", []byte("res"), false))
 	fp := strings.Repeat("f", 255)
-	require.Equal(t, w+"D\xff"+fp+"r", doneValue(tok, fp, []byte("r")))
-	require.Equal(t, w+"L\x80\x02f"+fp+"r", doneValue(tok, "f"+fp, []byte("r")))
+	require.Equal(t, w+"D\xff"+fp+"r", doneValue(tok, fp, []byte("r"), false))
+	require.Equal(t, w+"L\x80\x02f"+fp+"r", doneValue(tok, "f"+fp, []byte("r"), false))
 	for _, legacy := range []string{"dfp", "D\x02fpres", "L\x02fpres"} {
 		r, err := parseValue(legacy, 100)
 		require.NoError(t, err)
 		require.Equal(t, driver.StateDone, r.State, "%q", legacy)
 		require.Equal(t, "fp", r.Fingerprint)
 	}
+}
+
+// TestLegacyMarkersAreThePreviousReleasesDoneValues pins the done markers
+// Config.LegacyMarkers writes to the layout of the release before writers
+// were kept: "d" fingerprint; "D", the fingerprint's length in one byte, the
+// fingerprint, the result; "L", the length as a uvarint, the fingerprint,
+// the result.
+func TestLegacyMarkersAreThePreviousReleasesDoneValues(t *testing.T) {
+	tok := driver.Token{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	require.Equal(t, "dfp", doneValue(tok, "fp", nil, true))
+	require.Equal(t, "D\x02fp", doneValue(tok, "fp", []byte{}, true))
+	require.Equal(t, "D\x02fpres", doneValue(tok, "fp", []byte("res"), true))
+	fp := strings.Repeat("f", 255)
+	require.Equal(t, "D\xff"+fp+"r", doneValue(tok, fp, []byte("r"), true))
+	require.Equal(t, "L\x80\x02f"+fp+"r", doneValue(tok, "f"+fp, []byte("r"), true))
 }
 
 func TestMalformedValues(t *testing.T) {

@@ -66,10 +66,13 @@ type Config struct {
 	// acknowledged within WaitTimeout is released and reported as
 	// core.ErrUnreplicated, a store failure: the job does not run; so is a
 	// claim that finds a done marker not yet acknowledged (the copy is tried
-	// again later, not skipped). A done marker not acknowledged is sent
-	// again until the Guard's StoreTimeout, then reported Unrecorded: the
-	// effect happened. Defaults to 0: a write counts once the primary made it, and a failover
-	// before it replicated loses it.
+	// again later, not skipped), and a claim whose connection broke before
+	// WAIT answered (a failover's CLIENT KILL): it may have been written,
+	// so it is released and FailOpen does not run the job. A done marker
+	// not acknowledged is sent again until the Guard's StoreTimeout, then
+	// reported Unrecorded: the effect happened. Defaults to 0: a write
+	// counts once the primary made it, and a failover before it replicated
+	// loses it.
 	WaitReplicas int
 
 	// WaitAOF also waits until the primary (and WaitReplicas replicas) wrote
@@ -80,6 +83,18 @@ type Config struct {
 	// WaitTimeout bounds the wait for acknowledgements; keep it well under
 	// the Guard's StoreTimeout. Defaults to 1s.
 	WaitTimeout time.Duration
+
+	// LegacyMarkers writes done markers as the previous release wrote them
+	// and reads them: without the writer's id. Markers of either format are
+	// read. Set it for the first step of a rolling upgrade from that
+	// release, whose workers read a marker that names its writer as a store
+	// failure (failing closed, or, under core.Config.FailOpen, running the
+	// job again), and deploy again without it once every worker runs this
+	// release. Under it, a complete sent again after its reply was lost, or
+	// after core.ErrUnreplicated, cannot tell its own marker from another
+	// copy's and answers core.ErrLeaseLost, as the previous release did: the
+	// job reports LeaseLost. Defaults to false.
+	LegacyMarkers bool
 }
 
 // Store is a driver.Store and driver.BatchStore on Redis. It is safe for
@@ -91,6 +106,7 @@ type Store struct {
 	wait               waitFor // acknowledgement of writes; off when zero
 	watch              *watch  // restarts, failovers and risky settings
 	leases, retentions boxCache
+	legacy             bool // Config.LegacyMarkers
 }
 
 var _ driver.BatchStore = (*Store)(nil)
@@ -121,7 +137,7 @@ func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 		// of the writes it must cover.
 		return nil, errors.New("jobonce: redisstore: Config.WaitReplicas and WaitAOF need a single-node, Sentinel or Cluster client, not a Ring")
 	}
-	s := &Store{client: client, logger: c.Logger, wait: waitFor{replicas: c.WaitReplicas, aof: c.WaitAOF, timeout: c.WaitTimeout}}
+	s := &Store{client: client, logger: c.Logger, wait: waitFor{replicas: c.WaitReplicas, aof: c.WaitAOF, timeout: c.WaitTimeout}, legacy: c.LegacyMarkers}
 	if c.CheckEvery == 0 {
 		c.CheckEvery = 30 * time.Second
 	}
@@ -262,7 +278,8 @@ func (s *Store) Extend(ctx context.Context, key string, token driver.Token, leas
 // Complete implements driver.Store. The done marker names its writer (see
 // record.go): a request sent again by the claim that wrote it answers nil,
 // and sets the marker's TTL again to what it has left, so that the wait
-// (Config.WaitReplicas) covers it anew.
+// (Config.WaitReplicas) covers it anew. Under Config.LegacyMarkers it names
+// none, and a request sent again answers core.ErrLeaseLost.
 func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	if s.wait.on() {
 		_, _, errs := s.Batch(ctx, []driver.CompleteRequest{req}, nil)
@@ -280,7 +297,7 @@ func (s *Store) completeArgs(req *driver.CompleteRequest) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{ownerValue(req.Token), doneValue(req.Token, req.Fingerprint, req.Result), s.retentions.box(retention)}, nil
+	return []any{ownerValue(req.Token), doneValue(req.Token, req.Fingerprint, req.Result, s.legacy), s.retentions.box(retention)}, nil
 }
 
 // boxCache keeps the last number boxed as an argument: a Guard sends the

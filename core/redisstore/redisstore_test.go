@@ -213,3 +213,156 @@ func TestMarkerWhoseReplyWasLostIsRan(t *testing.T) {
 		})
 	}
 }
+
+// legacyStore returns a Store on client that writes done markers as the
+// previous release did (Config.LegacyMarkers).
+func legacyStore(t testing.TB, client redis.UniversalClient) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.New(client, &redisstore.Config{Logger: quiet, LegacyMarkers: true})
+	require.NoError(t, err)
+	return s
+}
+
+// Under Config.LegacyMarkers the store passes the conformance suite but for
+// the case that needs a marker to name its writer: CompleteSentAgain, whose
+// complete sent again answers ErrLeaseLost without one
+// (TestLegacyMarkerWhoseReplyWasLostIsLeaseLost pins that answer).
+func TestConformanceWithLegacyMarkers(t *testing.T) {
+	client := testenv.Redis(t, "jobonce-storetest:")
+	storetest.Run(t, func(t *testing.T) driver.Store {
+		if strings.HasSuffix(t.Name(), "/Store/CompleteSentAgain") {
+			t.Skip("a legacy marker names no writer: a complete sent again answers ErrLeaseLost, see TestLegacyMarkerWhoseReplyWasLostIsLeaseLost")
+		}
+		return legacyStore(t, client)
+	})
+}
+
+// Under Config.LegacyMarkers, each done marker is byte for byte what the
+// previous release wrote (record.go: "d" fingerprint; "D", the
+// fingerprint's length in one byte, the fingerprint, the result; "L", the
+// length as a uvarint, the fingerprint, the result), and a Store without it
+// reads it as done with its stored result.
+func TestLegacyMarkersAreWrittenInThePreviousReleasesFormat(t *testing.T) {
+	ctx := context.Background()
+	prefix, client, current := prefixedStore(t)
+	legacy := legacyStore(t, client)
+	long := strings.Repeat("f", 300)
+	for _, c := range []struct {
+		name, fingerprint string
+		result            []byte
+		want              string
+	}{
+		{"no result", "fp", nil, "dfp"},
+		{"empty result", "fp", []byte{}, "D\x02fp"},
+		{"short fingerprint", "fp", []byte("res"), "D\x02fpres"},
+		{"longest short fingerprint", strings.Repeat("s", 255), []byte("r"), "D\xff" + strings.Repeat("s", 255) + "r"},
+		{"long fingerprint", long, []byte("res"), "L\xac\x02" + long + "res"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			key, tok := prefix+c.name, driver.NewToken()
+			r, err := legacy.Claim(ctx, driver.ClaimRequest{Key: key, Token: tok, Fingerprint: c.fingerprint, Lease: time.Minute})
+			require.NoError(t, err)
+			require.Equal(t, driver.StateClaimed, r.State)
+			require.NoError(t, legacy.Complete(ctx, driver.CompleteRequest{Key: key, Token: tok, Fingerprint: c.fingerprint, Result: c.result, Retention: time.Minute}))
+			stored, err := client.Get(ctx, key).Result()
+			require.NoError(t, err)
+			require.Equal(t, c.want, stored, "the previous release's done value, with no writer")
+
+			r, err = current.Claim(ctx, driver.ClaimRequest{Key: key, Token: driver.NewToken(), Fingerprint: c.fingerprint, Lease: time.Minute})
+			require.NoError(t, err)
+			require.Equal(t, driver.StateDone, r.State)
+			require.Equal(t, c.fingerprint, r.Fingerprint)
+			require.Equal(t, c.result, r.Result)
+		})
+	}
+}
+
+// During the upgrade, workers with and without Config.LegacyMarkers read
+// each other's markers: a redelivery is a Duplicate with the stored result,
+// whichever wrote the marker.
+func TestLegacyAndNamedMarkersReadAsDuplicates(t *testing.T) {
+	ctx := context.Background()
+	prefix, client, current := prefixedStore(t)
+	stores := map[string]*redisstore.Store{"legacy": legacyStore(t, client), "current": current}
+	for writer, reader := range map[string]string{"legacy": "current", "current": "legacy"} {
+		t.Run(writer+" marker", func(t *testing.T) {
+			w, err := core.New(stores[writer], &core.Config{KeyPrefix: prefix, Logger: quiet})
+			require.NoError(t, err)
+			r, err := core.New(stores[reader], &core.Config{KeyPrefix: prefix, Logger: quiet})
+			require.NoError(t, err)
+			job := core.Job{Key: writer, Fingerprint: "payload"}
+			res, err := w.Run(ctx, job, func(context.Context) ([]byte, error) { return []byte(writer + " result"), nil })
+			require.NoError(t, err)
+			require.Equal(t, core.Ran, res.Outcome)
+			res, err = r.Run(ctx, job, func(context.Context) ([]byte, error) { return nil, errors.New("must not run") })
+			require.NoError(t, err)
+			require.Equal(t, core.Duplicate, res.Outcome)
+			require.Equal(t, []byte(writer+" result"), res.Value)
+		})
+	}
+}
+
+// Under Config.LegacyMarkers a done marker names no writer, so a complete
+// that go-redis sends again after the network lost its reply finds a marker
+// it cannot prove its own: the job reports LeaseLost, warned about, as the
+// previous release did; its redelivery is still a Duplicate.
+func TestLegacyMarkerWhoseReplyWasLostIsLeaseLost(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		t.Run(fmt.Sprint("batched=", batched), func(t *testing.T) {
+			prefix := testenv.Prefix(t)
+			direct := testenv.Redis(t, prefix)
+			p := testenv.StartProxy(t, "127.0.0.1:0", direct.Options().Addr)
+			viaProxy := redis.NewClient(&redis.Options{Addr: p.Addr()})
+			t.Cleanup(func() { _ = viaProxy.Close() })
+			var store driver.Store = legacyStore(t, viaProxy)
+			if !batched {
+				store = struct{ driver.Store }{store}
+			}
+			var warned testenv.Warnings
+			g, err := core.New(store, &core.Config{KeyPrefix: prefix, Logger: warned.Logger()})
+			require.NoError(t, err)
+
+			ctx := context.Background()
+			result := []byte("the result whose legacy marker's reply is lost")
+			p.DropReplyOnce(result)
+			res, err := g.Run(ctx, core.Job{Key: "job", Fingerprint: "same payload"}, func(context.Context) ([]byte, error) { return result, nil })
+			require.NoError(t, err, "the effect happened: the delivery is handled")
+			require.True(t, p.ReplyDropped(), "the marker's reply was lost")
+			require.Equal(t, core.LeaseLost, res.Outcome, "a marker with no writer is not provably this claim's")
+			require.NotEmpty(t, warned.Messages())
+
+			res, err = g.Run(ctx, core.Job{Key: "job", Fingerprint: "same payload"}, func(context.Context) ([]byte, error) { return nil, errors.New("must not run") })
+			require.NoError(t, err)
+			require.Equal(t, core.Duplicate, res.Outcome)
+			require.Equal(t, result, res.Value)
+		})
+	}
+}
+
+// Under Config.LegacyMarkers, a complete sent late by a claim whose lease
+// lapsed finds the marker of the claim that took the key over, equal to
+// its own: it answers ErrLeaseLost, never nil, alone and in a batch.
+func TestLegacyMarkerOfAnotherClaimIsLeaseLost(t *testing.T) {
+	ctx := context.Background()
+	prefix, client, _ := prefixedStore(t)
+	s := legacyStore(t, client)
+	for _, batched := range []bool{false, true} {
+		key := fmt.Sprint(prefix, "batched=", batched)
+		a, b := driver.NewToken(), driver.NewToken()
+		_, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: a, Fingerprint: "a long fingerprint", Lease: time.Minute})
+		require.NoError(t, err)
+		require.NoError(t, client.Del(ctx, key).Err(), "A's claim lapses")
+		r, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: b, Fingerprint: "a long fingerprint", Lease: time.Minute})
+		require.NoError(t, err)
+		require.Equal(t, driver.StateClaimed, r.State)
+		done := func(tok driver.Token) driver.CompleteRequest {
+			return driver.CompleteRequest{Key: key, Token: tok, Fingerprint: "a long fingerprint", Result: []byte("r"), Retention: time.Minute}
+		}
+		require.NoError(t, s.Complete(ctx, done(b)))
+		if batched {
+			require.ErrorIs(t, storetest.CompleteBatch(ctx, s, []driver.CompleteRequest{done(a)})[0], core.ErrLeaseLost)
+		} else {
+			require.ErrorIs(t, s.Complete(ctx, done(a)), core.ErrLeaseLost)
+		}
+	}
+}
