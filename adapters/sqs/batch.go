@@ -102,8 +102,8 @@ func (r *run) process(msgs []types.Message, received time.Time) {
 }
 
 // unkeyed settles message i, whose job could not be derived (a FIFO message
-// without the attributes its key needs, or a panic in Config.Key or
-// Config.Fingerprint), as a failure: it is left for redelivery and the
+// without a MessageId, or a panic in Config.Key or Config.Fingerprint), as a
+// failure: it is left for redelivery and the
 // queue's redrive policy, unrun.
 func (b *batch) unkeyed(i int, err error) {
 	r := b.r

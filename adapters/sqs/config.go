@@ -24,17 +24,19 @@ const maxVisibility = 12 * time.Hour
 type Config struct {
 	// KeyAttribute names a message attribute (String, Number or Binary) whose
 	// value is the message's key. A message that carries other message
-	// attributes but not this one falls back to the FIFO
-	// MessageDeduplicationId and MessageGroupId, then (on a standard queue
-	// only) to a hash of the body. Decorate leaves a message that carries no
-	// message attributes at all unrun, with an error matching
-	// ErrMissingAttribute: that is what a receive without
-	// MessageAttributeNames gets, and every message would run under another
-	// key (a message sent with no attributes looks the same). Defaults to ""
-	// (no attribute).
+	// attributes but not this one falls back to the default key: on a FIFO
+	// queue its queue and MessageId, on a standard queue a hash of its body.
+	// Decorate leaves a message that carries no message attributes at all
+	// unrun, with an error matching ErrMissingAttribute: that is what a
+	// receive without MessageAttributeNames gets, and every message would run
+	// under another key (a message sent with no attributes looks the same).
+	// Defaults to "" (no attribute).
 	KeyAttribute string
 
-	// Key, when set, returns a message's key and overrides every default. An
+	// Key, when set, returns a message's key and overrides every default. A
+	// FIFO message's default key is its queue and MessageId, since SQS
+	// forgets a deduplication id after five minutes and the same id sent
+	// later is a new message, while a redelivery keeps its MessageId. An
 	// empty key is invalid (core.ErrInvalidKey): the handler does not run and
 	// the message is left for the dead-letter queue, as in every adapter.
 	// Defaults to nil (the default keys).
@@ -43,8 +45,9 @@ type Config struct {
 	// Fingerprint returns the payload fingerprint stored with a claim; a key
 	// found with a different fingerprint is a conflict. Return "" to skip the
 	// check. Defaults to nil: core.Fingerprint of the body for a key named by
-	// Key, KeyAttribute or the deduplication id; with the default key, which
-	// holds that fingerprint already, none is stored.
+	// Key, KeyAttribute or a FIFO message's MessageId; with a standard
+	// queue's default key, which holds that fingerprint already, none is
+	// stored.
 	Fingerprint func(m types.Message) string
 
 	// RunningDelay is the shortest visibility delay of a message whose job is

@@ -21,10 +21,10 @@ type HandlerFunc func(ctx context.Context, m types.Message) error
 // Decorate returns a handler for a receive loop of your own that runs h at
 // most once per key (see the package doc for keys) and settles the message
 // itself: the caller must not delete it. Receive with the
-// ApproximateReceiveCount system attribute (and MessageDeduplicationId and
-// MessageGroupId on a FIFO queue, and the key attribute in
+// ApproximateReceiveCount system attribute (and the key attribute in
 // MessageAttributeNames if Config.KeyAttribute is set), so the delays can
-// grow and the keys can be derived.
+// grow and the keys can be derived. A FIFO message's default key, its
+// MessageId, needs no attribute.
 //
 // A message without ApproximateReceiveCount is warned about once per
 // decorated handler; the handler then counts, per message id, the receives
@@ -61,17 +61,16 @@ type HandlerFunc func(ctx context.Context, m types.Message) error
 // the delete was not confirmed; the message may then come back, and its next
 // copy is a duplicate and is deleted.
 //
-// On a FIFO queue (its URL ends in .fifo), a message whose key falls back to
-// its deduplication id and group must carry both (MessageDeduplicationId and
-// MessageGroupId in the receive's MessageSystemAttributeNames, or All):
-// without them the handler returns an error matching ErrMissingAttribute,
-// and leaves the message as it is, unrun. So does a message that carries no
-// message attributes at all when Config.KeyAttribute is set (the receive's
-// MessageAttributeNames must name it, or All). Each such message is logged
-// at Warn with the setting to fix; it comes back on each receive until the
-// queue's redrive policy moves it to the dead-letter queue (without one,
-// until the queue's retention period ends and SQS deletes it). A panic in
-// Config.Key or Config.Fingerprint is returned as an error the same way.
+// When Config.KeyAttribute is set, a message that carries no message
+// attributes at all (the receive's MessageAttributeNames must name the key
+// attribute, or All) makes the handler return an error matching
+// ErrMissingAttribute, and is left as it is, unrun. A FIFO message without
+// a MessageId, whose key falls back to it, gets an error saying so and is
+// left the same way. Each such message is logged at Warn with the setting
+// to fix; it comes back on each receive until the queue's redrive policy
+// moves it to the dead-letter queue (without one, until the queue's
+// retention period ends and SQS deletes it). A panic in Config.Key or
+// Config.Fingerprint is returned as an error the same way.
 // Decorate returns an error naming the problem for a nil Guard, client or
 // handler, an empty queue URL or an invalid Config.
 func Decorate(g *core.Guard, client Client, queueURL string, h HandlerFunc, cfg *Config) (HandlerFunc, error) {

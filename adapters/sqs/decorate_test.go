@@ -354,13 +354,27 @@ func decorateAll(t *testing.T, c *sqs.Client, url string, h sqsonce.HandlerFunc)
 	}, 20*time.Second, 10*time.Millisecond)
 }
 
-// Two FIFO messages with one body and two deduplication ids are two jobs. A
-// receive that does not ask for the system attributes (the SDK's default)
-// cannot tell them apart: Decorate refuses to guess a key from the body,
-// returns an error naming the attributes to ask for, and leaves the message
-// unrun on the queue, and warns with the fix and what happens next. Received
-// with the attributes, both run.
-func TestDecorateLeavesAFIFOMessageReceivedWithoutItsAttributes(t *testing.T) {
+// firstDeleteLost loses the answer to the first DeleteMessage, and the
+// delete with it: the message comes back when its visibility lapses.
+type firstDeleteLost struct {
+	sqsonce.Client
+	lost atomic.Bool
+}
+
+func (f *firstDeleteLost) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	if f.lost.CompareAndSwap(false, true) {
+		return nil, errors.New("connection reset before the answer")
+	}
+	return f.Client.DeleteMessage(ctx, in, opts...)
+}
+
+// Two FIFO messages with one body and two deduplication ids are two jobs,
+// even received as the SDK receives by default, without any system or
+// message attributes: the default key is the MessageId. The first one's
+// delete is lost, so it comes back, with its MessageId: that redelivery is a
+// duplicate, deleted without running. The only warning is about the missing
+// ApproximateReceiveCount.
+func TestDecorateRunsAFIFOMessageReceivedWithoutAttributesOnceAndItsRedeliveryIsADuplicate(t *testing.T) {
 	t.Parallel()
 	c := newSQS(t)
 	prefix := testenv.Prefix(t)
@@ -368,47 +382,128 @@ func TestDecorateLeavesAFIFOMessageReceivedWithoutItsAttributes(t *testing.T) {
 	q := createQueue(t, c, queueSpec{fifo: true, visibility: 1})
 	var runs runsByID
 	var logs logText
-	h := mustDecorate(t, testenv.RedisGuardOn(t, rdb, prefix, nil), c, q.url, runs.record, &sqsonce.Config{Logger: logs.Logger()})
+	h := mustDecorate(t, testenv.RedisGuardOn(t, rdb, prefix, nil), &firstDeleteLost{Client: c}, q.url, runs.record, &sqsonce.Config{Logger: logs.Logger()})
 	for _, id := range []string{"pay-1", "pay-2"} {
 		_, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String("pay 5"),
 			MessageGroupId: aws.String("account-1"), MessageDeduplicationId: aws.String(id)})
 		require.NoError(t, err)
 	}
 
-	out, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.url), WaitTimeSeconds: 1})
-	require.NoError(t, err)
-	require.Len(t, out.Messages, 1)
-	err = h(context.Background(), out.Messages[0])
-	require.ErrorIs(t, err, sqsonce.ErrMissingAttribute)
-	require.ErrorContains(t, err, "MessageDeduplicationId and MessageGroupId")
-	require.ErrorContains(t, err, "MessageSystemAttributeNames")
-	require.Empty(t, runs.counts(), "a handler ran without its key")
-	v, f := depth(t, c, q.url)
-	require.Equal(t, 2, v+f, "a message was deleted")
+	var results []error
+	var ids []string
+	deadline := time.Now().Add(20 * time.Second)
+	for len(results) < 3 {
+		require.True(t, time.Now().Before(deadline), "the messages were not all received; results %v of %v", results, ids)
+		m := receivePlain(t, c, q.url, 0)
+		if m == nil {
+			continue
+		}
+		require.Empty(t, m.Attributes)
+		require.Empty(t, m.MessageAttributes)
+		ids = append(ids, aws.ToString(m.MessageId))
+		results = append(results, h(context.Background(), *m))
+	}
+	require.ErrorContains(t, results[0], "delete was not confirmed")
+	require.Equal(t, ids[0], ids[1], "the first message was not redelivered")
+	require.NoError(t, results[1], "the redelivery must be deleted as a duplicate")
+	require.NoError(t, results[2])
+	require.NotEqual(t, ids[0], ids[2])
+	runs.requireEachOnce(t, 2)
+	requireDrained(t, c, q.url, 5*time.Second)
 	warned := logs.lines("level=WARN")
 	require.Len(t, warned, 1, "warnings: %v", warned)
-	for _, s := range []string{"comes back on each receive", "redrive policy", "dead-letter queue", "MessageSystemAttributeNames naming MessageDeduplicationId and MessageGroupId"} {
-		require.Contains(t, warned[0], s)
-	}
-
-	decorateAll(t, c, q.url, h)
-	runs.requireEachOnce(t, 2)
+	require.Contains(t, warned[0], "without the ApproximateReceiveCount system attribute", "the only warning is about the receive count")
 }
 
-// A FIFO message left unrun for want of its system attributes comes back on
-// each receive that does not ask for them, until the queue's redrive policy
-// moves it to the dead-letter queue, unrun.
-func TestDecorateFIFOMessageReceivedWithoutItsAttributesReachesTheDeadLetterQueue(t *testing.T) {
+// SQS deduplicates a FIFO deduplication id only within five minutes; after
+// them the same id is a new message, which runs. On fauxqs, deleting the
+// queue and creating it again under its name makes SQS forget the id at
+// once: the same body, under content-based deduplication, then gets the
+// same MessageDeduplicationId and a new MessageId. A redelivery of one
+// message (its visibility lapsed mid-run) finds its job running, and once
+// the job is done is a duplicate: each message runs once.
+func TestDecorateRunsADeduplicationIDSentAgainOnceSQSForgotItButNotARedelivery(t *testing.T) {
 	t.Parallel()
 	c := newSQS(t)
 	prefix := testenv.Prefix(t)
 	rdb := testenv.Redis(t, prefix)
-	q := createQueue(t, c, queueSpec{fifo: true, visibility: 1, maxReceive: 2})
+	spec := queueSpec{fifo: true, visibility: 1, contentDeduplication: true}
+	q := createQueue(t, c, spec)
+	started, release := make(chan struct{}, 2), make(chan struct{})
 	var runs runsByID
-	h := mustDecorate(t, testenv.RedisGuardOn(t, rdb, prefix, nil), c, q.url, runs.record, nil)
-	_, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String("pay 5"),
-		MessageGroupId: aws.String("account-1"), MessageDeduplicationId: aws.String("pay-1")})
+	handler := func(ctx context.Context, m types.Message) error {
+		started <- struct{}{}
+		<-release
+		return runs.record(ctx, m)
+	}
+	h := mustDecorate(t, testenv.RedisGuardOn(t, rdb, prefix, &core.Config{Lease: 3 * time.Second}), c, q.url, handler, nil)
+	ctx := context.Background()
+	send := func() string {
+		out, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String("refresh cache"),
+			MessageGroupId: aws.String("cache")})
+		require.NoError(t, err)
+		return aws.ToString(out.MessageId)
+	}
+	first := send()
+	require.Equal(t, first, send(), "SQS deduplicated nothing within the interval")
+
+	m := receiveOne(t, c, q.url)
+	require.NotNil(t, m)
+	require.Equal(t, first, aws.ToString(m.MessageId))
+	dedupID := m.Attributes["MessageDeduplicationId"]
+	require.NotEmpty(t, dedupID)
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- h(ctx, *m) }()
+	<-started
+	var redelivered *types.Message
+	require.Eventually(t, func() bool { redelivered = receiveOne(t, c, q.url); return redelivered != nil }, 10*time.Second, 10*time.Millisecond,
+		"the message was not redelivered when its visibility lapsed")
+	require.Equal(t, first, aws.ToString(redelivered.MessageId))
+	require.ErrorIs(t, h(ctx, *redelivered), core.ErrRunning)
+	close(release)
+	require.NoError(t, <-firstDone)
+	// The first receive's delete named a receipt handle the redelivery
+	// replaced, so the message may still be there: its next copy is a
+	// duplicate.
+	require.Eventually(t, func() bool {
+		if m := receiveOne(t, c, q.url); m != nil {
+			require.Equal(t, first, aws.ToString(m.MessageId))
+			require.NoError(t, h(ctx, *m))
+		}
+		v, f := depth(t, c, q.url)
+		return v == 0 && f == 0
+	}, 20*time.Second, 10*time.Millisecond)
+	runs.requireEachOnce(t, 1)
+
+	name := q.url[strings.LastIndex(q.url, "/")+1:]
+	_, err := c.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(q.url)})
 	require.NoError(t, err)
+	again, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: spec.attributes()})
+	require.NoError(t, err)
+	require.Equal(t, q.url, aws.ToString(again.QueueUrl))
+	second := send()
+	require.NotEqual(t, first, second, "SQS still knew the deduplication id")
+	m = receiveOne(t, c, q.url)
+	require.NotNil(t, m)
+	require.Equal(t, second, aws.ToString(m.MessageId))
+	require.Equal(t, dedupID, m.Attributes["MessageDeduplicationId"], "not the same deduplication id")
+	require.NoError(t, h(ctx, *m))
+	runs.requireEachOnce(t, 2)
+	requireDrained(t, c, q.url, 5*time.Second)
+}
+
+// With Config.KeyAttribute set, a message received without its message
+// attributes is left unrun on each receive that does not ask for them, until
+// the queue's redrive policy moves it to the dead-letter queue.
+func TestDecorateMessageReceivedWithoutItsKeyAttributeReachesTheDeadLetterQueue(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 2})
+	var runs runsByID
+	h := mustDecorate(t, testenv.RedisGuardOn(t, rdb, prefix, nil), c, q.url, runs.record, &sqsonce.Config{KeyAttribute: "job"})
+	sendKeyed(t, c, q.url, "job-7", "send invoice 7")
 
 	left := 0
 	require.Eventually(t, func() bool {

@@ -40,11 +40,15 @@
 //   - The handler succeeded, or the key is already done (a duplicate): the
 //     message is deleted.
 //   - Another copy is running: the message's visibility is set to a delay
-//     that grows with its ApproximateReceiveCount (never beyond SQS's 12-hour
-//     limit), so a copy waiting on a long job is received a handful of times,
-//     not often enough to reach the queue's maxReceiveCount. A receive loop
-//     that does not ask for that attribute gets a warning from Decorate, once,
-//     and delays that grow only with the receives its handler sees.
+//     that doubles with its ApproximateReceiveCount (never beyond SQS's
+//     12-hour limit), so a copy waiting on a long job is received only a
+//     handful of times. With the defaults it is hidden 10s, 20s, 40s, …, so
+//     it reaches the dead-letter queue only if the job runs on for more than
+//     about 70s after the copy's first receive with a maxReceiveCount of 3,
+//     5 min with 5, 2.8h with 10: set maxReceiveCount above what the longest
+//     job needs. A receive loop that does not ask for that attribute gets a
+//     warning from Decorate, once, and delays that grow only with the
+//     receives its handler sees.
 //   - The handler failed: the claim is released and the message is left to
 //     the queue's own redelivery (optionally after Config.FailureDelay).
 //   - The key is held or done with a different body (ErrConflict), or the
@@ -89,26 +93,30 @@
 //
 // A message's key names its effect. By default it is the message attribute
 // named by Config.KeyAttribute when present, else, on a FIFO queue, the
-// message's MessageGroupId and MessageDeduplicationId (so one id in two
-// groups, as DeduplicationScope=messageGroup allows, names two messages),
-// else a hash of the body; the last two are prefixed with the queue's name.
-// A FIFO message never falls back to its body's hash: one received without
-// those system attributes is left unrun (Decorate returns an error matching
-// ErrMissingAttribute; the Poller, which asks for them, counts it as
-// failed). With Config.KeyAttribute set, Decorate leaves a message that
-// carries no message attributes at all the same way, since a receive without
-// MessageAttributeNames gets none; one that carries other attributes but not
-// the key attribute falls back to the next rule. A message left for a missing
-// attribute is logged at Warn, naming the receive setting to fix, and comes
-// back on each receive until the queue's redrive policy moves it to the
-// dead-letter queue. Config.Key overrides all of them. A named key (the
-// attribute, the deduplication id, Config.Key) is stored with the body's
+// queue's name and the message's MessageId, else a hash of the body
+// prefixed with the queue's name. A FIFO message is keyed by its MessageId,
+// not its deduplication id, because SQS deduplicates an id only within five
+// minutes (after them the same id, or the same body under content-based
+// deduplication, is a new message that must run) while every duplicate
+// delivery it makes is a redelivery that keeps its MessageId; so one
+// deduplication id in two groups names two messages too, and no system
+// attribute has to be asked for. A FIFO message never falls back to its
+// body's hash: one without a MessageId (SQS always gives one) is left unrun
+// with an error saying so. With Config.KeyAttribute set, Decorate leaves a
+// message that carries no message attributes at all unrun, with an error
+// matching ErrMissingAttribute, since a receive without
+// MessageAttributeNames gets none; one that carries other attributes but
+// not the key attribute falls back to the default key. A message left for a
+// missing attribute is logged at Warn, naming the receive setting to fix,
+// and comes back on each receive until the queue's redrive policy moves it
+// to the dead-letter queue. Config.Key overrides all of them. A named key
+// (the attribute, the MessageId, Config.Key) is stored with the body's
 // fingerprint (core.Fingerprint), so one key reused for a different body is
-// reported as a conflict; the default key holds the body's hash already. An
-// empty key from Config.Key is invalid, as in every jobonce adapter: the
-// handler does not run and the message is left for the dead-letter queue.
-// Decorate returns an error for a nil argument or an invalid Config, and
-// Poller.Run before it receives anything.
+// reported as a conflict; a standard queue's default key holds the body's
+// hash already. An empty key from Config.Key is invalid, as in every jobonce
+// adapter: the handler does not run and the message is left for the
+// dead-letter queue. Decorate returns an error for a nil argument or an
+// invalid Config, and Poller.Run before it receives anything.
 //
 // # Sending
 //

@@ -21,7 +21,7 @@ import (
 
 // On a FIFO queue a message group's messages run one after the other, in
 // order; when one fails, the group's later messages wait for its retry. Keys
-// default to the deduplication id. fauxqs returns at most one message per
+// default to the queue and the message id. fauxqs returns at most one message per
 // group and receive, moto the whole group.
 func TestPollerFIFOOrder(t *testing.T) {
 	t.Parallel()
@@ -45,8 +45,9 @@ func testPollerFIFOOrder(t *testing.T, s server) {
 			MessageGroupId: aws.String("account-1"), MessageDeduplicationId: aws.String(ids[i]),
 		}
 	}
-	_, err := c.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
+	sent, err := c.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
 	require.NoError(t, err)
+	require.Len(t, sent.Successful, n)
 
 	order := prefix + "order"
 	var failedOnce atomic.Bool
@@ -73,13 +74,19 @@ func testPollerFIFOOrder(t *testing.T, s server) {
 	require.Eventually(t, func() bool { return eff.count() == n }, s.within(30*time.Second), 50*time.Millisecond)
 	requireDrained(t, c, q.url, s.within(10*time.Second))
 	require.NoError(t, stop())
-	// The done marker is stored under the deduplication id.
+	// The done marker is stored under the queue and the message id.
 	name := q.url[strings.LastIndex(q.url, "/")+1:]
-	stored, err := g.StoredKey(name + ":fifo:9:account-1:step-0")
+	var step0 string
+	for _, e := range sent.Successful {
+		if aws.ToString(e.Id) == "0" {
+			step0 = aws.ToString(e.MessageId)
+		}
+	}
+	stored, err := g.StoredKey(name + ":id:" + step0)
 	require.NoError(t, err)
 	n2, err := rdb.Exists(context.Background(), stored).Result()
 	require.NoError(t, err)
-	require.EqualValues(t, 1, n2, "no done marker under the deduplication id")
+	require.EqualValues(t, 1, n2, "no done marker under the message id")
 
 	eff.requireOnce(t, ids)
 	got, err := rdb.LRange(context.Background(), order, 0, -1).Result()
@@ -254,51 +261,45 @@ func TestPollerRunsOneDeduplicationIDInTwoGroups(t *testing.T) {
 	require.Zero(t, st.Conflicts)
 }
 
-// withoutDeduplicationID removes the MessageDeduplicationId of the messages
-// with one body from what the receive returns.
-type withoutDeduplicationID struct {
-	sqsonce.Client
-	body string
-}
+// withoutDeduplicationID removes the MessageDeduplicationId and the
+// MessageGroupId of every message from what the receive returns.
+type withoutDeduplicationID struct{ sqsonce.Client }
 
 func (w withoutDeduplicationID) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
 	out, err := w.Client.ReceiveMessage(ctx, in, opts...)
 	if err == nil {
 		for _, m := range out.Messages {
-			if aws.ToString(m.Body) == w.body {
-				delete(m.Attributes, "MessageDeduplicationId")
-			}
+			delete(m.Attributes, "MessageDeduplicationId")
+			delete(m.Attributes, "MessageGroupId")
 		}
 	}
 	return out, err
 }
 
-// A FIFO message received without the deduplication id its key needs is a
-// failure, never run under a key guessed from its body: it stays on the
-// queue, and the other messages run.
-func TestPollerLeavesAFIFOMessageWithoutItsDeduplicationID(t *testing.T) {
+// A FIFO message received without its deduplication id and group runs under
+// its message id: the Poller needs neither.
+func TestPollerRunsAFIFOMessageReceivedWithoutItsDeduplicationID(t *testing.T) {
 	t.Parallel()
 	c := newSQS(t)
 	prefix := testenv.Prefix(t)
 	rdb := testenv.Redis(t, prefix)
 	q := createQueue(t, c, queueSpec{fifo: true, visibility: 2})
 	for i, group := range []string{"account-1", "account-2"} {
-		_, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String(group),
+		_, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(q.url), MessageBody: aws.String("pay 5"),
 			MessageGroupId: aws.String(group), MessageDeduplicationId: aws.String(fmt.Sprint("d", i))})
 		require.NoError(t, err)
 	}
 	var runs runsByID
-	p := &sqsonce.Poller{Client: withoutDeduplicationID{Client: c, body: "account-1"}, QueueURL: q.url,
+	p := &sqsonce.Poller{Client: withoutDeduplicationID{c}, QueueURL: q.url,
 		Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), Handler: runs.record, WaitTime: time.Second}
 	stop := startPoller(t, p)
-	require.Eventually(t, func() bool { st := p.Stats(); return st.Failed >= 1 && st.Ran == 1 }, 20*time.Second, 10*time.Millisecond)
+	requireDrained(t, c, q.url, 20*time.Second)
 	require.NoError(t, stop())
-	runs.requireEachOnce(t, 1)
+	runs.requireEachOnce(t, 2)
 	st := p.Stats()
+	require.EqualValues(t, 2, st.Ran)
+	require.Zero(t, st.Failed)
 	require.Zero(t, st.Duplicates)
-	require.EqualValues(t, 1, st.Deleted)
-	v, f := depth(t, c, q.url)
-	require.Equal(t, 1, v+f, "the message without its deduplication id was deleted")
 }
 
 // A FIFO head whose last attempt in place failed only because the shutdown

@@ -89,9 +89,25 @@ func sqsClient(endpoint string) *sqs.Client {
 
 // queueSpec describes a test queue.
 type queueSpec struct {
-	visibility int // seconds; 0 for SQS's default (30)
-	maxReceive int // with a dead-letter queue when positive
-	fifo       bool
+	visibility           int // seconds; 0 for SQS's default (30)
+	maxReceive           int // with a dead-letter queue when positive
+	fifo                 bool
+	contentDeduplication bool // FIFO: ContentBasedDeduplication
+}
+
+// attributes returns the queue's attributes, but for its redrive policy.
+func (spec queueSpec) attributes() map[string]string {
+	attrs := map[string]string{}
+	if spec.visibility > 0 {
+		attrs["VisibilityTimeout"] = strconv.Itoa(spec.visibility)
+	}
+	if spec.fifo {
+		attrs["FifoQueue"] = "true"
+	}
+	if spec.contentDeduplication {
+		attrs["ContentBasedDeduplication"] = "true"
+	}
+	return attrs
 }
 
 // testQueue is a queue of the test's own, deleted at cleanup.
@@ -104,13 +120,9 @@ func createQueue(t testing.TB, c *sqs.Client, spec queueSpec) testQueue {
 	ctx := context.Background()
 	name := "jobonce-" + testenv.RandomID(8)
 	var q testQueue
-	attrs := map[string]string{}
-	if spec.visibility > 0 {
-		attrs["VisibilityTimeout"] = strconv.Itoa(spec.visibility)
-	}
+	attrs := spec.attributes()
 	if spec.fifo {
 		name += ".fifo"
-		attrs["FifoQueue"] = "true"
 	}
 	if spec.maxReceive > 0 {
 		dlq, dlqAttrs := name+"-dlq", map[string]string{}

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/jobonce/jobonce/core"
@@ -14,23 +14,20 @@ import (
 
 // System attribute names the adapter reads from received messages.
 const (
-	attrReceiveCount  = string(types.MessageSystemAttributeNameApproximateReceiveCount)
-	attrDeduplication = string(types.MessageSystemAttributeNameMessageDeduplicationId)
-	attrGroup         = string(types.MessageSystemAttributeNameMessageGroupId)
+	attrReceiveCount = string(types.MessageSystemAttributeNameApproximateReceiveCount)
+	attrGroup        = string(types.MessageSystemAttributeNameMessageGroupId)
 )
 
-// ErrMissingAttribute reports a message received without an attribute its
-// key needs, because the receive did not ask for it: on a FIFO queue the
-// system attributes MessageDeduplicationId and MessageGroupId, or, when
-// Config.KeyAttribute is set, the message attributes. The message is left as
-// it is, unrun: it comes back on each receive until the queue's redrive
-// policy moves it to the dead-letter queue.
+// ErrMissingAttribute reports a message received without the message
+// attribute its key needs: Config.KeyAttribute is set, but the receive did
+// not ask for message attributes, so the message carries none. The message
+// is left as it is, unrun: it comes back on each receive until the queue's
+// redrive policy moves it to the dead-letter queue.
 var ErrMissingAttribute = errors.New("jobonce: sqsonce: message lacks an attribute its key needs")
 
 // job returns the job of a message: its key and fingerprint. It returns an
-// error matching ErrMissingAttribute for a FIFO message whose default key
-// cannot be derived, and an error when Config.Key or Config.Fingerprint
-// panics.
+// error for a FIFO message without a MessageId whose key falls back to it,
+// and when Config.Key or Config.Fingerprint panics.
 func (o *options) job(m types.Message) (job core.Job, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -48,11 +45,13 @@ func (o *options) job(m types.Message) (job core.Job, err error) {
 	return jobkey.Job("sqs", o.queueName, body(m), key, named, fp), nil
 }
 
-// key returns the key that Config.Key, the key attribute or the FIFO
-// deduplication id and group give, in that order, and whether one did. On a
-// FIFO queue a message that reaches the last rule must carry both system
-// attributes: its key never falls back to the body, which would skip a
-// message the producer declared distinct.
+// key returns the key that Config.Key, the key attribute or (on a FIFO
+// queue) the message id gives, in that order, and whether one did. A FIFO
+// message is keyed by its MessageId, never by its deduplication id: SQS
+// forgets a deduplication id after five minutes, and the same id sent later
+// is a new message, while every copy SQS delivers of one message (a
+// redelivery) keeps its MessageId. A FIFO message without one is an error,
+// never keyed by its body.
 func (o *options) key(m types.Message) (string, bool, error) {
 	if o.Key != nil {
 		return o.Key(m), true, nil
@@ -67,24 +66,14 @@ func (o *options) key(m types.Message) (string, bool, error) {
 			}
 		}
 	}
-	id, group := m.Attributes[attrDeduplication], m.Attributes[attrGroup]
-	if o.fifo {
-		var missing []string
-		if id == "" {
-			missing = append(missing, attrDeduplication)
-		}
-		if group == "" {
-			missing = append(missing, attrGroup)
-		}
-		if len(missing) > 0 {
-			return "", false, fmt.Errorf("%w: %s, on FIFO queue %s: receive with MessageSystemAttributeNames naming %s and %s (or All)",
-				ErrMissingAttribute, strings.Join(missing, " and "), o.queueName, attrDeduplication, attrGroup)
-		}
+	if !o.fifo {
+		return "", false, nil
 	}
-	if id != "" {
-		return fifoKey(o.queueName, group, id), true, nil
+	id := aws.ToString(m.MessageId)
+	if id == "" {
+		return "", false, fmt.Errorf("jobonce: sqsonce: message on FIFO queue %s has no MessageId, which its default key needs; it is left unrun (set Config.Key or Config.KeyAttribute to key it otherwise)", o.queueName)
 	}
-	return "", false, nil
+	return fifoKey(o.queueName, id), true, nil
 }
 
 // messageAttributesAsked returns an error matching ErrMissingAttribute when
@@ -101,11 +90,12 @@ func (o *options) messageAttributesAsked(m types.Message) error {
 		ErrMissingAttribute, o.KeyAttribute, o.queueName, o.KeyAttribute)
 }
 
-// fifoKey returns the key of a FIFO message: its queue, group and
-// deduplication id. The group is length-prefixed, so no separator inside an
-// id makes two different triples one key; SQS queue names hold no ':'.
-func fifoKey(queue, group, id string) string {
-	return queue + ":fifo:" + strconv.Itoa(len(group)) + ":" + group + ":" + id
+// fifoKey returns the key of a FIFO message: its queue's name, ":id:" and
+// its MessageId. SQS queue names hold no ':', so the first ':' ends the
+// name and no two pairs share a key; a body's key (the name, ':' and a hex
+// fingerprint) never holds a second ':'.
+func fifoKey(queue, messageID string) string {
+	return queue + ":id:" + messageID
 }
 
 func body(m types.Message) []byte {

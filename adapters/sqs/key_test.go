@@ -6,69 +6,67 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
 )
 
 const testFIFOQueueURL = "http://127.0.0.1:4566/000000000000/orders.fifo"
 
-func fifoMessage(body, group, dedup string) types.Message {
-	attrs := map[string]string{}
-	if group != "" {
-		attrs[attrGroup] = group
-	}
-	if dedup != "" {
-		attrs[attrDeduplication] = dedup
-	}
-	return types.Message{Body: aws.String(body), Attributes: attrs}
+// fifoMessage returns a message as a receive without attributes gets it: a
+// body and a MessageId, no system attributes.
+func fifoMessage(body, messageID string) types.Message {
+	return types.Message{Body: aws.String(body), MessageId: aws.String(messageID)}
 }
 
-func TestFIFOKeyNamesTheGroup(t *testing.T) {
+func TestFIFOKeyIsTheQueueAndTheMessageID(t *testing.T) {
 	t.Parallel()
 	o := testOptionsFor(t, testFIFOQueueURL, nil)
-	a := mustJob(t, o, fifoMessage("pay 5", "account-1", "d"))
-	b := mustJob(t, o, fifoMessage("pay 5", "account-2", "d"))
-	require.NotEqual(t, a.Key, b.Key, "one deduplication id in two groups (DeduplicationScope=messageGroup) names two messages")
-	require.Equal(t, a.Key, mustJob(t, o, fifoMessage("pay 5", "account-1", "d")).Key, "a copy has its message's key")
-	require.NotEqual(t, a.Key, mustJob(t, o, fifoMessage("pay 5", "account-1", "e")).Key)
+	a := mustJob(t, o, fifoMessage("refresh cache", "id-1"))
+	require.Equal(t, "orders.fifo:id:id-1", a.Key)
+	require.Equal(t, a.Key, mustJob(t, o, fifoMessage("refresh cache", "id-1")).Key, "a redelivery has its message's key")
+	require.NotEqual(t, a.Key, mustJob(t, o, fifoMessage("refresh cache", "id-2")).Key,
+		"one body (one content-based deduplication id) sent again after SQS forgot it is a new message")
+	require.NotEqual(t, a.Key, mustJob(t, testOptionsFor(t, "http://127.0.0.1:4566/000000000000/invoices.fifo", nil), fifoMessage("refresh cache", "id-1")).Key,
+		"one message id on two queues")
+
+	withAttrs := fifoMessage("refresh cache", "id-1")
+	withAttrs.Attributes = map[string]string{"MessageDeduplicationId": "d", attrGroup: "g"}
+	require.Equal(t, a, mustJob(t, o, withAttrs), "the system attributes do not change the key")
+	require.Equal(t, core.Fingerprint([]byte("refresh cache")), a.Fingerprint, "the body's fingerprint is stored with the key")
 }
 
 func TestFIFOKeyIsUnambiguous(t *testing.T) {
 	t.Parallel()
-	triples := [][3]string{
-		{"q.fifo", "a:b", "c"}, {"q.fifo", "a", "b:c"}, {"q.fifo", "a:", "b"}, {"q.fifo", "a", ":b"},
-		{"q.fifo", "1:a", "b"}, {"q.fifo", "1", "a:b"}, {"q.fifo", "", "1:a:b"}, {"q.fifo", "a", "1:a:b"},
-		{"q.fifo:1", "a", "b"}, {"q.fifo", "fifo:1:a", "b"}, {"q.fifo", "10:aaaaaaaaaa", "x"}, {"q.fifo", "1", "0:aaaaaaaaaa:x"},
+	pairs := [][2]string{
+		{"q.fifo", "a:b"}, {"q.fifo", "a"}, {"q.fifo", ":a"}, {"q.fifo", "id:a"}, {"q.fifo", "a:id:b"},
+		{"q-a.fifo", "id:b"}, {"q_a.fifo", "b"}, {"q.fifo", ""}, {"qa.fifo", "b"}, {"q.fifoa", "b"},
 	}
-	seen := map[string][3]string{}
-	for _, tr := range triples {
-		k := fifoKey(tr[0], tr[1], tr[2])
+	seen := map[string][2]string{}
+	for _, pr := range pairs {
+		k := fifoKey(pr[0], pr[1])
 		prev, dup := seen[k]
-		require.False(t, dup, "%q and %q share the key %q", prev, tr, k)
-		seen[k] = tr
+		require.False(t, dup, "%q and %q share the key %q", prev, pr, k)
+		seen[k] = pr
 	}
 }
 
-func TestFIFOKeyWithoutItsAttributesIsAnError(t *testing.T) {
+func TestFIFOKeyWithoutAMessageIDIsAnError(t *testing.T) {
 	t.Parallel()
 	o := testOptionsFor(t, testFIFOQueueURL, nil)
-	for _, tc := range []struct {
-		m       types.Message
-		missing string
-	}{
-		{fifoMessage("pay 5", "", ""), "MessageDeduplicationId and MessageGroupId"},
-		{fifoMessage("pay 5", "account-1", ""), "MessageDeduplicationId,"},
-		{fifoMessage("pay 5", "", "d"), ": MessageGroupId,"},
-	} {
-		_, err := o.job(tc.m)
-		require.ErrorIs(t, err, ErrMissingAttribute)
-		require.ErrorContains(t, err, tc.missing)
-		require.ErrorContains(t, err, "MessageSystemAttributeNames")
+	for _, m := range []types.Message{fifoMessage("pay 5", ""), {Body: aws.String("pay 5")}} {
+		_, err := o.job(m)
+		require.ErrorContains(t, err, "no MessageId")
+		require.ErrorContains(t, err, "orders.fifo")
+		require.ErrorContains(t, err, "Config.Key")
+		require.NotErrorIs(t, err, ErrMissingAttribute)
 	}
-	// A key attribute the message carries needs neither.
-	attr := fifoMessage("pay 5", "", "")
+	// A key attribute the message carries, or Config.Key, needs none.
+	attr := fifoMessage("pay 5", "")
 	attr.MessageAttributes = map[string]types.MessageAttributeValue{"job": {DataType: aws.String("String"), StringValue: aws.String("pay-5")}}
 	require.Equal(t, "pay-5", mustJob(t, testOptionsFor(t, testFIFOQueueURL, &Config{KeyAttribute: "job"}), attr).Key)
-	// A standard queue has no deduplication ids: the body's hash is its key.
-	require.Equal(t, "orders", mustJob(t, testOptions(t, nil), fifoMessage("pay 5", "", "")).Kind)
+	require.Equal(t, "k", mustJob(t, testOptionsFor(t, testFIFOQueueURL, &Config{Key: func(types.Message) string { return "k" }}), attr).Key)
+	// A standard queue's default key is the body's hash, with or without an id.
+	require.Equal(t, "orders:"+core.Fingerprint([]byte("pay 5")), mustJob(t, testOptions(t, nil), fifoMessage("pay 5", "")).Key)
 }
 
 func TestPanickingKeyIsAnError(t *testing.T) {

@@ -142,8 +142,12 @@ func TestKey(t *testing.T) {
 		"the default key holds the body's fingerprint; none is stored")
 
 	fifo := m
-	fifo.Attributes = map[string]string{attrDeduplication: "dedup-1", attrGroup: "g"}
-	require.Equal(t, core.Job{Key: "orders:fifo:1:g:dedup-1", Fingerprint: core.Fingerprint([]byte(body)), Kind: "orders", Source: "sqs"}, mustJob(t, o, fifo))
+	fifo.MessageId = aws.String("id-1")
+	fifo.Attributes = map[string]string{"MessageDeduplicationId": "dedup-1", attrGroup: "g"}
+	require.Equal(t, core.Job{Key: "orders:" + core.Fingerprint([]byte(body)), Kind: "orders", Source: "sqs"}, mustJob(t, o, fifo),
+		"a standard queue's message is keyed by its body")
+	fo := testOptionsFor(t, testFIFOQueueURL, nil)
+	require.Equal(t, core.Job{Key: "orders.fifo:id:id-1", Fingerprint: core.Fingerprint([]byte(body)), Kind: "orders.fifo", Source: "sqs"}, mustJob(t, fo, fifo))
 
 	attr := fifo
 	attr.MessageAttributes = map[string]types.MessageAttributeValue{
@@ -153,8 +157,9 @@ func TestKey(t *testing.T) {
 	}
 	require.Equal(t, "order-1", mustJob(t, testOptions(t, &Config{KeyAttribute: "job"}), attr).Key)
 	require.Equal(t, "order-2", mustJob(t, testOptions(t, &Config{KeyAttribute: "bin"}), attr).Key)
-	require.Equal(t, "orders:fifo:1:g:dedup-1", mustJob(t, testOptions(t, &Config{KeyAttribute: "nil"}), attr).Key, "an empty attribute falls back")
-	require.Equal(t, "orders:fifo:1:g:dedup-1", mustJob(t, testOptions(t, &Config{KeyAttribute: "missing"}), attr).Key)
+	require.Equal(t, "orders.fifo:id:id-1", mustJob(t, testOptionsFor(t, testFIFOQueueURL, &Config{KeyAttribute: "nil"}), attr).Key, "an empty attribute falls back")
+	require.Equal(t, "orders.fifo:id:id-1", mustJob(t, testOptionsFor(t, testFIFOQueueURL, &Config{KeyAttribute: "missing"}), attr).Key)
+	require.Equal(t, "orders:"+core.Fingerprint([]byte(body)), mustJob(t, testOptions(t, &Config{KeyAttribute: "missing"}), attr).Key)
 
 	custom := testOptions(t, &Config{
 		KeyAttribute: "job",
@@ -318,5 +323,50 @@ func TestParseRedrivePolicy(t *testing.T) {
 		n, err := parseRedrivePolicy(tc.policy)
 		require.Equal(t, tc.want, n, tc.policy)
 		require.Equal(t, tc.err, err != nil, "%s: %v", tc.policy, err)
+	}
+}
+
+// With the defaults (a 30s lease, so a RetryAfter hint of 10s), a copy that
+// finds its job running is hidden 10s, 20s, 40s, …: it reaches the
+// dead-letter queue only once it has been received maxReceiveCount times and
+// hidden after each, about 70s after its first receive with a
+// maxReceiveCount of 3, 5 min with 5 and 2.8h with 10, as the README says.
+func TestWaitingCopyReachesTheDeadLetterQueueAfterTheDocumentedWait(t *testing.T) {
+	t.Parallel()
+	g := testenv.MemGuard(t, nil)
+	o := testOptionsFor(t, testFIFOQueueURL, nil)
+	started, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, err := g.Do(context.Background(), "report", func(context.Context) error {
+			close(started)
+			<-release
+			return nil
+		})
+		done <- err
+	}()
+	<-started
+	out, err := g.Do(context.Background(), "report", func(context.Context) error { return errors.New("ran beside the first copy") })
+	close(release)
+	require.NoError(t, <-done)
+	require.Equal(t, core.Running, out)
+	hint, ok := core.RetryAfter(err)
+	require.True(t, ok, "no RetryAfter hint: %v", err)
+	require.Equal(t, 10*time.Second, hint)
+
+	for _, tc := range []struct {
+		maxReceiveCount int
+		want            time.Duration
+	}{
+		{3, 70 * time.Second},
+		{5, 310 * time.Second},    // about 5 min
+		{10, 10230 * time.Second}, // about 2.8h
+	} {
+		var hidden time.Duration
+		for receive := 1; receive <= tc.maxReceiveCount; receive++ {
+			d := o.decide(core.Running, &core.RunningError{RetryAfter: hint}, receive, 0, false)
+			require.Equal(t, hide, d.act)
+			hidden += d.delay
+		}
+		require.Equal(t, tc.want, hidden, "maxReceiveCount %d", tc.maxReceiveCount)
 	}
 }
