@@ -14,7 +14,7 @@ import (
 )
 
 func TestFlagsMayComeBeforeOrAfterTheCommandAndTheKey(t *testing.T) {
-	e := newReleaseEnv(t, core.Config{})
+	e := newReleaseEnv(t, core.Config{Lease: time.Minute})
 	stored, err := e.guard.StoredKey("job-1")
 	require.NoError(t, err)
 	for _, args := range [][]string{

@@ -13,9 +13,9 @@ import (
 )
 
 // A live holder's heartbeat renews its lease every Lease/3, so it renews
-// within a third of the remaining lease read at any moment. renewalMargin is
-// how much later its renewal may land: the heartbeat's round trip and
-// scheduling.
+// within a third of the remaining lease read at any moment, and first a
+// third of the lease after its claim. renewalMargin is how much later its
+// renewal may land: the heartbeat's round trip and scheduling.
 const renewalMargin = 250 * time.Millisecond
 
 // pollEvery is how often release reads the lease it watches.
@@ -25,61 +25,114 @@ const pollEvery = 25 * time.Millisecond
 // holder renews the default 30s Lease.
 const defaultWatch = 11 * time.Second
 
+// defaultLease is -lease's default: core.Config.Lease's.
+const defaultLease = 30 * time.Second
+
 // claimStore is what release needs of a store.
 type claimStore interface {
 	Inspect(ctx context.Context, key string) (redisstore.Record, error)
 	Release(ctx context.Context, key string, token driver.Token) error
 }
 
-// release deletes the running claim rec, just read from key, unless its
-// holder is alive. It watches the lease for a third of what is left of it
-// (plus renewalMargin), at most maxWatch: a rise of the lease, or another
-// token, means a live holder, and it refuses unless force is set. It refuses
-// also, without force, when maxWatch was too short to tell. The delete is
-// token-checked: it removes only the claim it watched, never one taken since,
-// nor a done marker.
-func release(ctx context.Context, store claimStore, out io.Writer, key string, rec redisstore.Record, force bool, maxWatch time.Duration) error {
+// releaseOptions are release's flags.
+type releaseOptions struct {
+	force bool          // release even a claim not proven dead
+	watch time.Duration // the longest it watches the lease
+	lease time.Duration // the Guard's Config.Lease
+}
+
+// leaseTolerance is how far a claim's age plus its remaining lease may
+// exceed the lease before release takes it for renewed: the clock's and
+// the TTL's rounding, and the claim's own round trip.
+func leaseTolerance(lease time.Duration) time.Duration {
+	return 50*time.Millisecond + lease/50
+}
+
+// release deletes the running claim rec, just read from key, only once it
+// has proven its holder dead: the claim was renewed before (age plus lease
+// left exceed the lease: its holder runs a heartbeat), and it sees no
+// renewal in a third of the lease left plus renewalMargin, at most
+// opt.watch. It refuses, unless opt.force is set, a claim seen renewed (a
+// live holder), one never renewed (a holder that died before its first
+// renewal or runs without a heartbeat: the two look the same), one it
+// cannot date (no fence), one whose lease left exceeds opt.lease, and one it
+// could not watch long enough (the token-checked delete cannot take a claim
+// without a fence even then). A claim younger than a third of the lease
+// plus renewalMargin it watches until then, at most opt.watch, for a
+// first renewal. The delete is token-checked: it removes only the claim it
+// watched, never one taken since, nor a done marker.
+func release(ctx context.Context, store claimStore, out io.Writer, key string, rec redisstore.Record, opt releaseOptions) error {
 	if rec.State != driver.StateRunning {
 		return errors.New("release: the key holds no running claim; nothing released")
 	}
-	need := (rec.TTL/3 + renewalMargin).Round(time.Millisecond)
-	window := min(need, maxWatch)
-	fmt.Fprintf(out, "watching the lease for up to %s for a renewal by its holder\n", window)
-	w, err := watchLease(ctx, store, key, rec, window)
-	if err != nil {
-		return err
-	}
+	tol := leaseTolerance(opt.lease)
+	renewed := rec.Age+rec.TTL > opt.lease+tol
+	var doubt string // why the holder is not proven dead; empty once it is
+	var need time.Duration
 	switch {
-	case w.last.State == driver.StateDone:
-		return fmt.Errorf("release: the job finished after %s of watching (the key holds its done marker); nothing released", w.watched)
-	case w.last.State != driver.StateRunning:
-		return fmt.Errorf("release: the claim ended after %s of watching (expired, or released by its holder); nothing released", w.watched)
-	case w.last.Token != rec.Token:
-		return fmt.Errorf("release: the key was claimed again after %s of watching (token %s, now %s): that claim is another copy's, alive; nothing released", w.watched, rec.Token, w.last.Token)
-	}
-	var live string
-	switch {
-	case w.renewed:
-		live = fmt.Sprintf("the holder is alive and renewing its claim (the lease rose from %s to %s after %s of watching)", w.from, w.to, w.watched)
-		if !force {
-			return fmt.Errorf("release: refused: %s; -force releases it anyway, and it runs beside the next copy until its next renewal finds the claim gone", live)
-		}
-	case window < need:
-		live = fmt.Sprintf("no renewal in %s of watching, but a live holder with this lease may renew up to %s after it was read", w.watched, need)
-		if !force {
-			return fmt.Errorf("release: refused: %s; run it again with -watch %s, or once less of the lease is left, or -force releases it anyway", live, need)
-		}
+	case rec.Fence == 0:
+		doubt = "the claim has no fence (a version before fences wrote it), so release cannot tell whether its holder renews it"
+	case rec.TTL > opt.lease+tol:
+		doubt = fmt.Sprintf("its lease left (%s) is longer than -lease %s; -lease must match the Guard's Config.Lease", rec.TTL, opt.lease)
+	case renewed:
+		need = rec.TTL/3 + renewalMargin
 	default:
-		fmt.Fprintf(out, "no renewal in %s of watching: a live holder renews within %s\n", w.watched, need)
+		need = max(opt.lease/3+renewalMargin-rec.Age, 0)
 	}
+	need = need.Round(time.Millisecond)
+	last := rec
+	if need > 0 {
+		window := min(need, opt.watch)
+		fmt.Fprintf(out, "watching the lease for up to %s for a renewal by its holder\n", window)
+		w, err := watchLease(ctx, store, key, rec, window)
+		if err != nil {
+			return err
+		}
+		switch {
+		case w.last.State == driver.StateDone:
+			return fmt.Errorf("release: the job finished after %s of watching (the key holds its done marker); nothing released", w.watched)
+		case w.last.State != driver.StateRunning:
+			return fmt.Errorf("release: the claim ended after %s of watching (expired, or released by its holder); nothing released", w.watched)
+		case w.last.Token != rec.Token:
+			return fmt.Errorf("release: the key was claimed again after %s of watching (token %s, now %s): that claim is another copy's, alive; nothing released", w.watched, rec.Token, w.last.Token)
+		case w.renewed:
+			live := fmt.Sprintf("the holder is alive and renewing its claim (the lease rose from %s to %s after %s of watching)", w.from, w.to, w.watched)
+			if !opt.force {
+				return fmt.Errorf("release: refused: %s; -force releases it anyway, and it runs beside the next copy until its next renewal finds the claim gone", live)
+			}
+			return releaseClaim(ctx, store, out, key, rec, live)
+		case window < need && renewed:
+			doubt = fmt.Sprintf("no renewal in %s of watching, but a live holder with this lease may renew up to %s after it was read; run it again with -watch %s, or once less of the lease is left", w.watched, need, need)
+		case window < need:
+			doubt = fmt.Sprintf("no renewal in %s of watching, %s after the claim, but a live holder first renews up to %s after its claim; run it again with -watch %s", w.watched, w.last.Age.Round(time.Millisecond), opt.lease/3+renewalMargin, need)
+		case renewed:
+			fmt.Fprintf(out, "no renewal in %s of watching: the holder renewed its claim before, and a live holder renews within %s\n", w.watched, need)
+		}
+		last = w.last
+	}
+	if doubt == "" && !renewed {
+		doubt = fmt.Sprintf("the claim was taken %s ago and never renewed: its holder died before its first renewal, or runs with Config.DisableHeartbeat, and the two cannot be told apart; it expires by itself in %s", last.Age.Round(time.Millisecond), last.TTL)
+	}
+	if doubt != "" && !opt.force {
+		return fmt.Errorf("release: refused: %s; -force releases it anyway", doubt)
+	}
+	return releaseClaim(ctx, store, out, key, rec, doubt)
+}
+
+// releaseClaim deletes rec's claim on key, token-checked, and says so; doubt
+// is why its holder may be alive, empty when it was proven dead.
+func releaseClaim(ctx context.Context, store claimStore, out io.Writer, key string, rec redisstore.Record, doubt string) error {
 	if err := store.Release(ctx, key, rec.Token); err != nil {
+		if errors.Is(err, core.ErrLeaseLost) && rec.Fence == 0 {
+			return fmt.Errorf("release: the token-checked delete takes only claims with a fence, and this one has none (or it changed since it was read); nothing released: it expires by itself in %s at most", rec.TTL)
+		}
 		if errors.Is(err, core.ErrLeaseLost) {
 			return errors.New("release: the claim changed since it was read; nothing released")
 		}
 		return fmt.Errorf("release: %w", err)
 	}
-	if live != "" {
-		fmt.Fprintf(out, "released although %s (-force): it loses the claim at its next renewal, and until then it may run beside the next copy\n", live)
+	if doubt != "" {
+		fmt.Fprintf(out, "released although %s (-force): a live holder runs beside the next copy until it next renews or completes the claim and finds it gone\n", doubt)
 		return nil
 	}
 	fmt.Fprintln(out, "released: the next delivery of the job will run it")

@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/binary"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,28 +21,40 @@ import (
 )
 
 // releaseEnv is a Guard on the test Redis under a prefix of its own, and the
-// CLI's arguments for that prefix.
+// CLI's arguments for that prefix and its lease.
 type releaseEnv struct {
 	client *redis.Client
 	store  *redisstore.Store
 	guard  *core.Guard
 	prefix string
+	lease  time.Duration
 }
 
 func newReleaseEnv(t *testing.T, cfg core.Config) releaseEnv {
+	return newReleaseEnvOn(t, cfg, func(s *redisstore.Store) driver.Store { return s })
+}
+
+// newReleaseEnvOn is newReleaseEnv with a Guard on wrap's store.
+func newReleaseEnvOn(t *testing.T, cfg core.Config, wrap func(*redisstore.Store) driver.Store) releaseEnv {
 	prefix := testenv.Prefix(t)
 	client := testenv.Redis(t, prefix)
 	store, err := redisstore.New(client, nil)
 	require.NoError(t, err)
 	cfg.KeyPrefix = prefix
-	g, err := core.New(store, &cfg)
+	g, err := core.New(wrap(store), &cfg)
 	require.NoError(t, err)
-	return releaseEnv{client: client, store: store, guard: g, prefix: prefix}
+	return releaseEnv{client: client, store: store, guard: g, prefix: prefix, lease: cmp.Or(cfg.Lease, 30*time.Second)}
+}
+
+// args are the CLI's arguments for e's Guard, then a; a later -lease in a
+// wins.
+func (e releaseEnv) args(a ...string) []string {
+	return append([]string{"-redis", testenv.RedisURL(), "-prefix", e.prefix, "-lease", e.lease.String()}, a...)
 }
 
 func (e releaseEnv) run(t *testing.T, a ...string) (string, error) {
 	var out bytes.Buffer
-	err := run(context.Background(), append([]string{"-redis", testenv.RedisURL(), "-prefix", e.prefix}, a...), &out)
+	err := run(context.Background(), e.args(a...), &out)
 	return out.String(), err
 }
 
@@ -49,6 +64,35 @@ func (e releaseEnv) inspect(t *testing.T, key string) redisstore.Record {
 	rec, err := e.store.Inspect(context.Background(), stored)
 	require.NoError(t, err)
 	return rec
+}
+
+// claim writes a claim on key held by token, as if it had been taken age
+// ago and had left of its lease now: its fence moved age back, its TTL left.
+// With age+left equal to e.lease it was never renewed; with more, it was.
+func (e releaseEnv) claim(t *testing.T, key string, token driver.Token, age, left time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	stored, err := e.guard.StoredKey(key)
+	require.NoError(t, err)
+	reply, err := e.store.Claim(ctx, driver.ClaimRequest{Key: stored, Token: token, Lease: left})
+	require.NoError(t, err)
+	require.Equal(t, driver.StateClaimed, reply.State)
+	e.age(t, key, age, left)
+}
+
+// age moves the fence of key's claim age back and sets its lease left, as
+// if age had passed and the holder had renewed it to left.
+func (e releaseEnv) age(t *testing.T, key string, age, left time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	stored, err := e.guard.StoredKey(key)
+	require.NoError(t, err)
+	v, err := e.client.Get(ctx, stored).Bytes()
+	require.NoError(t, err)
+	require.Equal(t, byte('F'), v[0], "a fenced claim")
+	fence := binary.BigEndian.Uint64(v[17:25])
+	binary.BigEndian.PutUint64(v[17:25], fence-uint64(age.Microseconds()))
+	require.NoError(t, e.client.Set(ctx, stored, v, left).Err())
 }
 
 // holdJob runs key's job on g until stop is closed, and returns its outcome
@@ -67,6 +111,20 @@ func holdJob(t *testing.T, g *core.Guard, key string, stop <-chan struct{}) (job
 	return started, ended
 }
 
+// requireHeld asserts that the claim before still holds key, that its
+// holder's job runs on, and that a second copy does not run beside it.
+func (e releaseEnv) requireHeld(t *testing.T, key string, before redisstore.Record, jobCtx context.Context) {
+	t.Helper()
+	after := e.inspect(t, key)
+	require.Equal(t, driver.StateRunning, after.State, "the claim is still held")
+	require.Equal(t, before.Token, after.Token, "by the same holder")
+	require.NoError(t, jobCtx.Err(), "the holder kept its lease")
+	ran := false
+	_, err := e.guard.Do(context.Background(), key, func(context.Context) error { ran = true; return nil })
+	require.ErrorIs(t, err, core.ErrRunning, "a second copy does not run while the first holds the claim")
+	require.False(t, ran)
+}
+
 func TestReleaseRefusesAClaimItsHolderRenews(t *testing.T) {
 	e := newReleaseEnv(t, core.Config{Lease: 900 * time.Millisecond})
 	stop := make(chan struct{})
@@ -79,53 +137,130 @@ func TestReleaseRefusesAClaimItsHolderRenews(t *testing.T) {
 	require.ErrorContains(t, err, "alive and renewing", "output:\n%s", out)
 	require.ErrorContains(t, err, "-force")
 	require.Contains(t, out, "watch")
-	require.NotContains(t, out, "released:")
-
-	after := e.inspect(t, "job-1")
-	require.Equal(t, driver.StateRunning, after.State, "the claim is still held")
-	require.Equal(t, before.Token, after.Token, "by the same holder")
-	require.NoError(t, jobCtx.Err(), "the holder kept its lease")
-	ran := false
-	_, err = e.guard.Do(context.Background(), "job-1", func(context.Context) error { ran = true; return nil })
-	require.ErrorIs(t, err, core.ErrRunning, "a second copy does not run while the first holds the claim")
-	require.False(t, ran)
+	require.NotContains(t, out, "released")
+	e.requireHeld(t, "job-1", before, jobCtx)
 
 	out, err = e.run(t, "-force", "release", "job-1")
 	require.NoError(t, err, "output:\n%s", out)
 	require.Contains(t, out, "released")
 	require.Contains(t, out, "alive and renewing", "-force says the claim it released was live")
-	o, err := e.guard.Do(context.Background(), "job-1", func(context.Context) error { ran = true; return nil })
+	o, err := e.guard.Do(context.Background(), "job-1", func(context.Context) error { return nil })
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, o, "-force lets the next copy run")
 	close(stop)
 	require.Equal(t, core.LeaseLost, <-done, "the forced-out holder learns it lost its claim")
 }
 
-func TestReleaseDeletesAClaimWhoseHolderDied(t *testing.T) {
-	e := newReleaseEnv(t, core.Config{Lease: time.Minute})
-	stored, err := e.guard.StoredKey("job-1")
-	require.NoError(t, err)
-	// A claim no heartbeat renews, as a holder that crashed leaves it.
-	reply, err := e.store.Claim(context.Background(), driver.ClaimRequest{Key: stored, Token: driver.Token{1, 2, 3}, Lease: 2 * time.Second})
-	require.NoError(t, err)
-	require.Equal(t, driver.StateClaimed, reply.State)
+// A Guard with Config.DisableHeartbeat holds its claim for the whole lease
+// without renewing it, as a holder that died before its first renewal
+// leaves it: release cannot tell them apart, so it keeps the claim.
+func TestReleaseRefusesAClaimThatWasNeverRenewed(t *testing.T) {
+	e := newReleaseEnv(t, core.Config{Lease: 3 * time.Second, DisableHeartbeat: true})
+	stop := make(chan struct{})
+	started, done := holdJob(t, e.guard, "job-1", stop)
+	jobCtx := <-started
+	before := e.inspect(t, "job-1")
+
+	out, err := e.run(t, "release", "job-1")
+	require.ErrorContains(t, err, "never renewed", "output:\n%s", out)
+	require.ErrorContains(t, err, "died before its first renewal, or runs with Config.DisableHeartbeat")
+	require.ErrorContains(t, err, "-force releases it")
+	left := durationAfter(t, err.Error(), "it expires by itself in ")
+	require.Greater(t, left, time.Second, "the lease left: 3s less the 1.25s watched for a first renewal")
+	require.LessOrEqual(t, left, 1750*time.Millisecond)
+	require.Contains(t, out, "watching the lease for up to", "a young claim is watched for its first renewal")
+	require.NotContains(t, out, "released")
+	e.requireHeld(t, "job-1", before, jobCtx)
+
+	close(stop)
+	require.Equal(t, core.Ran, <-done, "the holder completes its job")
+}
+
+// stallingStore is a store whose Extend, after its first renewal, hangs
+// until the caller gives up: a holder that renewed its claim and then
+// stopped, as one whose process froze or died.
+type stallingStore struct {
+	*redisstore.Store
+	extends atomic.Int32
+	renewed chan struct{} // closed once the first renewal succeeded
+}
+
+func (s *stallingStore) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) error {
+	if s.extends.Add(1) > 1 {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	err := s.Store.Extend(ctx, key, token, lease)
+	close(s.renewed)
+	return err
+}
+
+func TestReleaseDeletesAClaimWhoseHeartbeatStopped(t *testing.T) {
+	stalling := &stallingStore{renewed: make(chan struct{})}
+	e := newReleaseEnvOn(t, core.Config{Lease: 3 * time.Second}, func(s *redisstore.Store) driver.Store {
+		stalling.Store = s
+		return stalling
+	})
+	stop := make(chan struct{})
+	started, done := holdJob(t, e.guard, "job-1", stop)
+	<-started
+	<-stalling.renewed
 
 	out, err := e.run(t, "release", "job-1")
 	require.NoError(t, err, "output:\n%s", out)
-	require.Contains(t, out, "released")
-	require.Contains(t, out, "no renewal")
+	require.Contains(t, out, "no renewal in")
+	require.Contains(t, out, "renewed its claim before")
+	require.Contains(t, out, "released: the next delivery of the job will run it")
+	require.Equal(t, driver.State(0), e.inspect(t, "job-1").State)
+	require.Equal(t, int32(2), stalling.extends.Load(), "release watched through the renewal that hung")
+	o, err := e.guard.Do(context.Background(), "job-1", func(context.Context) error { return nil })
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, o, "the next copy runs")
+	close(stop)
+	require.Equal(t, core.LeaseLost, <-done)
+}
+
+func TestReleaseRefusesADeadClaimNeverRenewedUntilForced(t *testing.T) {
+	e := newReleaseEnv(t, core.Config{Lease: 2 * time.Second})
+	// Taken a second ago by a holder that crashed before its first renewal.
+	e.claim(t, "job-1", driver.Token{1, 2, 3}, time.Second, time.Second)
+
+	out, err := e.run(t, "release", "job-1")
+	require.ErrorContains(t, err, "never renewed", "output:\n%s", out)
+	require.ErrorContains(t, err, "expires by itself in")
+	require.ErrorContains(t, err, "-force releases it")
+	require.NotContains(t, out, "watching", "a claim past its first renewal is not watched")
+	require.Equal(t, driver.StateRunning, e.inspect(t, "job-1").State)
+
+	out, err = e.run(t, "-force", "release", "job-1")
+	require.NoError(t, err, "output:\n%s", out)
+	require.Contains(t, out, "released although the claim was taken")
+	require.Contains(t, out, "never renewed")
 	require.Equal(t, driver.State(0), e.inspect(t, "job-1").State)
 	o, err := e.guard.Do(context.Background(), "job-1", func(context.Context) error { return nil })
 	require.NoError(t, err)
 	require.Equal(t, core.Ran, o)
 }
 
-func TestReleaseRefusesWhenItCannotWatchLongEnough(t *testing.T) {
+func TestReleaseRefusesAClaimWithoutAFence(t *testing.T) {
 	e := newReleaseEnv(t, core.Config{})
 	stored, err := e.guard.StoredKey("job-1")
 	require.NoError(t, err)
-	_, err = e.store.Claim(context.Background(), driver.ClaimRequest{Key: stored, Token: driver.Token{1}, Lease: time.Minute})
-	require.NoError(t, err)
+	tok := driver.Token{1}
+	require.NoError(t, e.client.Set(context.Background(), stored, "R"+string(tok[:])+"fp", time.Minute).Err())
+
+	for _, force := range []string{"-force=false", "-force"} {
+		out, err := e.run(t, force, "release", "job-1")
+		require.ErrorContains(t, err, "fence", "%s, output:\n%s", force, out)
+		require.NotContains(t, out, "released", force)
+		require.Equal(t, driver.StateRunning, e.inspect(t, "job-1").State, force)
+	}
+}
+
+func TestReleaseRefusesWhenItCannotWatchLongEnough(t *testing.T) {
+	e := newReleaseEnv(t, core.Config{Lease: time.Minute})
+	// Renewed 30s after its claim, with its whole lease left.
+	e.claim(t, "job-1", driver.Token{1}, 30*time.Second, time.Minute)
 
 	out, err := e.run(t, "-watch", "50ms", "release", "job-1")
 	require.ErrorContains(t, err, "no renewal in", "output:\n%s", out)
@@ -136,11 +271,43 @@ func TestReleaseRefusesWhenItCannotWatchLongEnough(t *testing.T) {
 	require.NoError(t, err, "output:\n%s", out)
 	require.Contains(t, out, "released although no renewal in")
 	require.Equal(t, driver.State(0), e.inspect(t, "job-1").State)
+
+	// Just taken: a live holder first renews it 20.25s after the claim.
+	e.claim(t, "job-1", driver.Token{2}, 0, time.Minute)
+	out, err = e.run(t, "-watch", "50ms", "release", "job-1")
+	require.ErrorContains(t, err, "first renews up to 20.25s after its claim", "output:\n%s", out)
+	require.ErrorContains(t, err, "-watch 20.")
+	require.Equal(t, driver.StateRunning, e.inspect(t, "job-1").State)
+}
+
+// A -lease shorter than the Guard's is caught while the claim has more
+// lease left than -lease; in its last -lease, a never-renewed claim looks
+// renewed (its age plus lease left exceed -lease) and, seen not renewing,
+// is released as a dead holder's.
+func TestReleaseWithAShorterLeaseTakesANeverRenewedClaimForDeadInItsLastLease(t *testing.T) {
+	e := newReleaseEnv(t, core.Config{Lease: 3 * time.Second, DisableHeartbeat: true})
+	stop := make(chan struct{})
+	started, done := holdJob(t, e.guard, "job-1", stop)
+	jobCtx := <-started
+	before := e.inspect(t, "job-1")
+
+	out, err := e.run(t, "release", "job-1", "-lease", "1s")
+	require.ErrorContains(t, err, "is longer than -lease 1s; -lease must match the Guard's Config.Lease", "output:\n%s", out)
+	require.NotContains(t, out, "watching")
+	e.requireHeld(t, "job-1", before, jobCtx)
+
+	// The same claim 2.5s on, with 500ms left.
+	e.age(t, "job-1", 2500*time.Millisecond, 500*time.Millisecond)
+	out, err = e.run(t, "release", "job-1", "-lease", "1s")
+	require.NoError(t, err, "output:\n%s", out)
+	require.Contains(t, out, "released: the next delivery of the job will run it")
+	close(stop)
+	require.Equal(t, core.LeaseLost, <-done, "the live holder lost its claim to the release")
 }
 
 func TestReleaseLeavesTheDoneMarkerOfAJobThatFinishesWhileItWatches(t *testing.T) {
-	// Without a heartbeat the holder looks dead, so only its done marker
-	// can stop the release.
+	// A young claim is watched for its first renewal; the holder has no
+	// heartbeat, so only its done marker can end the watch early.
 	e := newReleaseEnv(t, core.Config{Lease: 3 * time.Second, DisableHeartbeat: true})
 	stop := make(chan struct{})
 	started, done := holdJob(t, e.guard, "job-1", stop)
@@ -149,7 +316,7 @@ func TestReleaseLeavesTheDoneMarkerOfAJobThatFinishesWhileItWatches(t *testing.T
 	w := newSignalWriter("watching")
 	errc := make(chan error, 1)
 	go func() {
-		errc <- run(context.Background(), []string{"-redis", testenv.RedisURL(), "-prefix", e.prefix, "release", "job-1"}, w)
+		errc <- run(context.Background(), e.args("release", "job-1"), w)
 	}()
 	w.wait(t)
 	close(stop)
@@ -166,7 +333,7 @@ func TestReleaseLeavesTheDoneMarkerOfAJobThatFinishesWhileItWatches(t *testing.T
 }
 
 func TestReleaseKeepsAClaimTakenWhileItWatches(t *testing.T) {
-	e := newReleaseEnv(t, core.Config{})
+	e := newReleaseEnv(t, core.Config{Lease: 3 * time.Second})
 	stored, err := e.guard.StoredKey("job-1")
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -177,7 +344,7 @@ func TestReleaseKeepsAClaimTakenWhileItWatches(t *testing.T) {
 	w := newSignalWriter("watching")
 	errc := make(chan error, 1)
 	go func() {
-		errc <- run(ctx, []string{"-redis", testenv.RedisURL(), "-prefix", e.prefix, "-force", "release", "job-1"}, w)
+		errc <- run(ctx, e.args("-force", "release", "job-1"), w)
 	}()
 	w.wait(t)
 	// Another copy's claim replaces it in one step, as when the lease
@@ -195,13 +362,12 @@ func TestReleaseKeepsAClaimTakenWhileItWatches(t *testing.T) {
 }
 
 func TestReleaseDeletesOnlyTheClaimItInspected(t *testing.T) {
-	e := newReleaseEnv(t, core.Config{})
+	e := newReleaseEnv(t, core.Config{Lease: time.Second})
 	stored, err := e.guard.StoredKey("job-1")
 	require.NoError(t, err)
 	ctx := context.Background()
 	first, second := driver.Token{1}, driver.Token{2}
-	_, err = e.store.Claim(ctx, driver.ClaimRequest{Key: stored, Token: first, Lease: time.Second})
-	require.NoError(t, err)
+	e.claim(t, "job-1", first, time.Second, time.Second)
 	rec := e.inspect(t, "job-1")
 
 	// The claim changes hands between the last look and the delete.
@@ -211,7 +377,7 @@ func TestReleaseDeletesOnlyTheClaimItInspected(t *testing.T) {
 		require.NoError(t, err)
 	}}
 	var out bytes.Buffer
-	err = release(ctx, swap, &out, stored, rec, false, time.Second)
+	err = release(ctx, swap, &out, stored, rec, releaseOptions{watch: time.Second, lease: e.lease})
 	require.ErrorContains(t, err, "the claim changed since it was read", "output:\n%s", out.String())
 	after := e.inspect(t, "job-1")
 	require.Equal(t, driver.StateRunning, after.State)
@@ -269,22 +435,26 @@ func (w *signalWriter) String() string {
 }
 
 func TestReleaseWatchesAThirdOfTheLeaseLeftPlus250ms(t *testing.T) {
-	e := newReleaseEnv(t, core.Config{})
-	stored, err := e.guard.StoredKey("job-1")
-	require.NoError(t, err)
-	_, err = e.store.Claim(context.Background(), driver.ClaimRequest{Key: stored, Token: driver.Token{1}, Lease: 1500 * time.Millisecond})
-	require.NoError(t, err)
+	e := newReleaseEnv(t, core.Config{Lease: 1500 * time.Millisecond})
+	e.claim(t, "job-1", driver.Token{1}, time.Second, 1500*time.Millisecond)
 
 	out, err := e.run(t, "release", "job-1")
 	require.NoError(t, err, "output:\n%s", out)
 	left, watch := durationAfter(t, out, "lease ends in "), durationAfter(t, out, "watching the lease for up to ")
 	require.Equal(t, (left/3 + 250*time.Millisecond).Round(time.Millisecond), watch, "output:\n%s", out)
 
-	_, err = e.store.Claim(context.Background(), driver.ClaimRequest{Key: stored, Token: driver.Token{2}, Lease: time.Minute})
-	require.NoError(t, err)
-	out, err = e.run(t, "release", "job-1", "-watch", "30ms")
+	e.claim(t, "job-1", driver.Token{2}, 30*time.Second, time.Minute)
+	out, err = e.run(t, "release", "job-1", "-watch", "30ms", "-lease", "1m")
 	require.ErrorContains(t, err, "no renewal in", "output:\n%s", out)
 	require.Contains(t, out, "watching the lease for up to 30ms", "at most -watch")
+
+	// Just taken: watched until a third of the lease, plus 250ms, after
+	// the claim.
+	e.claim(t, "job-2", driver.Token{3}, 0, time.Minute)
+	out, err = e.run(t, "release", "job-2", "-watch", "30ms", "-lease", "1m")
+	require.Error(t, err, "output:\n%s", out)
+	require.Contains(t, out, "watching the lease for up to 30ms")
+	require.ErrorContains(t, err, "-watch 20.", "output:\n%s", out)
 }
 
 // durationAfter returns the duration written in out right after prefix.
@@ -292,7 +462,7 @@ func durationAfter(t *testing.T, out, prefix string) time.Duration {
 	t.Helper()
 	_, rest, ok := strings.Cut(out, prefix)
 	require.True(t, ok, "no %q in the output:\n%s", prefix, out)
-	end := strings.IndexAny(rest, " ,)\n")
+	end := strings.IndexAny(rest, " ,;)\n")
 	require.Positive(t, end, "output:\n%s", out)
 	d, err := time.ParseDuration(rest[:end])
 	require.NoError(t, err)

@@ -35,6 +35,19 @@ func TestCluster(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) driver.Store { return newStore(t, client) })
 	})
 
+	t.Run("InspectDatesAClaim", func(t *testing.T) {
+		// TIME has no key: it rides in the transaction of the key's slot.
+		s, ctx := newStore(t, client), context.Background()
+		for _, key := range []string{testenv.Prefix(t) + "a", testenv.Prefix(t) + "b{x}", testenv.Prefix(t) + "c{y}"} {
+			_, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: driver.NewToken(), Lease: time.Minute})
+			require.NoError(t, err)
+			rec, err := s.Inspect(ctx, key)
+			require.NoError(t, err)
+			require.Positive(t, rec.Age, key)
+			require.InDelta(t, time.Minute, rec.Age+rec.TTL, float64(2*time.Millisecond), key)
+		}
+	})
+
 	t.Run("ManyKeysAcrossSlots", func(t *testing.T) {
 		g, err := core.New(newStore(t, client), &core.Config{Logger: quiet, KeyPrefix: testenv.Prefix(t)})
 		require.NoError(t, err)

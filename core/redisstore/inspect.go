@@ -25,15 +25,23 @@ type Record struct {
 	// TTL is the remaining lease of a claim, or the remaining retention of a
 	// done marker.
 	TTL time.Duration
+	// Age is how long a running claim has been held: the server's clock
+	// (TIME, read with the key) less the claim's Fence, the server's clock
+	// when it was taken. Age plus TTL exceeds the lease the claim was taken
+	// with only once its lease was renewed. Zero without a Fence. On a Ring,
+	// TIME may come from another shard's clock.
+	Age time.Duration
 }
 
 // Inspect reads a stored key (see core.Guard.StoredKey) without changing it.
 func (s *Store) Inspect(ctx context.Context, key string) (Record, error) {
 	var get *redis.StringCmd
 	var ttl *redis.DurationCmd
+	var now *redis.TimeCmd
 	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		get = p.Get(ctx, key)
 		ttl = p.PTTL(ctx, key)
+		now = p.Time(ctx)
 		return nil
 	})
 	if errors.Is(err, redis.Nil) {
@@ -51,6 +59,9 @@ func (s *Store) Inspect(ctx context.Context, key string) (Record, error) {
 	if rec.State == driver.StateRunning {
 		copy(rec.Token[:], v[1:ownerLen])
 		rec.Fence = runningFence(v)
+		if rec.Fence != 0 {
+			rec.Age = now.Val().Sub(time.UnixMicro(rec.Fence))
+		}
 	}
 	return rec, nil
 }

@@ -1,0 +1,47 @@
+package redisstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core/driver"
+)
+
+// A claim's Age is the server's clock at the inspection less its fence, so
+// Age plus TTL is the lease it was taken with until a renewal adds to it.
+func TestInspectDatesAClaimByTheServersClock(t *testing.T) {
+	t.Parallel()
+	prefix, client, s := prefixedStore(t)
+	ctx := context.Background()
+	key, tok, lease := prefix+"k", driver.NewToken(), time.Minute
+	r, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: tok, Lease: lease})
+	require.NoError(t, err)
+
+	rec, err := s.Inspect(ctx, key)
+	require.NoError(t, err)
+	after, err := client.Time(ctx).Result()
+	require.NoError(t, err)
+	require.Positive(t, rec.Age)
+	require.LessOrEqual(t, rec.Age, after.Sub(time.UnixMicro(r.Fence)))
+	require.InDelta(t, lease, rec.Age+rec.TTL, float64(2*time.Millisecond), "never renewed: age %s, lease left %s", rec.Age, rec.TTL)
+
+	// Renewed 30ms or more after the claim.
+	deadline := time.Now().Add(5 * time.Second)
+	for rec.Age < 30*time.Millisecond {
+		require.True(t, time.Now().Before(deadline), "the claim's age stays %s", rec.Age)
+		rec, err = s.Inspect(ctx, key)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Extend(ctx, key, tok, lease))
+	rec, err = s.Inspect(ctx, key)
+	require.NoError(t, err)
+	require.Greater(t, rec.Age+rec.TTL, lease+29*time.Millisecond, "renewed: age %s, lease left %s", rec.Age, rec.TTL)
+
+	require.NoError(t, client.Set(ctx, key, "R"+string(tok[:])+"fp", time.Minute).Err())
+	rec, err = s.Inspect(ctx, key)
+	require.NoError(t, err)
+	require.Zero(t, rec.Age, "a claim without a fence cannot be dated")
+}
