@@ -19,8 +19,10 @@ const enqueueSource = "enqueue"
 // error unchanged. It reports whether publish ran and succeeded; false with a
 // nil error means the key was published within the window already.
 //
-// When the store fails, Enqueue returns an error matching
-// ErrStoreUnavailable without publishing; with FailOpen, it publishes anyway
+// When the store fails, Enqueue deletes the marker it may have written
+// (token-checked: a second bounded store call), so a retry is not skipped,
+// and returns an error matching ErrStoreUnavailable without publishing;
+// with FailOpen, it publishes anyway
 // when the store could not be reached (not when it answered with an error:
 // see Config.FailOpen). When ctx ends first, the error matches ctx.Err()
 // and nothing is published.
@@ -53,8 +55,8 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 	reply, err := g.storeClaim(sctx, driver.ClaimRequest{Key: skey, Token: token, Lease: window})
 	cancel()
 	if done := ended(ctx); done != nil {
-		if err == nil && reply.State == driver.StateClaimed {
-			g.release(ctx, skey, token)
+		if err != nil || reply.State == driver.StateClaimed {
+			g.release(ctx, skey, token) // the store may have written it
 		}
 		return false, fmt.Errorf("jobonce: Enqueue stopped by the caller's context: %w", done)
 	}
@@ -66,6 +68,11 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 			}
 			return true, nil
 		}
+		// The marker may have been written though its answer was lost or
+		// late: the retry of a caller told the store failed must not find it
+		// and skip the job for the whole window. The release is
+		// token-checked, so it deletes this call's marker or nothing.
+		g.release(ctx, skey, token)
 		err = fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 		if g.cfg.Shadow {
 			return g.publishShadow(ctx, key, publish, Unavailable, err)

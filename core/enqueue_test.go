@@ -2,6 +2,10 @@ package core_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,6 +13,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/core/memstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -48,4 +54,38 @@ func TestShadowModePublishesEveryEnqueue(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok)
 	require.Equal(t, 2, publishes)
+}
+
+// lateMarker is a memstore whose first claim is written but answered with
+// an error, as when its reply is late past StoreTimeout.
+type lateMarker struct {
+	*memstore.Store
+	once sync.Once
+}
+
+func (s *lateMarker) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
+	reply, err := s.Store.Claim(ctx, req)
+	late := false
+	s.once.Do(func() { late = true })
+	if late && err == nil {
+		return driver.ClaimReply{}, fmt.Errorf("read tcp: %w", os.ErrDeadlineExceeded)
+	}
+	return reply, err
+}
+
+// An Enqueue whose marker was written but whose answer was lost fails, and
+// the caller's retry publishes: the marker the failed call may have left is
+// deleted, never taken for a publish within the window.
+func TestEnqueueWhoseMarkerAnswerWasLostIsPublishedOnRetry(t *testing.T) {
+	g, err := core.New(&lateMarker{Store: memstore.New()}, &core.Config{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	publishes := 0
+	publish := func(context.Context) error { publishes++; return nil }
+	ok, err := g.Enqueue(context.Background(), "k", time.Hour, publish)
+	require.ErrorIs(t, err, core.ErrStoreUnavailable)
+	require.False(t, ok)
+	ok, err = g.Enqueue(context.Background(), "k", time.Hour, publish)
+	require.NoError(t, err)
+	require.True(t, ok, "the retry was skipped as published within the window")
+	require.Equal(t, 1, publishes)
 }
