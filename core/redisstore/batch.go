@@ -162,7 +162,7 @@ func (s *Store) pipeline(ctx context.Context, n int,
 			// Every script replies with a value; none means no reply came.
 			cmd.SetErr(cmp.Or(entries[i].execErr, errUnanswered))
 		}
-		if err := cmd.Err(); err != nil && unacked[i] != nil && mayHaveWritten(err) {
+		if err := cmd.Err(); err != nil && unacked[i] != nil && s.mayHaveWritten(err) {
 			// The write went out with the wait, which did not answer: it
 			// may have been applied, and it was not acknowledged.
 			cmd.SetErr(fmt.Errorf("%w: %w", driver.ErrUnreplicated, err))
@@ -174,14 +174,19 @@ func (s *Store) pipeline(ctx context.Context, n int,
 
 // mayHaveWritten reports whether err, a script's error in a pipeline that
 // carried a wait, leaves open that the server ran the script: any error but
-// the server's own answer (which says what it did) and a failure to get a
-// connection at all (a refused dial, every pooled connection busy: the
-// server could not be reached).
-func mayHaveWritten(err error) bool {
+// the server's own answer (which says what it did) and, when the client
+// makes one attempt only, a failure to get a connection at all (a refused
+// dial, every pooled connection busy: the server could not be reached). A
+// client that retries reports only its last attempt's error, and an
+// earlier attempt cut during its WAIT may have written.
+func (s *Store) mayHaveWritten(err error) bool {
 	var answer redis.Error
+	if errors.As(err, &answer) {
+		return false
+	}
 	var netErr *net.OpError
-	return !errors.As(err, &answer) && !errors.Is(err, redis.ErrPoolTimeout) &&
-		!(errors.As(err, &netErr) && netErr.Op == "dial")
+	connectless := errors.Is(err, redis.ErrPoolTimeout) || (errors.As(err, &netErr) && netErr.Op == "dial")
+	return !connectless || s.retries
 }
 
 // runOnPrimaries runs the entries sent on the primaries that own their keys,

@@ -68,7 +68,11 @@ type Config struct {
 	// claim that finds a done marker not yet acknowledged (the copy is tried
 	// again later, not skipped), and a claim whose connection broke before
 	// WAIT answered (a failover's CLIENT KILL): it may have been written,
-	// so it is released and FailOpen does not run the job. A done marker
+	// so it is released and FailOpen does not run the job. A client that
+	// retries (go-redis's MaxRetries, 3 by default) reports only its last
+	// attempt, so with it even a refused dial after a cut counts so: with
+	// WaitReplicas, FailOpen runs a job unguarded only through a client made
+	// with MaxRetries -1 that cannot connect at all. A done marker
 	// not acknowledged is sent again until the Guard's StoreTimeout, then
 	// reported Unrecorded: the effect happened. Defaults to 0: a write
 	// counts once the primary made it, and a failover before it replicated
@@ -107,6 +111,7 @@ type Store struct {
 	watch              *watch  // restarts, failovers and risky settings
 	leases, retentions boxCache
 	legacy             bool // Config.LegacyMarkers
+	retries            bool // the client sends a failed command again (Options.MaxRetries)
 }
 
 var _ driver.BatchStore = (*Store)(nil)
@@ -137,7 +142,7 @@ func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 		// of the writes it must cover.
 		return nil, errors.New("jobonce: redisstore: Config.WaitReplicas and WaitAOF need a single-node, Sentinel or Cluster client, not a Ring")
 	}
-	s := &Store{client: client, logger: c.Logger, wait: waitFor{replicas: c.WaitReplicas, aof: c.WaitAOF, timeout: c.WaitTimeout}, legacy: c.LegacyMarkers}
+	s := &Store{client: client, logger: c.Logger, wait: waitFor{replicas: c.WaitReplicas, aof: c.WaitAOF, timeout: c.WaitTimeout}, legacy: c.LegacyMarkers, retries: retries(client)}
 	if c.CheckEvery == 0 {
 		c.CheckEvery = 30 * time.Second
 	}
@@ -356,4 +361,18 @@ func cancelled(ctx context.Context, err error) error {
 		return err
 	}
 	return fmt.Errorf("jobonce: redisstore: %w: %w", cerr, err)
+}
+
+// retries reports whether client sends a command again after a failed
+// attempt: go-redis's MaxRetries, normalised when the client is made (-1
+// there is 0 here, none), for the clients whose options it can read, and
+// true for any other client, which is the cautious answer.
+func retries(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().MaxRetries > 0
+	case *redis.ClusterClient:
+		return c.Options().MaxRetries > 0
+	}
+	return true
 }
