@@ -65,7 +65,7 @@ func release(ctx context.Context, store claimStore, out io.Writer, key string, r
 	}
 	need := (rec.TTL/3 + renewalMargin).Round(time.Millisecond)
 	window := min(need, opt.watch)
-	last, seen, alive := rec, "", false
+	last, seen, alive := rec, "not watched (-watch 0)", false
 	if window > 0 {
 		fmt.Fprintf(out, "watching the lease for up to %s for a renewal by its holder\n", window)
 		w, err := watchLease(ctx, store, key, rec, window)
@@ -101,7 +101,7 @@ func release(ctx context.Context, store claimStore, out io.Writer, key string, r
 	default:
 		diagnosis = "its holder is probably dead, cut off from Redis, or runs with Config.DisableHeartbeat"
 	}
-	if seen != "" && !alive {
+	if !alive {
 		diagnosis = seen + ": " + diagnosis
 	}
 	if !opt.force {
@@ -122,7 +122,7 @@ func releaseClaim(ctx context.Context, store claimStore, out io.Writer, key stri
 		}
 		return fmt.Errorf("release: %w", err)
 	}
-	fmt.Fprintf(out, "released (-force) although %s: a holder still alive runs beside the next copy until it next renews or completes the claim and finds it gone\n", diagnosis)
+	fmt.Fprintf(out, "released although %s (-force); a holder still alive runs beside the next copy until it next renews or completes the claim and finds it gone\n", diagnosis)
 	return nil
 }
 

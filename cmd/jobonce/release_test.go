@@ -219,7 +219,7 @@ func TestReleaseRefusesAClaimWhoseHeartbeatStoppedUntilForced(t *testing.T) {
 	out, err = e.run(t, "-force", "-watch", "0", "release", "job-1")
 	require.NoError(t, err, "output:\n%s", out)
 	require.NotContains(t, out, "watching", "-watch 0 deletes without watching")
-	require.Contains(t, out, "released (-force) although its holder is probably dead")
+	require.Contains(t, out, "released although not watched (-watch 0): its holder is probably dead")
 	require.Equal(t, driver.State(0), e.inspect(t, "job-1").State)
 	o, err := e.guard.Do(context.Background(), "job-1", func(context.Context) error { return nil })
 	require.NoError(t, err)
@@ -242,7 +242,7 @@ func TestReleaseRefusesADeadClaimNeverRenewedUntilForced(t *testing.T) {
 	out, err = e.run(t, "-force", "release", "job-1")
 	require.NoError(t, err, "output:\n%s", out)
 	require.Contains(t, out, "watching", "-force watches too, by default")
-	require.Contains(t, out, "released (-force) although no renewal seen in")
+	require.Contains(t, out, "released although no renewal seen in")
 	require.Contains(t, out, "never renewed")
 	require.Equal(t, driver.State(0), e.inspect(t, "job-1").State)
 	o, err := e.guard.Do(context.Background(), "job-1", func(context.Context) error { return nil })
@@ -278,7 +278,7 @@ func TestReleaseNamesTheWatchThatWouldSeeARenewal(t *testing.T) {
 
 	out, err = e.run(t, "-force", "-watch", "50ms", "release", "job-1")
 	require.NoError(t, err, "output:\n%s", out)
-	require.Contains(t, out, "released (-force) although no renewal seen in")
+	require.Contains(t, out, "released although no renewal seen in")
 	require.Equal(t, driver.State(0), e.inspect(t, "job-1").State)
 
 	// Just taken: a live holder first renews it 20s after the claim.
