@@ -35,7 +35,7 @@ func TestFlagsMayComeBeforeOrAfterTheCommandAndTheKey(t *testing.T) {
 	_, err = e.store.Claim(context.Background(), driver.ClaimRequest{Key: stored, Token: driver.Token{2}, Lease: time.Minute})
 	require.NoError(t, err)
 	out, err := e.run(t, "release", "job-1", "-watch", "50ms")
-	require.ErrorContains(t, err, "no renewal in", "without -force after KEY it refuses; output:\n%s", out)
+	require.ErrorContains(t, err, "refused: no renewal seen in", "without -force after KEY it refuses; output:\n%s", out)
 	require.Contains(t, out, "watching the lease for up to 50ms")
 	require.Equal(t, driver.StateRunning, e.inspect(t, "job-1").State)
 

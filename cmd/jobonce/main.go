@@ -18,30 +18,27 @@
 // a CI step; -max-lag is the replica lag above which replication is a risk.
 //
 // inspect shows a key's state. release deletes a stuck running claim by hand,
-// for example when a job must run again before its lease expires, but without
-// -force only a claim whose holder it has proven dead: one renewed before (so
-// its holder runs a heartbeat) and not renewed while release watches it. A
-// claim's fence dates it by the Redis server's clock: its age plus its
-// remaining lease exceed the lease only once it was renewed, so -lease must
-// match the Guard's Config.Lease. It watches the lease for a third of the
-// lease left when it read the key, plus 250ms, and at most -watch (a live
+// for example when a job must run again before its lease expires, but only
+// with -force: no observation made from outside proves a holder dead before
+// its lease ends, since a holder cut off from Redis (a partition, a hung
+// call, an exhausted pool) runs its job on until its own deadline and looks
+// the same as a crashed one. Without -force it refuses (exit 1) and says
+// what it saw and when the claim expires by itself. It first watches the
+// lease for a third of the lease left plus 250ms, at most -watch (a live
 // holder's heartbeat renews the claim every Lease/3, so within a third of
 // whatever lease is left; the 250ms are the renewal's round trip and
-// scheduling); a claim younger than a third of the lease plus 250ms it
-// watches until then, for a first renewal. Without -force it refuses a claim
-// whose lease rises while it watches (the holder is alive, and deleting the
-// claim would run a second copy beside it); one never renewed (its holder
-// died before its first renewal, or runs with Config.DisableHeartbeat, and
-// the two cannot be told apart: it says when the claim expires by itself);
-// one whose lease left exceeds -lease; one -watch was too short to tell; and
-// one without a fence (written by a version before fences). -force releases
-// any of them but the last, which the token-checked delete cannot take. A
-// -lease shorter than the Guard's makes a never-renewed claim look renewed:
-// release refuses it while more than -lease of it is left, and in its last
-// -lease takes its holder for dead; a longer one only makes it refuse renewed
-// claims too. The delete is token-checked: it never deletes a claim taken
-// after the inspection, nor a done marker. KEY is the key the application
-// passes to the Guard; -prefix, -plain and -lease must match its Config.
+// scheduling), and tells: the holder is alive and renewing (the lease rose);
+// no renewal seen (its holder is probably dead, cut off from Redis, or runs
+// with Config.DisableHeartbeat); never renewed (the claim's age by its fence,
+// the server's clock, plus its lease left do not exceed -lease, which should
+// match the Guard's Config.Lease: a fence written by another primary's
+// clock before a failover can make this wrong, which decides nothing); or
+// undated (no fence: written by a version before fences, which the
+// token-checked delete cannot take even with -force). -force watches as
+// well, then deletes; -watch 0 skips the watch. The delete is token-checked:
+// it never deletes a claim taken after the inspection, nor a done marker.
+// KEY is the key the application passes to the Guard; -prefix and -plain
+// must match its Config.
 //
 // The Redis URL comes from -redis, else $REDIS_URL. A URL holding a '#' is
 // refused: percent-encode '#' as %23 in the password. No message the command
@@ -104,14 +101,14 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	plain := fs.Bool("plain", false, "the Guard uses Config.PlainKeys")
 	failOn := fs.String("fail-on", "all", "check: risk kinds that fail it (exit 2), comma-separated among eviction, persistence, replication; or all, or none")
 	maxLag := fs.Duration("max-lag", 10*time.Second, "check: replica lag above which replication is a risk")
-	force := fs.Bool("force", false, "release: release the claim even when its holder is not proven dead (seen renewing, never renewed, or not watched long enough)")
-	watch := fs.Duration("watch", defaultWatch, "release: the longest it watches the lease for a renewal by a live holder; it watches for a third of the lease left when it read the key, plus 250ms (a claim younger than a third of -lease plus 250ms: until then), and refuses without -force when this is shorter")
-	lease := fs.Duration("lease", defaultLease, "release: the Guard's Config.Lease, which it must match")
+	force := fs.Bool("force", false, "release: delete the running claim, at the risk of a second copy running beside a holder alive but cut off from Redis; without it, release only says what it saw")
+	watch := fs.Duration("watch", defaultWatch, "release: the longest it watches the lease for a renewal by a live holder (it watches for a third of the lease left plus 250ms); 0 skips the watch")
+	lease := fs.Duration("lease", defaultLease, "release: the Guard's Config.Lease, by which it tells a claim renewed before from one never renewed")
 	fs.SetOutput(out)
 	fs.Usage = func() {
 		fmt.Fprintln(out, "usage: jobonce [flags] check | inspect KEY | release KEY")
 		fmt.Fprintln(out, "Flags may come before or after the command and KEY; no argument after -- is a flag.")
-		fmt.Fprintln(out, "release deletes a running claim only once it has proven its holder dead (renewed before, not renewed while it watches); -force deletes it anyway.")
+		fmt.Fprintln(out, "release watches a running claim and says what it saw; it deletes it only with -force.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(flagsFirst(fs, args)); err != nil {

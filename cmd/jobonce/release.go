@@ -36,8 +36,8 @@ type claimStore interface {
 
 // releaseOptions are release's flags.
 type releaseOptions struct {
-	force bool          // release even a claim not proven dead
-	watch time.Duration // the longest it watches the lease
+	force bool          // delete the running claim
+	watch time.Duration // the longest it watches the lease; 0: not at all
 	lease time.Duration // the Guard's Config.Lease
 }
 
@@ -48,41 +48,25 @@ func leaseTolerance(lease time.Duration) time.Duration {
 	return 50*time.Millisecond + lease/50
 }
 
-// release deletes the running claim rec, just read from key, only once it
-// has proven its holder dead: the claim was renewed before (age plus lease
-// left exceed the lease: its holder runs a heartbeat), and it sees no
-// renewal in a third of the lease left plus renewalMargin, at most
-// opt.watch. It refuses, unless opt.force is set, a claim seen renewed (a
-// live holder), one never renewed (a holder that died before its first
-// renewal or runs without a heartbeat: the two look the same), one it
-// cannot date (no fence), one whose lease left exceeds opt.lease, and one it
-// could not watch long enough (the token-checked delete cannot take a claim
-// without a fence even then). A claim younger than a third of the lease
-// plus renewalMargin it watches until then, at most opt.watch, for a
-// first renewal. The delete is token-checked: it removes only the claim it
+// release deletes the running claim rec, just read from key, only with
+// opt.force: no observation made from outside proves a holder dead before
+// its lease ends, since a holder cut off from Redis (a partition, a hung
+// call, an exhausted pool) runs its job on until its own deadline and looks
+// the same as a crashed one. It first watches the lease for a third of what
+// is left plus renewalMargin (a live holder renews within that), at most
+// opt.watch, and says what it saw: the holder renewing, no renewal, a claim
+// never renewed (its age plus lease left, by the fence, do not exceed
+// opt.lease), or one it cannot date (no fence); and when the claim expires
+// by itself. The delete is token-checked: it removes only the claim it
 // watched, never one taken since, nor a done marker.
 func release(ctx context.Context, store claimStore, out io.Writer, key string, rec redisstore.Record, opt releaseOptions) error {
 	if rec.State != driver.StateRunning {
 		return errors.New("release: the key holds no running claim; nothing released")
 	}
-	tol := leaseTolerance(opt.lease)
-	renewed := rec.Age+rec.TTL > opt.lease+tol
-	var doubt string // why the holder is not proven dead; empty once it is
-	var need time.Duration
-	switch {
-	case rec.Fence == 0:
-		doubt = "the claim has no fence (a version before fences wrote it), so release cannot tell whether its holder renews it"
-	case rec.TTL > opt.lease+tol:
-		doubt = fmt.Sprintf("its lease left (%s) is longer than -lease %s; -lease must match the Guard's Config.Lease", rec.TTL, opt.lease)
-	case renewed:
-		need = rec.TTL/3 + renewalMargin
-	default:
-		need = max(opt.lease/3+renewalMargin-rec.Age, 0)
-	}
-	need = need.Round(time.Millisecond)
-	last := rec
-	if need > 0 {
-		window := min(need, opt.watch)
+	need := (rec.TTL/3 + renewalMargin).Round(time.Millisecond)
+	window := min(need, opt.watch)
+	last, seen, alive := rec, "not watched (-watch 0)", false
+	if window > 0 {
 		fmt.Fprintf(out, "watching the lease for up to %s for a renewal by its holder\n", window)
 		w, err := watchLease(ctx, store, key, rec, window)
 		if err != nil {
@@ -96,32 +80,39 @@ func release(ctx context.Context, store claimStore, out io.Writer, key string, r
 		case w.last.Token != rec.Token:
 			return fmt.Errorf("release: the key was claimed again after %s of watching (token %s, now %s): that claim is another copy's, alive; nothing released", w.watched, rec.Token, w.last.Token)
 		case w.renewed:
-			live := fmt.Sprintf("the holder is alive and renewing its claim (the lease rose from %s to %s after %s of watching)", w.from, w.to, w.watched)
-			if !opt.force {
-				return fmt.Errorf("release: refused: %s; -force releases it anyway, and it runs beside the next copy until its next renewal finds the claim gone", live)
+			alive = true
+			seen = fmt.Sprintf("the holder is alive and renewing its claim (the lease rose from %s to %s after %s of watching)", w.from, w.to, w.watched)
+		default:
+			seen = fmt.Sprintf("no renewal seen in %s of watching", w.watched)
+			if window < need {
+				seen += fmt.Sprintf(" (a live holder may renew up to %s after it was read: -watch %s would see it)", need, need)
 			}
-			return releaseClaim(ctx, store, out, key, rec, live)
-		case window < need && renewed:
-			doubt = fmt.Sprintf("no renewal in %s of watching, but a live holder with this lease may renew up to %s after it was read; run it again with -watch %s, or once less of the lease is left", w.watched, need, need)
-		case window < need:
-			doubt = fmt.Sprintf("no renewal in %s of watching, %s after the claim, but a live holder first renews up to %s after its claim; run it again with -watch %s", w.watched, w.last.Age.Round(time.Millisecond), opt.lease/3+renewalMargin, need)
-		case renewed:
-			fmt.Fprintf(out, "no renewal in %s of watching: the holder renewed its claim before, and a live holder renews within %s\n", w.watched, need)
 		}
 		last = w.last
 	}
-	if doubt == "" && !renewed {
-		doubt = fmt.Sprintf("the claim was taken %s ago and never renewed: its holder died before its first renewal, or runs with Config.DisableHeartbeat, and the two cannot be told apart; it expires by itself in %s", last.Age.Round(time.Millisecond), last.TTL)
+	var diagnosis string
+	switch {
+	case alive:
+		diagnosis = seen
+	case rec.Fence == 0:
+		diagnosis = "the claim is undated: it has no fence (a version before fences wrote it)"
+	case last.Age+last.TTL <= opt.lease+leaseTolerance(opt.lease):
+		diagnosis = fmt.Sprintf("the claim was taken %s ago and never renewed: its holder died before its first renewal, runs with Config.DisableHeartbeat, or is cut off from Redis", last.Age.Round(time.Millisecond))
+	default:
+		diagnosis = "its holder is probably dead, cut off from Redis, or runs with Config.DisableHeartbeat"
 	}
-	if doubt != "" && !opt.force {
-		return fmt.Errorf("release: refused: %s; -force releases it anyway", doubt)
+	if !alive {
+		diagnosis = seen + ": " + diagnosis
 	}
-	return releaseClaim(ctx, store, out, key, rec, doubt)
+	if !opt.force {
+		return fmt.Errorf("release: refused: %s; the claim expires by itself in %s; -force deletes it now, at the risk of a second copy running beside a holder that is alive but cut off from Redis", diagnosis, last.TTL)
+	}
+	return releaseClaim(ctx, store, out, key, rec, diagnosis)
 }
 
-// releaseClaim deletes rec's claim on key, token-checked, and says so; doubt
-// is why its holder may be alive, empty when it was proven dead.
-func releaseClaim(ctx context.Context, store claimStore, out io.Writer, key string, rec redisstore.Record, doubt string) error {
+// releaseClaim deletes rec's claim on key, token-checked, and says so;
+// diagnosis is what release saw of its holder.
+func releaseClaim(ctx context.Context, store claimStore, out io.Writer, key string, rec redisstore.Record, diagnosis string) error {
 	if err := store.Release(ctx, key, rec.Token); err != nil {
 		if errors.Is(err, core.ErrLeaseLost) && rec.Fence == 0 {
 			return fmt.Errorf("release: the token-checked delete takes only claims with a fence, and this one has none (or it changed since it was read); nothing released: it expires by itself in %s at most", rec.TTL)
@@ -131,11 +122,7 @@ func releaseClaim(ctx context.Context, store claimStore, out io.Writer, key stri
 		}
 		return fmt.Errorf("release: %w", err)
 	}
-	if doubt != "" {
-		fmt.Fprintf(out, "released although %s (-force): a live holder runs beside the next copy until it next renews or completes the claim and finds it gone\n", doubt)
-		return nil
-	}
-	fmt.Fprintln(out, "released: the next delivery of the job will run it")
+	fmt.Fprintf(out, "released although %s (-force); a holder still alive runs beside the next copy until it next renews or completes the claim and finds it gone\n", diagnosis)
 	return nil
 }
 
