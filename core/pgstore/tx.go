@@ -176,7 +176,7 @@ func (s *Store) endOrphan(ctx context.Context, xid string) (bool, error) {
 	case errors.Is(err, pgx.ErrNoRows):
 		return false, nil
 	case sqlState(err) == codeInsufficientPrivilege:
-		return false, fmt.Errorf("jobonce: pgstore: CommitTx: the transaction's COMMIT was lost and its backend is idle in transaction, holding its key until the server ends it, and the pool's role may not terminate it (grant the role pg_signal_backend, and set idle_in_transaction_session_timeout and tcp_keepalives_idle to bound it): %w", err)
+		return false, fmt.Errorf("jobonce: pgstore: CommitTx: the transaction's COMMIT was lost and its backend still holds it, and its key, until the server ends it; the pool's role may not terminate it (grant the role pg_signal_backend, and set idle_in_transaction_session_timeout and tcp_keepalives_idle to bound it): %w", err)
 	case err != nil:
 		return false, nil // not ended: the next read-back tries again
 	}

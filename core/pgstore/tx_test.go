@@ -712,3 +712,55 @@ func TestCommitAnsweredPastItsDeadlineIsRan(t *testing.T) {
 	require.Equal(t, core.Duplicate, out)
 	require.Equal(t, 1, count(t, direct, "SELECT count(*) FROM effects"))
 }
+
+// TestCommitLostInAPartitionSaysWhenItsBackendMayNotBeEnded: when the
+// pool's role may not terminate the orphaned backend (another role's, and
+// not a member of pg_signal_backend), the TxGuard reports Failed with an
+// error that says so and what to grant or set.
+func TestCommitLostInAPartitionSaysWhenItsBackendMayNotBeEnded(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	direct, schema := testenv.Postgres(t)
+	migratedStore(t, direct, nil)
+	effects(t, direct)
+	roles := []string{schema + "_tx", schema + "_reader"}
+	t.Cleanup(func() {
+		for _, r := range roles {
+			_, _ = direct.Exec(context.Background(), fmt.Sprintf("DROP OWNED BY %s; DROP ROLE %s", r, r))
+		}
+	})
+	for _, r := range roles {
+		_, err := direct.Exec(ctx, fmt.Sprintf("CREATE ROLE %[1]s LOGIN NOSUPERUSER; GRANT USAGE ON SCHEMA %[2]s TO %[1]s; GRANT ALL ON ALL TABLES IN SCHEMA %[2]s TO %[1]s", r, schema))
+		require.NoError(t, err)
+	}
+	proxy := testenv.StartProxy(t, "127.0.0.1:0", "127.0.0.1:5432")
+	cfg, err := pgxpool.ParseConfig("postgres://postgres@" + proxy.Addr() + "/test?sslmode=disable")
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	var dialed atomic.Int32
+	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+		cc.User = roles[min(dialed.Add(1)-1, 1)] // the first connection (the job's) is the other role's
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	t.Cleanup(proxy.Cut)
+	s, err := pgstore.New(ctx, pool, nil)
+	require.NoError(t, err)
+	mode := txWith(t, s, &core.Config{StoreTimeout: 500 * time.Millisecond})
+
+	out, err := mode.Do(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
+		var user string
+		require.NoError(t, tx.QueryRow(ctx, "SELECT current_user").Scan(&user))
+		require.Equal(t, roles[0], user)
+		proxy.LoseRequestOnce([]byte("commit"))
+		return insertEffect("k")(ctx, tx)
+	})
+	require.True(t, proxy.Silenced(), "the COMMIT was lost")
+	require.Equal(t, core.Failed, out)
+	require.ErrorContains(t, err, "may not terminate it")
+	require.ErrorContains(t, err, "pg_signal_backend")
+	require.ErrorContains(t, err, "idle_in_transaction_session_timeout")
+	t.Log(err)
+}
