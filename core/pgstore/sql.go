@@ -18,7 +18,7 @@ type statements struct {
 	txSavepoint, txLockTimeout       string
 	txInsert, txRecord, txState      string
 	txRelease, txRollback            string
-	txStatus                         string
+	txStatus, txEnd                  string
 }
 
 func newStatements(cfg *Config) statements {
@@ -53,6 +53,7 @@ func newStatements(cfg *Config) statements {
 		txRelease:     load("tx_release"),
 		txRollback:    load("tx_rollback"),
 		txStatus:      load("tx_status"),
+		txEnd:         load("tx_end"),
 	}
 }
 

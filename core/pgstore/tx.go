@@ -80,12 +80,40 @@ func (s *Store) RecordTx(ctx context.Context, tx pgx.Tx, req driver.RecordReques
 // Store's pool.
 func (s *Store) BeginTx(ctx context.Context) (pgx.Tx, error) { return s.pool.Begin(ctx) }
 
-// CommitTx implements driver.TxStore. A commit whose answer is lost (the
-// connection dies while COMMIT runs) may have gone through: CommitTx then
-// asks the database, on another connection, whether the transaction
-// committed (waiting while it is still in progress), and returns nil if it
-// did. It returns the commit's error when the transaction did not commit or
-// the database cannot tell within ctx. It can tell for a transaction
+// readBackTimeout bounds how long CommitTx, after a commit that failed
+// without an answer, takes to find out whether the transaction committed:
+// the commit's own context has often ended by then (a late answer), so the
+// read-back runs under a bound of its own.
+const readBackTimeout = 5 * time.Second
+
+// codeInsufficientPrivilege is the SQLSTATE of a pg_terminate_backend the
+// role may not run.
+const codeInsufficientPrivilege = "42501"
+
+// endWait is how long tx_end.sql waits for a terminated backend to exit.
+const endWait = 2 * time.Second
+
+// CommitTx implements driver.TxStore. A commit whose answer is lost or late
+// (the connection dies, or goes silent, while COMMIT runs, or ctx ends
+// first) may have gone through: CommitTx then asks the database, on
+// another connection and within a bound of its own (5s, since ctx may have
+// ended), whether the transaction committed, waiting while its COMMIT is
+// still running, and returns nil if it did. A transaction whose backend is
+// idle in transaction never got its COMMIT (the network partitioned while
+// it was on its way): CommitTx ends that backend (pg_terminate_backend),
+// which rolls the transaction back and frees its key at once, rather than
+// leaving the key locked until the server notices the dead connection.
+// That needs the pool's role to be a superuser or a member of
+// pg_signal_backend, or the backend's own role (as it is when one pool
+// serves both); the error says so when it is not.
+//
+// A commit the database has written reads as committed even while its
+// backend still waits for a synchronous standby (synchronous_commit
+// remote_write, on or remote_apply, with synchronous_standby_names set):
+// nil then means durable on the primary, not yet confirmed by the standby.
+//
+// It returns the commit's error when the transaction did not commit or
+// the database cannot tell within the bound. It can tell for a transaction
 // RecordTx recorded a key in, whose id RecordTx read.
 func (s *Store) CommitTx(ctx context.Context, tx pgx.Tx) error {
 	xid, recorded := s.xids.LoadAndDelete(tx)
@@ -93,11 +121,22 @@ func (s *Store) CommitTx(ctx context.Context, tx pgx.Tx) error {
 	if err == nil || !recorded {
 		return err
 	}
-	// The server may still be committing: ask until it has settled, or ctx
-	// ends.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
+	defer cancel()
+	return s.readBack(rctx, xid.(string), err)
+}
+
+// readBack returns nil if the transaction xid committed, after its commit
+// failed with err, or err: when it aborted, or when ctx ends before the
+// database can tell. An orphaned backend (idle in transaction) is ended
+// first.
+func (s *Store) readBack(ctx context.Context, xid string, err error) error {
+	var lastErr error // the last read-back failure, for the error that says why it could not tell
 	for pause := 10 * time.Millisecond; ; pause = min(2*pause, 200*time.Millisecond) {
 		var status *string
-		if qerr := s.pool.QueryRow(ctx, s.sql.txStatus, xid).Scan(&status); qerr == nil {
+		if qerr := s.pool.QueryRow(ctx, s.sql.txStatus, xid).Scan(&status); qerr != nil {
+			lastErr = qerr
+		} else {
 			switch {
 			case status == nil: // too old to tell
 				return err
@@ -106,15 +145,42 @@ func (s *Store) CommitTx(ctx context.Context, tx pgx.Tx) error {
 			case *status == "aborted":
 				return err
 			}
+			ended, eerr := s.endOrphan(ctx, xid)
+			if eerr != nil {
+				return errors.Join(err, eerr)
+			}
+			if ended {
+				continue // its fate is settled: read it
+			}
 		}
 		t := time.NewTimer(pause)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			if lastErr != nil {
+				return fmt.Errorf("%w (and whether it committed could not be read: %w)", err, lastErr)
+			}
+			return fmt.Errorf("%w (and the transaction was still committing after %s)", err, readBackTimeout)
 		}
 	}
+}
+
+// endOrphan terminates the backend of transaction xid if it is idle in
+// transaction, and reports whether it did and the backend exited.
+func (s *Store) endOrphan(ctx context.Context, xid string) (bool, error) {
+	var pid int32
+	var exited bool
+	err := s.pool.QueryRow(ctx, s.sql.txEnd, xid, endWait.Milliseconds()).Scan(&pid, &exited)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil
+	case sqlState(err) == codeInsufficientPrivilege:
+		return false, fmt.Errorf("jobonce: pgstore: CommitTx: the transaction's COMMIT was lost and its backend still holds it, and its key, until the server ends it; the pool's role may not terminate it (grant the role pg_signal_backend, and set idle_in_transaction_session_timeout and tcp_keepalives_idle to bound it): %w", err)
+	case err != nil:
+		return false, nil // not ended: the next read-back tries again
+	}
+	return exited, nil
 }
 
 // RollbackTx implements driver.TxStore; after a commit it does nothing.

@@ -630,3 +630,137 @@ func TestDoTxHeldKeyUnderAShortStoreTimeout(t *testing.T) {
 	require.ErrorIs(t, err, core.ErrRunning, "a leased claim too")
 	require.Equal(t, core.Running, out)
 }
+
+// proxied returns a pool on schema whose connections pass through a fault
+// proxy, and the proxy.
+func proxied(t testing.TB, schema string) (*pgxpool.Pool, *testenv.Proxy) {
+	t.Helper()
+	proxy := testenv.StartProxy(t, "127.0.0.1:0", "127.0.0.1:5432")
+	cfg, err := pgxpool.ParseConfig("postgres://postgres@" + proxy.Addr() + "/test?sslmode=disable")
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	t.Cleanup(proxy.Cut) // first: a silenced connection's close waits for the server's side
+	return pool, proxy
+}
+
+// TestCommitLostInAPartitionEndsItsOrphanedTransaction: when the network
+// partitions while COMMIT is on its way (the server never gets it and its
+// side of the connection stays open, idle in transaction, the key's row
+// locked), the TxGuard ends the orphaned backend from another connection
+// and reports the transaction's fate, Failed: it rolled back. A redelivery
+// right after runs the job, where it got Running for as long as TCP
+// keepalive took to notice (2h11m by default).
+func TestCommitLostInAPartitionEndsItsOrphanedTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	direct, schema := testenv.Postgres(t)
+	migratedStore(t, direct, nil)
+	effects(t, direct)
+	pool, proxy := proxied(t, schema)
+	storeTimeout := 500 * time.Millisecond
+	mode := txWith(t, migratedStore(t, pool, nil), &core.Config{StoreTimeout: storeTimeout})
+
+	start := time.Now()
+	out, err := mode.Do(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
+		proxy.LoseRequestOnce([]byte("commit"))
+		return insertEffect("k")(ctx, tx)
+	})
+	reported := time.Since(start)
+	require.True(t, proxy.Silenced(), "the COMMIT was lost")
+	require.Equal(t, core.Failed, out, "the transaction was rolled back")
+	require.ErrorContains(t, err, "commit")
+	require.Zero(t, count(t, direct, "SELECT count(*) FROM effects"))
+	require.Zero(t, count(t, direct, "SELECT count(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND query LIKE 'INSERT INTO effects%'"),
+		"no backend is left idle in transaction")
+
+	again := txWith(t, migratedStore(t, direct, nil), &core.Config{StoreTimeout: storeTimeout})
+	out, err = again.Do(ctx, "k", insertEffect("k"))
+	answered := time.Since(start)
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, out, "a redelivery right after runs the job")
+	require.Equal(t, 1, count(t, direct, "SELECT count(*) FROM effects"))
+	t.Logf("outcome reported after %s, redelivery answered after %s", reported, answered)
+	require.Less(t, answered, storeTimeout+5*time.Second, "answered within the commit's and the read-back's bounds")
+}
+
+// TestCommitAnsweredPastItsDeadlineIsRan: a COMMIT that goes through but
+// whose answer comes after the commit's deadline (StoreTimeout) is reported
+// Ran: the read-back asks, under a bound of its own, whether the
+// transaction committed, and a redelivery is a Duplicate.
+func TestCommitAnsweredPastItsDeadlineIsRan(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	direct, schema := testenv.Postgres(t)
+	migratedStore(t, direct, nil)
+	effects(t, direct)
+	pool, proxy := proxied(t, schema)
+	mode := txWith(t, migratedStore(t, pool, nil), &core.Config{StoreTimeout: 500 * time.Millisecond})
+
+	out, err := mode.Do(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
+		proxy.HoldReplyOnce([]byte("commit"))
+		return insertEffect("k")(ctx, tx)
+	})
+	require.True(t, proxy.Silenced(), "the COMMIT's answer was held back")
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, out, "the transaction committed")
+	require.Equal(t, 1, count(t, direct, "SELECT count(*) FROM effects"))
+	out, err = mode.Do(ctx, "k", insertEffect("k"))
+	require.NoError(t, err)
+	require.Equal(t, core.Duplicate, out)
+	require.Equal(t, 1, count(t, direct, "SELECT count(*) FROM effects"))
+}
+
+// TestCommitLostInAPartitionSaysWhenItsBackendMayNotBeEnded: when the
+// pool's role may not terminate the orphaned backend (another role's, and
+// not a member of pg_signal_backend), the TxGuard reports Failed with an
+// error that says so and what to grant or set.
+func TestCommitLostInAPartitionSaysWhenItsBackendMayNotBeEnded(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	direct, schema := testenv.Postgres(t)
+	migratedStore(t, direct, nil)
+	effects(t, direct)
+	roles := []string{schema + "_tx", schema + "_reader"}
+	t.Cleanup(func() {
+		for _, r := range roles {
+			_, _ = direct.Exec(context.Background(), fmt.Sprintf("DROP OWNED BY %s; DROP ROLE %s", r, r))
+		}
+	})
+	for _, r := range roles {
+		_, err := direct.Exec(ctx, fmt.Sprintf("CREATE ROLE %[1]s LOGIN NOSUPERUSER; GRANT USAGE ON SCHEMA %[2]s TO %[1]s; GRANT ALL ON ALL TABLES IN SCHEMA %[2]s TO %[1]s", r, schema))
+		require.NoError(t, err)
+	}
+	proxy := testenv.StartProxy(t, "127.0.0.1:0", "127.0.0.1:5432")
+	cfg, err := pgxpool.ParseConfig("postgres://postgres@" + proxy.Addr() + "/test?sslmode=disable")
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	var dialed atomic.Int32
+	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+		cc.User = roles[min(dialed.Add(1)-1, 1)] // the first connection (the job's) is the other role's
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	t.Cleanup(proxy.Cut)
+	s, err := pgstore.New(ctx, pool, nil)
+	require.NoError(t, err)
+	mode := txWith(t, s, &core.Config{StoreTimeout: 500 * time.Millisecond})
+
+	out, err := mode.Do(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
+		var user string
+		require.NoError(t, tx.QueryRow(ctx, "SELECT current_user").Scan(&user))
+		require.Equal(t, roles[0], user)
+		proxy.LoseRequestOnce([]byte("commit"))
+		return insertEffect("k")(ctx, tx)
+	})
+	require.True(t, proxy.Silenced(), "the COMMIT was lost")
+	require.Equal(t, core.Failed, out)
+	require.ErrorContains(t, err, "may not terminate it")
+	require.ErrorContains(t, err, "pg_signal_backend")
+	require.ErrorContains(t, err, "idle_in_transaction_session_timeout")
+	t.Log(err)
+}

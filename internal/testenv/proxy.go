@@ -20,8 +20,17 @@ type Proxy struct {
 	conns []net.Conn
 	cut   bool // Cut ran: connections accepted since are closed at once
 	once  sync.Once
-	drop  atomic.Pointer[[]byte] // DropReplyOnce's match, until it is used
-	lost  atomic.Bool            // the reply DropReplyOnce asked for was lost
+	drop  atomic.Pointer[[]byte]  // DropReplyOnce's match, until it is used
+	lost  atomic.Bool             // the reply DropReplyOnce asked for was lost
+	quiet atomic.Pointer[silence] // LoseRequestOnce's or HoldReplyOnce's match, until it is used
+	hush  atomic.Bool             // a connection was silenced
+	stop  chan struct{}           // closed by Cut: silenced connections end
+}
+
+// silence is a request that silences its connection: delivered or not.
+type silence struct {
+	match     []byte
+	delivered bool
 }
 
 // StartProxy listens on addr ("127.0.0.1:0" for any free port), retrying for
@@ -29,7 +38,7 @@ type Proxy struct {
 // connection to target.
 func StartProxy(t testing.TB, addr, target string) *Proxy {
 	t.Helper()
-	p := &Proxy{}
+	p := &Proxy{stop: make(chan struct{})}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		var err error
@@ -69,9 +78,15 @@ func (p *Proxy) serve(target string) func() {
 			}
 			p.conns = append(p.conns, in, out)
 			p.mu.Unlock()
-			var dropping atomic.Bool // this connection's next reply is lost
-			p.wg.Go(func() { _, _ = io.Copy(out, &requests{r: in, p: p, dropping: &dropping}); _ = out.Close() })
-			p.wg.Go(func() { _, _ = io.Copy(in, &replies{r: out, p: p, dropping: &dropping}); _ = in.Close() })
+			var dropping, silent atomic.Bool // this connection's next reply is lost; nothing more passes
+			p.wg.Go(func() {
+				_, _ = io.Copy(out, &requests{r: in, p: p, dropping: &dropping, silent: &silent})
+				_ = out.Close()
+			})
+			p.wg.Go(func() {
+				_, _ = io.Copy(in, &replies{r: out, p: p, dropping: &dropping, silent: &silent})
+				_ = in.Close()
+			})
 		}
 	}
 }
@@ -87,20 +102,58 @@ func (p *Proxy) DropReplyOnce(match []byte) { p.drop.Store(&match) }
 // ReplyDropped reports whether the reply DropReplyOnce asked for was lost.
 func (p *Proxy) ReplyDropped() bool { return p.lost.Load() }
 
+// LoseRequestOnce makes the proxy lose the first request that contains
+// match, from now on, and silence its connection, as when a network
+// partitions while the request is on its way: the request never reaches the
+// server, nothing more passes either way, and neither end is closed (the
+// server's stays open until Cut, even after the client gives up).
+func (p *Proxy) LoseRequestOnce(match []byte) { p.quiet.Store(&silence{match: match}) }
+
+// HoldReplyOnce makes the proxy hold back the reply to the first request
+// that contains match, from now on, as when a network partitions right
+// after a write: the request reaches the server, which answers it, but
+// nothing more passes either way on that connection, and neither end is
+// closed until Cut.
+func (p *Proxy) HoldReplyOnce(match []byte) {
+	p.quiet.Store(&silence{match: match, delivered: true})
+}
+
+// Silenced reports whether LoseRequestOnce or HoldReplyOnce has silenced a
+// connection.
+func (p *Proxy) Silenced() bool { return p.hush.Load() }
+
 // requests reads a client's requests, arming its connection's dropping when
-// one matches DropReplyOnce.
+// one matches DropReplyOnce, and silencing it when one matches
+// LoseRequestOnce or HoldReplyOnce.
 type requests struct {
 	r        io.Reader
 	p        *Proxy
 	dropping *atomic.Bool
+	silent   *atomic.Bool
 }
 
 func (q *requests) Read(b []byte) (int, error) {
+	if q.silent.Load() {
+		return q.p.silence()
+	}
 	n, err := q.r.Read(b)
 	if m := q.p.drop.Load(); m != nil && n > 0 && bytes.Contains(b[:n], *m) && q.p.drop.CompareAndSwap(m, nil) {
 		q.dropping.Store(true) // before the request goes on: its reply comes after
 	}
+	if s := q.p.quiet.Load(); s != nil && n > 0 && bytes.Contains(b[:n], s.match) && q.p.quiet.CompareAndSwap(s, nil) {
+		q.silent.Store(true) // before the request goes on: its reply comes after
+		q.p.hush.Store(true)
+		if !s.delivered {
+			return q.p.silence()
+		}
+	}
 	return n, err
+}
+
+// silence passes nothing until Cut, then ends the connection's copy.
+func (p *Proxy) silence() (int, error) {
+	<-p.stop
+	return 0, io.EOF
 }
 
 // replies reads a server's replies; once dropping is armed, the next one
@@ -109,10 +162,14 @@ type replies struct {
 	r        io.Reader
 	p        *Proxy
 	dropping *atomic.Bool
+	silent   *atomic.Bool
 }
 
 func (a *replies) Read(b []byte) (int, error) {
 	n, err := a.r.Read(b)
+	if a.silent.Load() {
+		return a.p.silence()
+	}
 	if n > 0 && a.dropping.Load() {
 		a.p.lost.Store(true)
 		return 0, io.ErrUnexpectedEOF
@@ -125,6 +182,7 @@ func (a *replies) Read(b []byte) (int, error) {
 func (p *Proxy) Cut() {
 	p.once.Do(func() {
 		_ = p.ln.Close()
+		close(p.stop)
 		p.mu.Lock()
 		p.cut = true
 		for _, c := range p.conns {
