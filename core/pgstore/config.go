@@ -27,6 +27,19 @@ type Config struct {
 	// do not.
 	Migrate bool
 
+	// MigrateLockTimeout bounds each lock wait of a migration (Migrate, or
+	// New with Migrate): the advisory lock that serialises migrations of the
+	// table, then the table lock of a change the table needs (ACCESS
+	// EXCLUSIVE to add a column, SHARE to build the index). Every claim,
+	// extension and done marker on the table queues behind a change that
+	// waits, so keep it well under the Guard's StoreTimeout. When it runs
+	// out, the migration gives up with an error matching ErrMigrationBlocked
+	// that names the lock and the transactions holding it. A table that is
+	// up to date is never locked: the migration reads the catalog first. It
+	// is set as PostgreSQL's lock_timeout, rounded up to whole milliseconds,
+	// so it must be between 1ms and 596h31m23.647s. Defaults to 2s.
+	MigrateLockTimeout time.Duration
+
 	// LockTimeout bounds how long a claim or a transactional record waits for
 	// another transaction that holds the same key and has not committed. When
 	// it runs out, the key is reported as running (core.ErrRunning), so no
@@ -94,6 +107,15 @@ func (c *Config) withDefaults() (Config, error) {
 		// lock_timeout is a whole number of milliseconds in an int, and 0
 		// would mean "wait forever".
 		return cfg, fmt.Errorf("jobonce: pgstore.Config.LockTimeout must be between 1ms and %s (PostgreSQL's lock_timeout range), got %s", maxLockTimeout, cfg.LockTimeout)
+	}
+	if cfg.MigrateLockTimeout < 0 {
+		return cfg, fmt.Errorf("jobonce: pgstore.Config.MigrateLockTimeout must be positive, got %s", cfg.MigrateLockTimeout)
+	}
+	if cfg.MigrateLockTimeout == 0 {
+		cfg.MigrateLockTimeout = 2 * time.Second
+	}
+	if cfg.MigrateLockTimeout < time.Millisecond || cfg.MigrateLockTimeout > maxLockTimeout {
+		return cfg, fmt.Errorf("jobonce: pgstore.Config.MigrateLockTimeout must be between 1ms and %s (PostgreSQL's lock_timeout range), got %s", maxLockTimeout, cfg.MigrateLockTimeout)
 	}
 	if cfg.RetryAfter < 0 {
 		return cfg, fmt.Errorf("jobonce: pgstore.Config.RetryAfter must be positive, got %s", cfg.RetryAfter)

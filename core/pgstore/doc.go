@@ -70,6 +70,17 @@
 // table an earlier version created. Without it, New returns an error
 // matching ErrNotMigrated that names the missing table or column.
 //
+// A migration may run while workers use the table (a rolling deploy that
+// sets Config.Migrate). It reads the catalog first and takes no lock on a
+// table that is up to date, so it never waits for a transactional job. A
+// change takes a table lock that claims queue behind while it waits (ACCESS
+// EXCLUSIVE to add a column, SHARE to build the index): each wait is bounded
+// by Config.MigrateLockTimeout, after which the migration changes nothing
+// and returns an error matching ErrMigrationBlocked that names the lock and
+// the transactions holding it. Migrations of one table, with or without
+// Config.Schema, serialise on an advisory lock named by the table's schema
+// and name.
+//
 // # Connection poolers
 //
 // The store works with any pgx QueryExecMode, including the modes without

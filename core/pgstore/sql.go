@@ -12,13 +12,20 @@ var sqlFiles embed.FS
 
 // statements holds the store's SQL with the table's quoted name in place.
 type statements struct {
-	migrate, check                   string
+	migrate                          migrations
+	check                            string
 	claim, extend, complete, release string
 	prune                            string
 	txSavepoint, txLockTimeout       string
 	txInsert, txRecord, txState      string
 	txRelease, txRollback            string
 	txStatus, txEnd                  string
+}
+
+// migrations holds the migration's statements (sql/migrate_*.sql).
+type migrations struct {
+	table, fence, index  string // the changes, in the order they run
+	state, lock, holders string
 }
 
 func newStatements(cfg *Config) statements {
@@ -37,8 +44,16 @@ func newStatements(cfg *Config) statements {
 		}
 		return r.Replace(string(b))
 	}
+	migrate := migrations{
+		table:   load("migrate_table"),
+		fence:   load("migrate_fence"),
+		index:   load("migrate_index"),
+		state:   load("migrate_state"),
+		lock:    load("migrate_lock"),
+		holders: load("migrate_holders"),
+	}
 	return statements{
-		migrate:       load("migrate"),
+		migrate:       migrate,
 		check:         load("check"),
 		claim:         load("claim"),
 		extend:        load("extend"),

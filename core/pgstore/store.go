@@ -72,47 +72,6 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	return s, nil
 }
 
-// Migrate creates the keys table and its expiry index described by cfg when
-// they are missing, and adds the columns that a table created by an earlier
-// version lacks. It is idempotent and safe to run from several processes at
-// once. cfg may be nil for the defaults.
-func Migrate(ctx context.Context, pool *pgxpool.Pool, cfg *Config) error {
-	if pool == nil {
-		return errors.New("jobonce: pgstore.Migrate: pool is nil")
-	}
-	c, err := cfg.withDefaults()
-	if err != nil {
-		return err
-	}
-	s := &Store{pool: pool, cfg: c, sql: newStatements(&c), table: tableName(&c)}
-	return s.migrate(ctx)
-}
-
-// MigrationSQL returns the SQL that Migrate runs for cfg, for those who apply
-// migrations with their own tools. cfg may be nil for the defaults.
-func MigrationSQL(cfg *Config) (string, error) {
-	c, err := cfg.withDefaults()
-	if err != nil {
-		return "", err
-	}
-	return newStatements(&c).migrate, nil
-}
-
-func (s *Store) migrate(ctx context.Context) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// Serialise concurrent migrations: CREATE ... IF NOT EXISTS races on the catalog.
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "jobonce migrate "+s.table); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, s.sql.migrate)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("jobonce: pgstore migrate %s: %w", s.table, err)
-	}
-	return nil
-}
-
 // Table returns the keys table's name as quoted in SQL.
 func (s *Store) Table() string { return s.table }
 

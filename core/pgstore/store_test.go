@@ -40,6 +40,8 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{pgstore.Config{Schema: strings.Repeat("s", 64)}, "Schema"},
 		{pgstore.Config{LockTimeout: -1}, "LockTimeout"},
 		{pgstore.Config{LockTimeout: time.Microsecond}, "LockTimeout"},
+		{pgstore.Config{MigrateLockTimeout: -1}, "MigrateLockTimeout"},
+		{pgstore.Config{MigrateLockTimeout: time.Microsecond}, "MigrateLockTimeout"},
 		{pgstore.Config{RetryAfter: -1}, "RetryAfter"},
 		{pgstore.Config{PruneBatch: -1}, "PruneBatch"},
 	}

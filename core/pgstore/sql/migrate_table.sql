@@ -1,11 +1,13 @@
--- migrate.sql creates jobonce's keys table and its expiry index, and adds
--- the columns later versions need to a table an earlier version created. It
--- is idempotent: running it again changes nothing.
+-- migrate_table.sql creates jobonce's keys table. With migrate_fence.sql and
+-- migrate_index.sql after it, it is the migration (pgstore.MigrationSQL):
+-- idempotent, running it again changes nothing.
 --
 -- pgstore fills in the quoted table name (Config.Schema, Config.Table) and
 -- the index name (the table's name and "_expires_at_idx"). Run it in one
--- transaction; pgstore.Migrate takes an advisory lock first, so concurrent
--- migrations do not race.
+-- transaction. pgstore.Migrate reads the catalog first and runs only the
+-- statements a change needs, after an advisory lock that serialises
+-- migrations of the table, with lock_timeout set to
+-- Config.MigrateLockTimeout.
 --
 -- Columns:
 --   key         the stored key (any bytes).
@@ -27,7 +29,3 @@ CREATE TABLE IF NOT EXISTS {table} (
     expires_at  timestamptz NOT NULL,
     fence       bigint
 );
-
-ALTER TABLE {table} ADD COLUMN IF NOT EXISTS fence bigint;
-
-CREATE INDEX IF NOT EXISTS {index} ON {table} (expires_at);
