@@ -92,5 +92,9 @@
 //
 // Expired rows stay until pruned: call Prune from a periodic job of your own,
 // or run RunPruner on a goroutine that ends with its context. Pruning deletes
-// in bounded batches and never touches a live claim.
+// in bounded batches and never touches a live claim. A claim of a key whose
+// expired row Prune is deleting waits for that statement: Prune keeps each
+// one well under Config.LockTimeout (it sizes them by their duration, and
+// their commits do not wait for the disk), so such a claim is not answered
+// running.
 package pgstore
