@@ -40,6 +40,7 @@ type Claim struct {
 	pending   bool          // Work succeeded; the claim awaits Finish
 	final     Outcome       // the final outcome Work reported, when it was final
 	value     []byte
+	unstored  error // value is too large to store with the marker (ErrResultTooLarge)
 	ran       time.Duration
 }
 
@@ -315,7 +316,7 @@ func (c *Claim) work(ctx context.Context, fn RunFunc) (Result, error) {
 		c.report(ctx, Failed, ferr, c.ran)
 		return Result{Outcome: Failed, Value: value}, ferr
 	}
-	c.value = value
+	c.value, c.unstored = value, g.checkResult(value)
 	return Result{Outcome: awaitingMarker}, nil
 }
 
@@ -403,6 +404,9 @@ func (c *Claim) cancel(ctx context.Context) (Result, error) {
 // report hands one outcome of the claim's job to the Guard's observer, log
 // and metrics.
 func (c *Claim) report(ctx context.Context, out Outcome, err error, ran time.Duration) {
+	if out == Ran && err == nil {
+		err = c.unstored
+	}
 	e := c.job.event(out, err)
 	e.Duration, e.WouldSkip = ran, c.wouldSkip
 	if out == Duplicate || c.wouldSkip == Duplicate {
@@ -510,7 +514,21 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 }
 
 func (c *Claim) completeRequest() driver.CompleteRequest {
-	return driver.CompleteRequest{Key: c.key, Token: c.token, Fingerprint: c.fp, Result: c.value, Retention: c.g.cfg.Retention, Fence: c.reply.Fence}
+	result := c.value
+	if c.unstored != nil {
+		result = nil
+	}
+	return driver.CompleteRequest{Key: c.key, Token: c.token, Fingerprint: c.fp, Result: result, Retention: c.g.cfg.Retention, Fence: c.reply.Fence}
+}
+
+// checkResult returns an error matching ErrResultTooLarge, naming its size
+// and the limit, when a job's result is larger than Config.MaxResultSize.
+func (g *Guard) checkResult(result []byte) error {
+	if len(result) <= g.cfg.MaxResultSize {
+		return nil
+	}
+	return fmt.Errorf("%w: the job's result is %d bytes, over Config.MaxResultSize (%d bytes); its done marker was written without it, so duplicates get no result",
+		ErrResultTooLarge, len(result), g.cfg.MaxResultSize)
 }
 
 // markerFinal reports whether a failed done marker's write is final, not to

@@ -75,6 +75,18 @@ type Config struct {
 	// caller's context is cancelled. Defaults to 5s.
 	StoreTimeout time.Duration
 
+	// MaxResultSize is the largest result (what a RunFunc returns) stored
+	// with a done marker, in bytes; every duplicate's claim reads the stored
+	// result whole. A larger result is not stored: the job has run, so its
+	// done marker is written without it and the delivery is acknowledged as
+	// usual (Ran, a nil error, Result.Value the whole result), the event's
+	// Err matches ErrResultTooLarge and names the size and the limit, it is
+	// logged at Warn, and the job's duplicates get a nil Result.Value. Set it
+	// larger for larger results (redisstore and pgstore hold up to hundreds
+	// of megabytes, at that cost per duplicate), or keep a large result
+	// elsewhere and return its address. Defaults to 64 KiB (65536).
+	MaxResultSize int
+
 	// Shadow turns on shadow mode, for rolling jobonce out: the Guard claims
 	// and records as usual, but runs every delivery, also those it would
 	// skip (a duplicate, a copy that finds its job running, a conflict, an
@@ -95,7 +107,8 @@ type Config struct {
 	Observer Observer
 
 	// Logger receives one record per outcome: Debug for the ordinary ones, Warn
-	// for Conflict, LeaseLost, Unrecorded, Unguarded and Unavailable.
+	// for Conflict, LeaseLost, Unrecorded, Unguarded and Unavailable, and for
+	// Ran when the result was too large to store (MaxResultSize).
 	// Defaults to slog.Default().
 	Logger *slog.Logger
 
@@ -103,6 +116,9 @@ type Config struct {
 	// run-duration histograms. Defaults to the global provider (otel.GetMeterProvider).
 	MeterProvider metric.MeterProvider
 }
+
+// DefaultMaxResultSize is Config.MaxResultSize's default: 64 KiB.
+const DefaultMaxResultSize = 64 << 10
 
 // Observer is called once for every outcome of Guard.Do (and of the Claim API).
 // It runs on the job's goroutine and must not block.
@@ -117,7 +133,9 @@ type Event struct {
 	// Outcome is what happened.
 	Outcome Outcome
 	// Err is the error returned to the caller, or for LeaseLost and Unrecorded
-	// the store error that kept the done marker from being written.
+	// the store error that kept the done marker from being written, or for
+	// Ran an error matching ErrResultTooLarge when the result was not stored
+	// (see Config.MaxResultSize).
 	Err error
 	// Duration is how long the job's function ran; zero when it did not run.
 	Duration time.Duration
@@ -173,6 +191,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if cfg.StoreTimeout == 0 {
 		cfg.StoreTimeout = 5 * time.Second
+	}
+	if cfg.MaxResultSize < 0 {
+		return cfg, fmt.Errorf("jobonce: Config.MaxResultSize must not be negative, got %d", cfg.MaxResultSize)
+	}
+	if cfg.MaxResultSize == 0 {
+		cfg.MaxResultSize = DefaultMaxResultSize
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -37,6 +37,13 @@ var (
 
 	// ErrInvalidKey reports an empty key.
 	ErrInvalidKey = errors.New("jobonce: invalid key")
+
+	// ErrResultTooLarge reports a job's result larger than
+	// Config.MaxResultSize: the job ran and its done marker was written
+	// without the result, so its duplicates get none. It is never returned
+	// to the caller (the delivery is handled); it is the Err of the job's
+	// Ran event.
+	ErrResultTooLarge = errors.New("jobonce: result too large to store")
 )
 
 // RunningError is returned when another copy of a job holds a live claim. It

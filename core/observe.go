@@ -45,6 +45,10 @@ func logLevel(e *Event) slog.Level {
 	switch e.Outcome {
 	case LeaseLost, Unrecorded, Conflict, Unavailable, Rejected:
 		return slog.LevelWarn
+	case Ran:
+		if e.Err != nil { // the result was not stored
+			return slog.LevelWarn
+		}
 	case Unguarded:
 		if e.Err != nil && e.WouldSkip == 0 {
 			return slog.LevelWarn
@@ -62,6 +66,8 @@ func logMessage(e *Event) string {
 		return "jobonce: job ran but the store could not record it; a later copy may run it again"
 	case e.Outcome == Unguarded && e.WouldSkip != 0:
 		return "jobonce: shadow mode ran a job that enforcement would skip as " + e.WouldSkip.String()
+	case e.Outcome == Ran && e.Err != nil:
+		return "jobonce: job ran and was recorded without its result, too large to store; duplicates get no result"
 	case e.Outcome == Unguarded && e.Err != nil:
 		return "jobonce: store unavailable; job ran unguarded (FailOpen)"
 	}

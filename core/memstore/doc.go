@@ -6,5 +6,10 @@
 // a small map entry per distinct key ever claimed, which suits tests and
 // programs with a bounded set of keys.
 //
+// A done marker keeps a copy of its result, which each duplicate's claim
+// copies again: a core.Guard stores results of up to
+// core.Config.MaxResultSize (64 KiB by default) and records a larger one's
+// marker without it.
+//
 //	import "github.com/jobonce/jobonce/core/memstore"
 package memstore

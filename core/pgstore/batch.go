@@ -27,8 +27,12 @@ func keyOrder(n int, key func(int) string) []int {
 // Complete and Claim would, in one round trip. The statements run in key
 // order (a key's complete before its claim), so batches lock rows in one
 // global order and never deadlock each other, and share one implicit
-// transaction: if any of them fails, none holds, and every request is sent
-// again on its own.
+// transaction: if any of them fails, none holds. A claim that failed on its
+// lock wait (its key held by a transaction that has not committed) is
+// answered running, as Claim would, and the rest go again as a batch
+// without it, so a held key costs one lock wait and one round trip more,
+// not one round trip per request; after any other failure, or after
+// batchRounds round trips, every request left is sent again on its own.
 func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) ([]driver.ClaimReply, []error, []error) {
 	nc := len(completes)
 	replies := make([]driver.ClaimReply, len(claims))
@@ -54,8 +58,14 @@ func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, c
 		}
 		queued = append(queued, i)
 	}
-	if len(queued) > 0 {
-		s.sendBatch(ctx, queued, nc, completes, claims, replies, errs, settled)
+	for round := 1; len(queued) > 0 && round <= batchRounds; round++ {
+		at, err := s.sendBatch(ctx, queued, nc, completes, claims, replies, errs, settled)
+		if err == nil || at < 0 || queued[at] < nc || !lockTimedOut(err) || ctx.Err() != nil {
+			break
+		}
+		i := queued[at]
+		replies[i-nc], settled[i] = driver.ClaimReply{State: driver.StateRunning, Remaining: s.cfg.RetryAfter}, true
+		queued = slices.Delete(queued, at, at+1)
 	}
 	left := 0 // claims sent again on their own share the time left
 	for i := nc; i < len(errs); i++ {
@@ -76,12 +86,19 @@ func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, c
 	return replies, errs[nc:], errs[:nc:nc]
 }
 
+// batchRounds bounds the round trips of one Batch before the requests left
+// are sent on their own: each round after the first follows a claim
+// answered running on its lock wait.
+const batchRounds = 4
+
 // sendBatch sends the queued requests (indexes into completes, then claims
 // after nc) in one pgx batch and records what it settled. When a statement
-// fails, the implicit transaction rolled back, so nothing is settled.
+// fails, the implicit transaction rolled back, so nothing is settled, and
+// sendBatch returns the failure with the position in queued of the request
+// whose statement failed (-1 when none did: the batch as a whole).
 func (s *Store) sendBatch(ctx context.Context, queued []int, nc int, completes []driver.CompleteRequest, claims []driver.ClaimRequest,
 	replies []driver.ClaimReply, errs []error, settled []bool,
-) {
+) (int, error) {
 	claimsQueued := 0
 	for _, i := range queued {
 		if i >= nc {
@@ -98,7 +115,8 @@ func (s *Store) sendBatch(ctx context.Context, queued []int, nc int, completes [
 	}
 	br := s.pool.SendBatch(ctx, batch)
 	var failed error
-	for _, i := range queued {
+	at := -1
+	for k, i := range queued {
 		var err error
 		if i < nc {
 			var tag pgconn.CommandTag
@@ -115,7 +133,7 @@ func (s *Store) sendBatch(ctx context.Context, queued []int, nc int, completes [
 			}
 		}
 		if err != nil {
-			failed = err
+			failed, at = err, k
 			break
 		}
 	}
@@ -127,4 +145,5 @@ func (s *Store) sendBatch(ctx context.Context, queued []int, nc int, completes [
 			settled[i], errs[i] = false, nil
 		}
 	}
+	return at, failed
 }

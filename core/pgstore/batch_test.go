@@ -3,9 +3,13 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
@@ -70,4 +74,107 @@ func TestBatchSentAgainAfterItsAnswerWasLostIsRan(t *testing.T) {
 		require.Equal(t, core.Duplicate, res.Outcome)
 		require.Equal(t, []byte(job.Key), res.Value)
 	}
+}
+
+// roundTrips counts the statements a pool sends on their own and the
+// batches it sends (a pgx tracer).
+type roundTrips struct{ queries, batches atomic.Int64 }
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.queries.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.batches.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// TestBatchWithOneKeyHeldByALongTransactionAnswersTheOthersPromptly sends
+// the largest batch the group commit makes (128 requests: 8 done markers and
+// 120 claims) with one claim's key held by a transaction that does not
+// commit: the held key is answered running, every other request as it would
+// be on its own, and the whole batch in one lock wait and two round trips,
+// not one round trip per request after the lock wait.
+func TestBatchWithOneKeyHeldByALongTransactionAnswersTheOthersPromptly(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, schema := testenv.Postgres(t)
+	migratedStore(t, pool, nil)
+	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL())
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	var trips roundTrips
+	cfg.ConnConfig.Tracer = &trips
+	traced, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(traced.Close)
+	s := migratedStore(t, traced, nil)
+	mode := txOf(t, s)
+	holder, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(ctx)
+	held, err := mode.StoredKey("held")
+	require.NoError(t, err)
+	mode.Record(t, ctx, holder, "held")
+
+	const markers, claims = 8, 120
+	run := func(round string, heldAt int) time.Duration {
+		completes := make([]driver.CompleteRequest, markers)
+		for i := range completes {
+			req := claimReq(fmt.Sprintf("%s-done-%03d", round, i), time.Minute)
+			r, err := s.Claim(ctx, req)
+			require.NoError(t, err)
+			require.Equal(t, driver.StateClaimed, r.State)
+			completes[i] = driver.CompleteRequest{Key: req.Key, Token: req.Token, Result: []byte(req.Key), Retention: time.Hour, Fence: r.Fence}
+		}
+		reqs := make([]driver.ClaimRequest, claims)
+		for i := range reqs {
+			reqs[i] = claimReq(fmt.Sprintf("%s-free-%03d", round, i), time.Minute)
+		}
+		if heldAt >= 0 {
+			reqs[heldAt] = claimReq(held, time.Minute)
+		}
+		bctx, cancel := context.WithTimeout(ctx, 5*time.Second) // the Guard's StoreTimeout
+		defer cancel()
+		queries, batches := trips.queries.Load(), trips.batches.Load()
+		start := time.Now()
+		replies, claimErrs, completeErrs := s.Batch(bctx, completes, reqs)
+		took := time.Since(start)
+		require.NoError(t, bctx.Err(), "answered within its context")
+		sent := trips.batches.Load() - batches
+		require.Zero(t, trips.queries.Load()-queries, "%s: no request was sent on its own", round)
+		if heldAt < 0 {
+			require.EqualValues(t, 1, sent, "%s: one round trip", round)
+		} else {
+			require.EqualValues(t, 2, sent, "%s: one round trip more for the held key", round)
+		}
+		for i, err := range completeErrs {
+			require.NoError(t, err, "marker %d", i)
+			again, err := s.Claim(ctx, claimReq(completes[i].Key, time.Minute))
+			require.NoError(t, err)
+			require.Equal(t, driver.StateDone, again.State, "marker %d reported written is durable", i)
+			require.Equal(t, []byte(completes[i].Key), again.Result)
+		}
+		for i, err := range claimErrs {
+			require.NoError(t, err, "claim %d", i)
+			want := driver.StateClaimed
+			if i == heldAt {
+				want = driver.StateRunning
+			}
+			require.Equal(t, want, replies[i].State, "claim %d", i)
+			if want == driver.StateClaimed {
+				require.NoError(t, s.Extend(ctx, reqs[i].Key, reqs[i].Token, time.Minute), "claim %d is held", i)
+			}
+		}
+		return took
+	}
+	free := run("free", -1)
+	first := run("first", 0)
+	middle := run("middle", claims/2)
+	last := run("last", claims-1)
+	testenv.Report(t, "batch of %d markers and %d claims: %s with no key held; one held by an open transaction (LockTimeout 100ms): %s first, %s in the middle, %s last",
+		markers, claims, free.Round(time.Millisecond), first.Round(time.Millisecond), middle.Round(time.Millisecond), last.Round(time.Millisecond))
 }

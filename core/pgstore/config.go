@@ -54,8 +54,10 @@ type Config struct {
 	// that has not committed yet (its end is unknown). Defaults to 1s.
 	RetryAfter time.Duration
 
-	// PruneBatch is the most expired rows one DELETE of Prune removes.
-	// Defaults to 1000.
+	// PruneBatch is the most expired rows one DELETE of Prune removes. Prune
+	// starts at 100 (or PruneBatch, if smaller) and grows or shrinks its
+	// statements so that each holds its row locks for a fraction of
+	// LockTimeout (see Prune). Defaults to 1000.
 	PruneBatch int
 
 	// Logger receives the errors of RunPruner. Defaults to slog.Default().

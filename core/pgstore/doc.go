@@ -17,7 +17,10 @@
 // skewed clocks agree on when a lease ends.
 //
 // Keys, fingerprints and results are bytea: any bytes, NUL and invalid UTF-8
-// included. A key is also the primary key, whose index holds about 2700
+// included. Every duplicate's claim reads the stored result whole, so a
+// core.Guard stores results of up to core.Config.MaxResultSize (64 KiB by
+// default; PostgreSQL compresses and moves to its TOAST table a result over
+// about 2 KB) and writes the done row of a larger one without it. A key is also the primary key, whose index holds about 2700
 // bytes; a longer key gives an error saying so (a core.Guard stores long keys
 // hashed). Leases and retentions must be at least 1ms, as on every jobonce
 // store; anything up to the longest time.Duration is kept.
@@ -103,5 +106,9 @@
 //
 // Expired rows stay until pruned: call Prune from a periodic job of your own,
 // or run RunPruner on a goroutine that ends with its context. Pruning deletes
-// in bounded batches and never touches a live claim.
+// in bounded batches and never touches a live claim. A claim of a key whose
+// expired row Prune is deleting waits for that statement: Prune keeps each
+// one well under Config.LockTimeout (it sizes them by their duration, and
+// their commits do not wait for the disk), so such a claim is not answered
+// running.
 package pgstore

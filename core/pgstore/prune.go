@@ -7,24 +7,49 @@ import (
 	"time"
 )
 
+// pruneFirstRows is the most rows Prune's first statement deletes; later
+// statements grow towards Config.PruneBatch while they stay quick, and
+// shrink to no fewer than pruneLeastRows when they are slow.
+const pruneFirstRows, pruneLeastRows = 100, 10
+
 // Prune deletes expired rows (lapsed claims and done rows past their
-// retention), Config.PruneBatch rows per statement, until none is left, and
+// retention), one short statement after another until none is left, and
 // returns how many it deleted. It never deletes a live claim, a live done row,
 // or a row of a transaction not yet committed. It stops early with ctx's error.
+//
+// Each statement locks the rows it deletes until it commits, and a claim of
+// one of those keys waits for it (an expired row is the claim's to take
+// over once Prune is done with it). So Prune sizes its statements: the first
+// deletes at most 100 rows, and each next one twice as many while a
+// statement takes less than an eighth of Config.LockTimeout, half as many
+// (down to 10) once one takes more than a quarter, never more than
+// Config.PruneBatch. Its commits do not wait for the disk (see prune.sql). A
+// claim therefore waits a fraction of its LockTimeout behind Prune and is
+// never answered running for a key that is free.
 func (s *Store) Prune(ctx context.Context) (int, error) {
 	total := 0
+	rows := min(pruneFirstRows, s.cfg.PruneBatch)
+	quick, slow := s.cfg.LockTimeout/8, s.cfg.LockTimeout/4
 	for {
-		tag, err := s.pool.Exec(ctx, s.sql.prune, s.cfg.PruneBatch)
+		start := time.Now()
+		tag, err := s.pool.Exec(ctx, s.sql.prune, rows)
+		took := time.Since(start)
 		if err != nil {
 			return total, s.fail(ctx, err)
 		}
 		n := int(tag.RowsAffected())
 		total += n
-		if n < s.cfg.PruneBatch {
+		if n < rows {
 			return total, nil
 		}
 		if err := ctx.Err(); err != nil {
 			return total, err
+		}
+		switch {
+		case took > slow:
+			rows = max(rows/2, min(pruneLeastRows, s.cfg.PruneBatch))
+		case took < quick:
+			rows = min(rows*2, s.cfg.PruneBatch)
 		}
 	}
 }

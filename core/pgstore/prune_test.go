@@ -173,3 +173,69 @@ func TestRunPrunerStopsWithContext(t *testing.T) {
 	}
 	require.NoError(t, s.Extend(ctx, "live", live.Token, time.Minute))
 }
+
+// TestPruneNeverMakesAClaimOfAnExpiredKeyWaitPastItsLockTimeout claims
+// expired keys while Prune deletes them: a claim that meets a row Prune has
+// locked waits for Prune's statement, never for its LockTimeout, so no free
+// key is answered Running. PruneBatch is large, as a table with a backlog of
+// expired rows would be pruned.
+func TestPruneNeverMakesAClaimOfAnExpiredKeyWaitPastItsLockTimeout(t *testing.T) {
+	t.Parallel()
+	testenv.Short(t)
+	ctx := ctxT(t)
+	small, schema := testenv.Postgres(t)
+	migratedStore(t, small, nil)
+	pool := testenv.PostgresOn(t, schema, 8)
+	s := migratedStore(t, pool, &pgstore.Config{PruneBatch: 50000, LockTimeout: 25 * time.Millisecond})
+
+	const rows, workers = 150000, 6
+	_, err := pool.Exec(ctx, `INSERT INTO jobonce_keys (key, token, expires_at)
+		SELECT convert_to('free-' || i, 'UTF8'), CASE WHEN i % 2 = 0 THEN gen_random_uuid() END,
+		       clock_timestamp() - interval '1 second'
+		  FROM generate_series(0, $1::int - 1) AS i`, rows)
+	require.NoError(t, err)
+
+	var claimed, running, during atomic.Int64
+	var pruning atomic.Bool
+	pruning.Store(true)
+	pruned := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < rows; i += workers {
+				select {
+				case <-pruned:
+					return
+				default:
+				}
+				r, err := s.Claim(ctx, claimReq(fmt.Sprintf("free-%d", (i*7919)%rows), time.Minute))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if pruning.Load() {
+					during.Add(1)
+				}
+				switch r.State {
+				case driver.StateClaimed:
+					claimed.Add(1)
+				default:
+					running.Add(1)
+					t.Logf("free key answered %v, retry after %s", r.State, r.Remaining)
+				}
+			}
+		})
+	}
+	start := time.Now()
+	n, err := s.Prune(ctx)
+	took := time.Since(start)
+	pruning.Store(false)
+	close(pruned)
+	wg.Wait()
+	require.NoError(t, err)
+	testenv.Report(t, "pruned %d rows in %s; %d claims of free keys meanwhile: %d claimed, %d running",
+		n, took.Round(time.Millisecond), during.Load(), claimed.Load(), running.Load())
+	require.Positive(t, n)
+	require.Greater(t, during.Load(), int64(50), "claims ran while Prune deleted")
+	require.Zero(t, running.Load(), "a free key was answered running")
+}

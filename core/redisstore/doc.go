@@ -19,7 +19,10 @@
 // writer, as the previous release wrote them, are read too, and
 // Config.LegacyMarkers writes them, for a rolling upgrade from that release.
 // Fingerprints and results may be of any length and hold any bytes; a nil
-// result comes back nil and an empty one empty. Expiry is Redis's own, so a
+// result comes back nil and an empty one empty. Every duplicate's claim reads
+// the stored result whole, so a core.Guard stores results of up to
+// core.Config.MaxResultSize (64 KiB by default) and writes the marker of a
+// larger one without it. Expiry is Redis's own, so a
 // crashed worker's claim disappears when its lease ends. Redis keeps TTLs in
 // milliseconds: a lease or retention under 1ms is an error, and longer ones
 // are rounded up to whole milliseconds.

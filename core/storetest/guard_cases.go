@@ -29,6 +29,7 @@ func RunGuard(t *testing.T, newStore NewStore) {
 		{"PanicReleasesAndRepanics", panicReleasesAndRepanics},
 		{"RunningGetsBoundedRetryAfter", runningGetsBoundedRetryAfter},
 		{"DuplicateGetsStoredResult", duplicateGetsStoredResult},
+		{"ResultOverMaxResultSizeIsNotStored", resultOverMaxResultSizeIsNotStored},
 		{"ConflictOnOtherPayload", conflictOnOtherPayload},
 		{"HeartbeatKeepsLongJobExclusive", heartbeatKeepsLongJobExclusive},
 		{"LostHeartbeatCancelsJob", lostHeartbeatCancelsJob},
@@ -187,6 +188,96 @@ func duplicateGetsStoredResult(t *testing.T, s *suite) {
 	require.NoError(t, err)
 	require.Equal(t, core.Result{Outcome: core.Duplicate, Value: []byte("receipt-7")}, res)
 }
+
+// resultOverMaxResultSizeIsNotStored runs jobs whose results are at and
+// over Config.MaxResultSize, through Run and through Claim, Work and Finish
+// (a batch of markers), and under the default limit: a job over the limit
+// is Ran with its whole result and a nil error, its event's Err names the
+// size and the limit, it is logged at Warn, and its duplicate is a Duplicate
+// without a result; a job at the limit keeps its result.
+func resultOverMaxResultSizeIsNotStored(t *testing.T, s *suite) {
+	var mu sync.Mutex
+	events := map[string]core.Event{}
+	var warned atomic.Int32
+	observe := func(_ context.Context, e core.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if e.Outcome == core.Ran {
+			events[e.Key] = e
+		}
+	}
+	logger := slog.New(warnCounter{&warned})
+	ctx := ctx(t)
+	sized := func(n int) []byte { return []byte(strings.Repeat("r", n)) }
+	requireRan := func(g *core.Guard, key string, result []byte, stored bool) {
+		t.Helper()
+		mu.Lock()
+		e := events[key]
+		mu.Unlock()
+		require.Equal(t, core.Ran, e.Outcome, key)
+		if stored {
+			require.NoError(t, e.Err, key)
+		} else {
+			require.ErrorIs(t, e.Err, core.ErrResultTooLarge, key)
+			require.ErrorContains(t, e.Err, fmt.Sprintf("%d bytes, over Config.MaxResultSize (%d bytes)", len(result), len(result)-1), key)
+		}
+		res, err := g.Run(ctx, core.Job{Key: key}, func(context.Context) ([]byte, error) { return nil, errors.New("must not run") })
+		require.NoError(t, err, key)
+		require.Equal(t, core.Duplicate, res.Outcome, key)
+		if stored {
+			require.Equal(t, result, res.Value, "%s: the result is stored", key)
+		} else {
+			require.Nil(t, res.Value, "%s: the result is not stored", key)
+		}
+	}
+
+	g := s.guard(s.store, core.Config{MaxResultSize: 1024, Observer: observe, Logger: logger})
+	for _, c := range []struct {
+		key    string
+		size   int
+		stored bool
+	}{{"at-limit", 1024, true}, {"over-limit", 1025, false}} {
+		res, err := g.Run(ctx, core.Job{Key: c.key}, func(context.Context) ([]byte, error) { return sized(c.size), nil })
+		require.NoError(t, err, "%s: the job ran and is handled", c.key)
+		require.Equal(t, core.Result{Outcome: core.Ran, Value: sized(c.size)}, res, c.key)
+		requireRan(g, c.key, sized(c.size), c.stored)
+	}
+	require.EqualValues(t, 1, warned.Load(), "the result not stored is logged at Warn")
+
+	jobs := []core.Job{{Key: "batch-over"}, {Key: "batch-at"}, {Key: "batch-under"}}
+	sizes := []int{1025, 1024, 3}
+	claims := g.Claim(ctx, jobs...)
+	for i, c := range claims {
+		require.True(t, c.Runs(), jobs[i].Key)
+		res, err := c.Work(ctx, func(context.Context) ([]byte, error) { return sized(sizes[i]), nil })
+		require.NoError(t, err)
+		require.Equal(t, core.Result{Outcome: core.Ran, Value: sized(sizes[i])}, res)
+	}
+	require.Equal(t, []core.Outcome{core.Ran, core.Ran, core.Ran}, g.Finish(ctx, claims...))
+	for i, job := range jobs {
+		requireRan(g, job.Key, sized(sizes[i]), sizes[i] <= 1024)
+	}
+
+	byDefault := s.guard(s.store, core.Config{Observer: observe})
+	for _, c := range []struct {
+		key    string
+		size   int
+		stored bool
+	}{{"default-at", core.DefaultMaxResultSize, true}, {"default-over", core.DefaultMaxResultSize + 1, false}} {
+		res, err := byDefault.Run(ctx, core.Job{Key: c.key}, func(context.Context) ([]byte, error) { return sized(c.size), nil })
+		require.NoError(t, err, c.key)
+		require.Equal(t, core.Ran, res.Outcome, c.key)
+		requireRan(byDefault, c.key, sized(c.size), c.stored)
+	}
+}
+
+// warnCounter is a slog.Handler that counts the records at Warn and above.
+type warnCounter struct{ n *atomic.Int32 }
+
+func (w warnCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w warnCounter) Handle(context.Context, slog.Record) error    { w.n.Add(1); return nil }
+func (w warnCounter) WithAttrs([]slog.Attr) slog.Handler           { return w }
+func (w warnCounter) WithGroup(string) slog.Handler                { return w }
 
 func conflictOnOtherPayload(t *testing.T, s *suite) {
 	g := s.guard(s.store, core.Config{})

@@ -7,6 +7,12 @@
 -- skipped, and the DELETE checks expiry again on the newest version of each
 -- row it removes, so a claim that took over an expired row meanwhile is never
 -- deleted. Rows of transactions not yet committed are invisible here.
+--
+-- The rows stay locked until the statement's transaction commits, and a
+-- claim of one of those keys waits for that: the commit does not wait for
+-- its WAL to reach the disk (synchronous_commit off, for this transaction
+-- only), so the locks go as soon as the DELETE is done. A prune lost in a
+-- crash leaves expired rows behind, which the next prune deletes.
 -- Reply: the command tag with the number of rows deleted.
 DELETE FROM {table}
  WHERE key = ANY (ARRAY(
@@ -16,3 +22,4 @@ DELETE FROM {table}
          LIMIT $1
            FOR UPDATE SKIP LOCKED))
    AND expires_at <= statement_timestamp()
+   AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
