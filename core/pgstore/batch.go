@@ -26,9 +26,9 @@ func keyOrder(n int, key func(int) string) []int {
 // Batch implements driver.BatchStore: every complete, then every claim, as
 // Complete and Claim would, in one round trip. The statements run in key
 // order (a key's complete before its claim), so batches lock rows in one
-// global order and never deadlock each other, and share one implicit
-// transaction: if any of them fails, none holds, and every request is sent
-// again on its own.
+// global order and never deadlock each other, and share one READ COMMITTED
+// transaction (see send): if any of them fails, none holds, and every
+// request is sent again on its own.
 func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) ([]driver.ClaimReply, []error, []error) {
 	nc := len(completes)
 	replies := make([]driver.ClaimReply, len(claims))
@@ -78,7 +78,7 @@ func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, c
 
 // sendBatch sends the queued requests (indexes into completes, then claims
 // after nc) in one pgx batch and records what it settled. When a statement
-// fails, the implicit transaction rolled back, so nothing is settled.
+// fails, the transaction rolls back, so nothing is settled.
 func (s *Store) sendBatch(ctx context.Context, queued []int, nc int, completes []driver.CompleteRequest, claims []driver.ClaimRequest,
 	replies []driver.ClaimReply, errs []error, settled []bool,
 ) {
@@ -88,7 +88,7 @@ func (s *Store) sendBatch(ctx context.Context, queued []int, nc int, completes [
 			claimsQueued++
 		}
 	}
-	batch := &pgx.Batch{}
+	batch := newBatch()
 	for _, i := range queued {
 		if i < nc {
 			batch.Queue(s.sql.complete, s.completeArgs(&completes[i])...)
@@ -96,32 +96,29 @@ func (s *Store) sendBatch(ctx context.Context, queued []int, nc int, completes [
 			batch.Queue(s.sql.claim, s.claimArgs(ctx, &claims[i-nc], claimsQueued)...)
 		}
 	}
-	br := s.pool.SendBatch(ctx, batch)
-	var failed error
-	for _, i := range queued {
-		var err error
-		if i < nc {
-			var tag pgconn.CommandTag
-			if tag, err = br.Exec(); err == nil {
-				settled[i] = true
-				if tag.RowsAffected() == 0 {
-					errs[i] = core.ErrLeaseLost
+	failed := s.send(ctx, batch, func(br pgx.BatchResults) error {
+		for _, i := range queued {
+			var err error
+			if i < nc {
+				var tag pgconn.CommandTag
+				if tag, err = br.Exec(); err == nil {
+					settled[i] = true
+					if tag.RowsAffected() == 0 {
+						errs[i] = core.ErrLeaseLost
+					}
+				}
+			} else {
+				var rows pgx.Rows
+				if rows, err = br.Query(); err == nil {
+					replies[i-nc], settled[i], err = scanClaim(rows)
 				}
 			}
-		} else {
-			var rows pgx.Rows
-			if rows, err = br.Query(); err == nil {
-				replies[i-nc], settled[i], err = scanClaim(rows)
+			if err != nil {
+				return err
 			}
 		}
-		if err != nil {
-			failed = err
-			break
-		}
-	}
-	if err := br.Close(); failed == nil {
-		failed = err
-	}
+		return nil
+	})
 	if failed != nil {
 		for _, i := range queued {
 			settled[i], errs[i] = false, nil

@@ -19,6 +19,7 @@ type statements struct {
 	txInsert, txRecord, txState      string
 	txRelease, txRollback            string
 	txStatus                         string
+	commit                           string
 }
 
 func newStatements(cfg *Config) statements {
@@ -53,6 +54,7 @@ func newStatements(cfg *Config) statements {
 		txRelease:     load("tx_release"),
 		txRollback:    load("tx_rollback"),
 		txStatus:      load("tx_status"),
+		commit:        load("commit"),
 	}
 }
 

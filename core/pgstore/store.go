@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -154,10 +155,12 @@ func (s *Store) claim(ctx context.Context, req driver.ClaimRequest, share int) (
 	}
 	for attempt := 1; ; attempt++ {
 		reply, settled, err := s.claimOnce(ctx, req, share)
-		if err != nil {
-			if lockTimedOut(err) {
-				return driver.ClaimReply{State: driver.StateRunning, Remaining: s.cfg.RetryAfter}, nil
-			}
+		switch {
+		case lockTimedOut(err):
+			return driver.ClaimReply{State: driver.StateRunning, Remaining: s.cfg.RetryAfter}, nil
+		case lookAgain(err) && ctx.Err() == nil:
+			// Rolled back for a concurrent transaction: nothing holds; look again.
+		case err != nil:
 			return driver.ClaimReply{}, s.fail(ctx, err)
 		}
 		if settled {
@@ -194,12 +197,18 @@ func (s *Store) lockTimeoutFor(ctx context.Context, share int) string {
 
 // claimOnce runs the claim statement once. settled is false when it returned
 // no row and must run again.
-func (s *Store) claimOnce(ctx context.Context, req driver.ClaimRequest, share int) (driver.ClaimReply, bool, error) {
-	rows, err := s.pool.Query(ctx, s.sql.claim, s.claimArgs(ctx, &req, share)...)
-	if err != nil {
-		return driver.ClaimReply{}, false, err
-	}
-	return scanClaim(rows)
+func (s *Store) claimOnce(ctx context.Context, req driver.ClaimRequest, share int) (reply driver.ClaimReply, settled bool, err error) {
+	b := newBatch()
+	b.Queue(s.sql.claim, s.claimArgs(ctx, &req, share)...)
+	err = s.send(ctx, b, func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		reply, settled, err = scanClaim(rows)
+		return err
+	})
+	return reply, settled, err
 }
 
 func scanClaim(rows pgx.Rows) (driver.ClaimReply, bool, error) {
@@ -239,7 +248,7 @@ func (s *Store) Extend(ctx context.Context, key string, token driver.Token, leas
 	if err := checkDuration("Extend lease", lease); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, s.sql.extend, []byte(key), uuid(token), lease.Microseconds())
+	tag, err := s.exec(ctx, s.sql.extend, []byte(key), uuid(token), lease.Microseconds())
 	if err != nil {
 		return s.fail(ctx, err)
 	}
@@ -264,7 +273,7 @@ func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error 
 	if err := checkDuration("CompleteRequest.Retention", req.Retention); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, s.sql.complete, s.completeArgs(&req)...)
+	tag, err := s.exec(ctx, s.sql.complete, s.completeArgs(&req)...)
 	if err != nil {
 		return s.fail(ctx, err)
 	}
@@ -279,7 +288,7 @@ func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error 
 // next claim. It returns core.ErrLeaseLost when token no longer holds a live
 // claim, and never touches another token's claim or a done row.
 func (s *Store) Release(ctx context.Context, key string, token driver.Token) error {
-	tag, err := s.pool.Exec(ctx, s.sql.release, []byte(key), uuid(token))
+	tag, err := s.exec(ctx, s.sql.release, []byte(key), uuid(token))
 	if err != nil {
 		return s.fail(ctx, err)
 	}
@@ -287,4 +296,68 @@ func (s *Store) Release(ctx context.Context, key string, token driver.Token) err
 		return core.ErrLeaseLost
 	}
 	return nil
+}
+
+// readCommitted is the isolation of every transaction the store begins. Its
+// statements are written for READ COMMITTED (a row another transaction
+// commits while a statement waits for it is read as committed), so none of
+// them runs at the connection's default_transaction_isolation: under
+// REPEATABLE READ or SERIALIZABLE they would fail with serialization
+// failures where a concurrent copy has just claimed or completed the key.
+var readCommitted = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+
+// newBatch returns a batch that begins a transaction at READ COMMITTED.
+// Queue the statements to it and send it with send.
+func newBatch() *pgx.Batch {
+	b := &pgx.Batch{}
+	b.BeginTx(readCommitted)
+	return b
+}
+
+// send queues commit.sql to b, made by newBatch, and sends b in one round
+// trip; read reads the results of the statements queued in between, in
+// order. A transaction that did not commit (a statement failed, or ctx
+// ended) is rolled back, within rollbackTimeout, before its connection goes
+// back to the pool.
+func (s *Store) send(ctx context.Context, b *pgx.Batch, read func(pgx.BatchResults) error) error {
+	b.Queue(s.sql.commit)
+	br := s.pool.SendBatch(ctx, b)
+	_, err := br.Exec() // begin
+	if err == nil {
+		err = read(br)
+	}
+	if err == nil {
+		_, err = br.Exec() // commit
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	tx := br.Tx()
+	if err == nil {
+		_ = tx.Rollback(ctx) // committed: only gives the connection back
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	_ = tx.Rollback(rctx) // a connection it cannot roll back is closed
+	cancel()
+	return err
+}
+
+// exec runs one statement with args in a transaction of its own (see send)
+// and returns its command tag. A statement rolled back for a concurrent
+// transaction (a deadlock) changed nothing and runs again, at most
+// claimAttempts times in all.
+func (s *Store) exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	for attempt := 1; ; attempt++ {
+		b := newBatch()
+		b.Queue(sql, args...)
+		var tag pgconn.CommandTag
+		err := s.send(ctx, b, func(br pgx.BatchResults) (err error) {
+			tag, err = br.Exec()
+			return err
+		})
+		if err == nil || !lookAgain(err) || attempt == claimAttempts || ctx.Err() != nil {
+			return tag, err
+		}
+	}
 }
