@@ -26,9 +26,11 @@ func keyOrder(n int, key func(int) string) []int {
 // Batch implements driver.BatchStore: every complete, then every claim, as
 // Complete and Claim would, in one round trip. The statements run in key
 // order (a key's complete before its claim), so batches lock rows in one
-// global order and never deadlock each other, and share one READ COMMITTED
-// transaction (see send): if any of them fails, none holds, and every
-// request is sent again on its own.
+// global order and never deadlock each other, and share one transaction:
+// if any of them fails, none holds. A batch rolled back for a serialization
+// failure or a deadlock is sent again once in a READ COMMITTED transaction
+// (see send); if it fails again, or for any other reason, every request is
+// sent again on its own.
 func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) ([]driver.ClaimReply, []error, []error) {
 	nc := len(completes)
 	replies := make([]driver.ClaimReply, len(claims))
@@ -55,7 +57,10 @@ func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, c
 		queued = append(queued, i)
 	}
 	if len(queued) > 0 {
-		s.sendBatch(ctx, queued, nc, completes, claims, replies, errs, settled)
+		err := s.sendBatch(ctx, queued, nc, completes, claims, replies, errs, settled, false)
+		if lookAgain(err) && ctx.Err() == nil {
+			_ = s.sendBatch(ctx, queued, nc, completes, claims, replies, errs, settled, true)
+		}
 	}
 	left := 0 // claims sent again on their own share the time left
 	for i := nc; i < len(errs); i++ {
@@ -77,18 +82,20 @@ func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, c
 }
 
 // sendBatch sends the queued requests (indexes into completes, then claims
-// after nc) in one pgx batch and records what it settled. When a statement
-// fails, the transaction rolls back, so nothing is settled.
+// after nc) in one pgx batch, in a READ COMMITTED transaction when
+// inReadCommitted (see send), and records what it settled. When a statement
+// fails, the transaction rolls back, so nothing is settled, and sendBatch
+// returns the statement's error.
 func (s *Store) sendBatch(ctx context.Context, queued []int, nc int, completes []driver.CompleteRequest, claims []driver.ClaimRequest,
-	replies []driver.ClaimReply, errs []error, settled []bool,
-) {
+	replies []driver.ClaimReply, errs []error, settled []bool, inReadCommitted bool,
+) error {
 	claimsQueued := 0
 	for _, i := range queued {
 		if i >= nc {
 			claimsQueued++
 		}
 	}
-	batch := newBatch()
+	batch := newBatch(inReadCommitted)
 	for _, i := range queued {
 		if i < nc {
 			batch.Queue(s.sql.complete, s.completeArgs(&completes[i])...)
@@ -96,7 +103,7 @@ func (s *Store) sendBatch(ctx context.Context, queued []int, nc int, completes [
 			batch.Queue(s.sql.claim, s.claimArgs(ctx, &claims[i-nc], claimsQueued)...)
 		}
 	}
-	failed := s.send(ctx, batch, func(br pgx.BatchResults) error {
+	failed := s.send(ctx, batch, inReadCommitted, func(br pgx.BatchResults) error {
 		for _, i := range queued {
 			var err error
 			if i < nc {
@@ -124,4 +131,5 @@ func (s *Store) sendBatch(ctx context.Context, queued []int, nc int, completes [
 			settled[i], errs[i] = false, nil
 		}
 	}
+	return failed
 }

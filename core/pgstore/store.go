@@ -153,13 +153,18 @@ func (s *Store) claim(ctx context.Context, req driver.ClaimRequest, share int) (
 	if err := checkDuration("ClaimRequest.Lease", req.Lease); err != nil {
 		return driver.ClaimReply{}, err
 	}
+	inReadCommitted := false
 	for attempt := 1; ; attempt++ {
-		reply, settled, err := s.claimOnce(ctx, req, share)
+		reply, settled, err := s.claimOnce(ctx, req, share, inReadCommitted)
 		switch {
 		case lockTimedOut(err):
 			return driver.ClaimReply{State: driver.StateRunning, Remaining: s.cfg.RetryAfter}, nil
 		case lookAgain(err) && ctx.Err() == nil:
-			// Rolled back for a concurrent transaction: nothing holds; look again.
+			// Rolled back for a concurrent transaction (the connection's
+			// default isolation is stricter, or a deadlock): nothing holds;
+			// look again at READ COMMITTED. A row it read before its commit
+			// failed (SERIALIZABLE checks at commit) does not hold either.
+			inReadCommitted, settled = true, false
 		case err != nil:
 			return driver.ClaimReply{}, s.fail(ctx, err)
 		}
@@ -195,12 +200,26 @@ func (s *Store) lockTimeoutFor(ctx context.Context, share int) string {
 	return strconv.FormatInt(max(ceilMillis(bound), 1), 10) + "ms"
 }
 
-// claimOnce runs the claim statement once. settled is false when it returned
-// no row and must run again.
-func (s *Store) claimOnce(ctx context.Context, req driver.ClaimRequest, share int) (reply driver.ClaimReply, settled bool, err error) {
-	b := newBatch()
-	b.Queue(s.sql.claim, s.claimArgs(ctx, &req, share)...)
-	err = s.send(ctx, b, func(br pgx.BatchResults) error {
+// claimOnce runs the claim statement once, in a READ COMMITTED transaction
+// of its own when inReadCommitted (see send). settled is false when it
+// returned no row and must run again.
+func (s *Store) claimOnce(ctx context.Context, req driver.ClaimRequest, share int, inReadCommitted bool) (driver.ClaimReply, bool, error) {
+	if inReadCommitted {
+		return s.claimInReadCommitted(ctx, &req, share)
+	}
+	rows, err := s.pool.Query(ctx, s.sql.claim, s.claimArgs(ctx, &req, share)...)
+	if err != nil {
+		return driver.ClaimReply{}, false, err
+	}
+	return scanClaim(rows)
+}
+
+// claimInReadCommitted runs the claim statement once in a READ COMMITTED
+// transaction of its own (see send).
+func (s *Store) claimInReadCommitted(ctx context.Context, req *driver.ClaimRequest, share int) (reply driver.ClaimReply, settled bool, err error) {
+	b := newBatch(true)
+	b.Queue(s.sql.claim, s.claimArgs(ctx, req, share)...)
+	err = s.send(ctx, b, true, func(br pgx.BatchResults) error {
 		rows, err := br.Query()
 		if err != nil {
 			return err
@@ -298,28 +317,42 @@ func (s *Store) Release(ctx context.Context, key string, token driver.Token) err
 	return nil
 }
 
-// readCommitted is the isolation of every transaction the store begins. Its
-// statements are written for READ COMMITTED (a row another transaction
-// commits while a statement waits for it is read as committed), so none of
-// them runs at the connection's default_transaction_isolation: under
-// REPEATABLE READ or SERIALIZABLE they would fail with serialization
-// failures where a concurrent copy has just claimed or completed the key.
+// readCommitted is the isolation the store's statements are written for:
+// a row another transaction commits while a statement waits for it is read
+// as committed. At REPEATABLE READ or SERIALIZABLE, the level a role's
+// default_transaction_isolation may set, such a statement fails to
+// serialize instead (SQLSTATE 40001): nothing it did holds, and it runs
+// again in a transaction that begins at READ COMMITTED (see send). A
+// statement that does not fail behaves the same at every level, and costs
+// no more than one statement does.
 var readCommitted = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
 
-// newBatch returns a batch that begins a transaction at READ COMMITTED.
-// Queue the statements to it and send it with send.
-func newBatch() *pgx.Batch {
+// newBatch returns a batch for send, which begins a transaction at READ
+// COMMITTED when inReadCommitted. Queue the statements to it.
+func newBatch(inReadCommitted bool) *pgx.Batch {
 	b := &pgx.Batch{}
-	b.BeginTx(readCommitted)
+	if inReadCommitted {
+		b.BeginTx(readCommitted)
+	}
 	return b
 }
 
-// send queues commit.sql to b, made by newBatch, and sends b in one round
-// trip; read reads the results of the statements queued in between, in
-// order. A transaction that did not commit (a statement failed, or ctx
+// send sends b, made by newBatch(inReadCommitted), in one round trip; read
+// reads the results of the statements queued to it, in order. Without
+// inReadCommitted they run in the implicit transaction of a batch, at the
+// connection's default isolation. With it, send queues commit.sql after
+// them, and a transaction that did not commit (a statement failed, or ctx
 // ended) is rolled back, within rollbackTimeout, before its connection goes
 // back to the pool.
-func (s *Store) send(ctx context.Context, b *pgx.Batch, read func(pgx.BatchResults) error) error {
+func (s *Store) send(ctx context.Context, b *pgx.Batch, inReadCommitted bool, read func(pgx.BatchResults) error) error {
+	if !inReadCommitted {
+		br := s.pool.SendBatch(ctx, b)
+		err := read(br)
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
 	b.Queue(s.sql.commit)
 	br := s.pool.SendBatch(ctx, b)
 	_, err := br.Exec() // begin
@@ -343,21 +376,26 @@ func (s *Store) send(ctx context.Context, b *pgx.Batch, read func(pgx.BatchResul
 	return err
 }
 
-// exec runs one statement with args in a transaction of its own (see send)
-// and returns its command tag. A statement rolled back for a concurrent
-// transaction (a deadlock) changed nothing and runs again, at most
-// claimAttempts times in all.
+// exec runs one statement with args and returns its command tag. A
+// statement rolled back for a concurrent transaction (a serialization
+// failure, a deadlock) changed nothing and runs again in a READ COMMITTED
+// transaction of its own, at most claimAttempts times in all.
 func (s *Store) exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	for attempt := 1; ; attempt++ {
-		b := newBatch()
-		b.Queue(sql, args...)
-		var tag pgconn.CommandTag
-		err := s.send(ctx, b, func(br pgx.BatchResults) (err error) {
-			tag, err = br.Exec()
-			return err
-		})
-		if err == nil || !lookAgain(err) || attempt == claimAttempts || ctx.Err() != nil {
-			return tag, err
-		}
+	tag, err := s.pool.Exec(ctx, sql, args...)
+	for attempt := 2; lookAgain(err) && attempt <= claimAttempts && ctx.Err() == nil; attempt++ {
+		tag, err = s.execInReadCommitted(ctx, sql, args)
 	}
+	return tag, err
+}
+
+// execInReadCommitted runs one statement with args in a READ COMMITTED
+// transaction of its own (see send) and returns its command tag.
+func (s *Store) execInReadCommitted(ctx context.Context, sql string, args []any) (tag pgconn.CommandTag, err error) {
+	b := newBatch(true)
+	b.Queue(sql, args...)
+	err = s.send(ctx, b, true, func(br pgx.BatchResults) (err error) {
+		tag, err = br.Exec()
+		return err
+	})
+	return tag, err
 }
