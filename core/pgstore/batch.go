@@ -26,13 +26,15 @@ func keyOrder(n int, key func(int) string) []int {
 // Batch implements driver.BatchStore: every complete, then every claim, as
 // Complete and Claim would, in one round trip. The statements run in key
 // order (a key's complete before its claim), so batches lock rows in one
-// global order and never deadlock each other, and share one implicit
-// transaction: if any of them fails, none holds. A claim that failed on its
-// lock wait (its key held by a transaction that has not committed) is
-// answered running, as Claim would, and the rest go again as a batch
-// without it, so a held key costs one lock wait and one round trip more,
-// not one round trip per request; after any other failure, or after
-// batchRounds round trips, every request left is sent again on its own.
+// global order and never deadlock each other, and share one transaction:
+// if any of them fails, none holds. A batch rolled back for a serialization
+// failure or a deadlock is sent again at once in a READ COMMITTED
+// transaction (see send). A claim that failed on its lock wait (its key held
+// by a transaction that has not committed) is answered running, as Claim
+// would, and the rest go again as a batch without it, so a held key costs one
+// lock wait and one round trip more, not one round trip per request; after
+// any other failure, or after batchRounds round trips, every request left is
+// sent again on its own.
 func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) ([]driver.ClaimReply, []error, []error) {
 	nc := len(completes)
 	replies := make([]driver.ClaimReply, len(claims))
@@ -59,7 +61,10 @@ func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, c
 		queued = append(queued, i)
 	}
 	for round := 1; len(queued) > 0 && round <= batchRounds; round++ {
-		at, err := s.sendBatch(ctx, queued, nc, completes, claims, replies, errs, settled)
+		at, err := s.sendBatch(ctx, queued, nc, completes, claims, replies, errs, settled, false)
+		if lookAgain(err) && ctx.Err() == nil {
+			at, err = s.sendBatch(ctx, queued, nc, completes, claims, replies, errs, settled, true)
+		}
 		if err == nil || at < 0 || queued[at] < nc || !lockTimedOut(err) || ctx.Err() != nil {
 			break
 		}
@@ -92,12 +97,13 @@ func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, c
 const batchRounds = 4
 
 // sendBatch sends the queued requests (indexes into completes, then claims
-// after nc) in one pgx batch and records what it settled. When a statement
-// fails, the implicit transaction rolled back, so nothing is settled, and
-// sendBatch returns the failure with the position in queued of the request
-// whose statement failed (-1 when none did: the batch as a whole).
+// after nc) in one pgx batch, in a READ COMMITTED transaction when
+// inReadCommitted (see send), and records what it settled. When a statement
+// fails, the transaction rolls back, so nothing is settled, and sendBatch
+// returns the failure with the position in queued of the request whose
+// statement failed (-1 when none did: the batch as a whole).
 func (s *Store) sendBatch(ctx context.Context, queued []int, nc int, completes []driver.CompleteRequest, claims []driver.ClaimRequest,
-	replies []driver.ClaimReply, errs []error, settled []bool,
+	replies []driver.ClaimReply, errs []error, settled []bool, inReadCommitted bool,
 ) (int, error) {
 	claimsQueued := 0
 	for _, i := range queued {
@@ -105,7 +111,7 @@ func (s *Store) sendBatch(ctx context.Context, queued []int, nc int, completes [
 			claimsQueued++
 		}
 	}
-	batch := &pgx.Batch{}
+	batch := newBatch(inReadCommitted)
 	for _, i := range queued {
 		if i < nc {
 			batch.Queue(s.sql.complete, s.completeArgs(&completes[i])...)
@@ -113,33 +119,31 @@ func (s *Store) sendBatch(ctx context.Context, queued []int, nc int, completes [
 			batch.Queue(s.sql.claim, s.claimArgs(ctx, &claims[i-nc], claimsQueued)...)
 		}
 	}
-	br := s.pool.SendBatch(ctx, batch)
-	var failed error
 	at := -1
-	for k, i := range queued {
-		var err error
-		if i < nc {
-			var tag pgconn.CommandTag
-			if tag, err = br.Exec(); err == nil {
-				settled[i] = true
-				if tag.RowsAffected() == 0 {
-					errs[i] = core.ErrLeaseLost
+	failed := s.send(ctx, batch, inReadCommitted, func(br pgx.BatchResults) error {
+		for k, i := range queued {
+			var err error
+			if i < nc {
+				var tag pgconn.CommandTag
+				if tag, err = br.Exec(); err == nil {
+					settled[i] = true
+					if tag.RowsAffected() == 0 {
+						errs[i] = core.ErrLeaseLost
+					}
+				}
+			} else {
+				var rows pgx.Rows
+				if rows, err = br.Query(); err == nil {
+					replies[i-nc], settled[i], err = scanClaim(rows)
 				}
 			}
-		} else {
-			var rows pgx.Rows
-			if rows, err = br.Query(); err == nil {
-				replies[i-nc], settled[i], err = scanClaim(rows)
+			if err != nil {
+				at = k
+				return err
 			}
 		}
-		if err != nil {
-			failed, at = err, k
-			break
-		}
-	}
-	if err := br.Close(); failed == nil {
-		failed = err
-	}
+		return nil
+	})
 	if failed != nil {
 		for _, i := range queued {
 			settled[i], errs[i] = false, nil

@@ -17,9 +17,18 @@ import (
 
 // TestChaos runs the randomized fault test through a proxy that the test
 // cuts now and then, on top of the faults the Chaos store injects, among
-// them the server's own error answers (out_of_memory).
+// them the server's own error answers (out_of_memory), on connections that
+// default to each isolation level.
 func TestChaos(t *testing.T) {
 	testenv.Short(t)
+	for _, level := range isolationDefaults {
+		t.Run(level, func(t *testing.T) { chaos(t, level, 400*time.Millisecond) })
+	}
+}
+
+// chaos runs the randomized fault test for d on connections whose
+// default_transaction_isolation is level.
+func chaos(t *testing.T, level string, d time.Duration) {
 	direct, schema := testenv.Postgres(t)
 	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL())
 	require.NoError(t, err)
@@ -34,6 +43,7 @@ func TestChaos(t *testing.T) {
 	cfg.ConnConfig.Fallbacks = nil
 	cfg.ConnConfig.ConnectTimeout = 500 * time.Millisecond
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = level
 	cfg.MaxConns = 16
 	viaProxy, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
@@ -42,7 +52,7 @@ func TestChaos(t *testing.T) {
 	storetest.RunChaos(t, storetest.ChaosOptions{
 		Store:    migratedStore(t, viaProxy, nil),
 		Verify:   migratedStore(t, direct, nil),
-		Duration: 750 * time.Millisecond,
+		Duration: d,
 		Cut:      flaky.Cut,
 		Restore:  flaky.Restore,
 		Refusal: func() error {

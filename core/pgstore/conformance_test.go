@@ -14,15 +14,20 @@ import (
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
-// TestConformance runs the store conformance suite. Its cases share one
-// schema and table (each case uses keys of its own), so the suite does not
-// open a pool per case.
+// TestConformance runs the store conformance suite on connections that
+// default to each isolation level. Its cases share one schema and table
+// (each case uses keys of its own), so the suite does not open a pool per
+// case.
 func TestConformance(t *testing.T) {
 	testenv.Short(t)
-	pool, schema := testenv.Postgres(t)
-	migratedStore(t, pool, nil)
-	s := migratedStore(t, testenv.PostgresOn(t, schema, 16), nil)
-	storetest.Run(t, func(*testing.T) driver.Store { return s })
+	for _, level := range isolationDefaults {
+		t.Run(level, func(t *testing.T) {
+			pool, schema := testenv.Postgres(t)
+			migratedStore(t, pool, nil)
+			s := migratedStore(t, isolationPool(t, schema, level, 16), nil)
+			storetest.Run(t, func(*testing.T) driver.Store { return s })
+		})
+	}
 }
 
 // TestConformanceWithoutPreparedStatements runs the suite, and the transactional mode, on pools

@@ -23,6 +23,8 @@ const (
 	codeUndefinedColumn  = "42703"
 	codeLockNotAvailable = "55P03"
 	codeLimitExceeded    = "54000" // for a key: longer than the index can hold
+	codeSerialization    = "40001" // serialization_failure
+	codeDeadlock         = "40P01" // deadlock_detected
 )
 
 // sqlState returns err's SQLSTATE, or "" when err is not a server error.
@@ -62,3 +64,11 @@ func (s *Store) fail(ctx context.Context, err error) error {
 
 // lockTimedOut reports whether err is a lock_timeout expiry.
 func lockTimedOut(err error) bool { return sqlState(err) == codeLockNotAvailable }
+
+// lookAgain reports whether err says the statement's transaction was rolled
+// back because of a concurrent one (a serialization failure or a deadlock):
+// nothing it did holds, and running it again reads the key as it is now.
+func lookAgain(err error) bool {
+	code := sqlState(err)
+	return code == codeSerialization || code == codeDeadlock
+}

@@ -114,3 +114,19 @@ func (m txMode) Record(t testing.TB, ctx context.Context, tx pgx.Tx, key string)
 func (m txMode) StoredKey(key string) (string, error) { return m.g.StoredKey(key) }
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunExamples(m, testenv.NeedPostgres)) }
+
+// isolationDefaults are the values of default_transaction_isolation the
+// store is tested under: whatever a role's default, it behaves the same.
+var isolationDefaults = []string{"read committed", "repeatable read", "serializable"}
+
+// isolationPool returns a pool on schema whose connections default to
+// transactions at level (set for its sessions only), with up to maxConns
+// connections.
+func isolationPool(t testing.TB, schema, level string, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	pool := testenv.PostgresOn(t, schema, maxConns, "default_transaction_isolation", level)
+	var got string
+	require.NoError(t, pool.QueryRow(context.Background(), "SHOW default_transaction_isolation").Scan(&got))
+	require.Equal(t, level, got)
+	return pool
+}

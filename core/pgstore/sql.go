@@ -20,6 +20,7 @@ type statements struct {
 	txInsert, txRecord, txState      string
 	txRelease, txRollback            string
 	txStatus, txEnd                  string
+	commit                           string
 }
 
 // migrations holds the migration's statements (sql/migrate_*.sql).
@@ -69,6 +70,7 @@ func newStatements(cfg *Config) statements {
 		txRollback:    load("tx_rollback"),
 		txStatus:      load("tx_status"),
 		txEnd:         load("tx_end"),
+		commit:        load("commit"),
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -111,12 +112,19 @@ func (s *Store) claim(ctx context.Context, req driver.ClaimRequest, share int) (
 	if err := checkDuration("ClaimRequest.Lease", req.Lease); err != nil {
 		return driver.ClaimReply{}, err
 	}
+	inReadCommitted := false
 	for attempt := 1; ; attempt++ {
-		reply, settled, err := s.claimOnce(ctx, req, share)
-		if err != nil {
-			if lockTimedOut(err) {
-				return driver.ClaimReply{State: driver.StateRunning, Remaining: s.cfg.RetryAfter}, nil
-			}
+		reply, settled, err := s.claimOnce(ctx, req, share, inReadCommitted)
+		switch {
+		case lockTimedOut(err):
+			return driver.ClaimReply{State: driver.StateRunning, Remaining: s.cfg.RetryAfter}, nil
+		case lookAgain(err) && ctx.Err() == nil:
+			// Rolled back for a concurrent transaction (the connection's
+			// default isolation is stricter, or a deadlock): nothing holds;
+			// look again at READ COMMITTED. A row it read before its commit
+			// failed (SERIALIZABLE checks at commit) does not hold either.
+			inReadCommitted, settled = true, false
+		case err != nil:
 			return driver.ClaimReply{}, s.fail(ctx, err)
 		}
 		if settled {
@@ -151,14 +159,34 @@ func (s *Store) lockTimeoutFor(ctx context.Context, share int) string {
 	return strconv.FormatInt(max(ceilMillis(bound), 1), 10) + "ms"
 }
 
-// claimOnce runs the claim statement once. settled is false when it returned
-// no row and must run again.
-func (s *Store) claimOnce(ctx context.Context, req driver.ClaimRequest, share int) (driver.ClaimReply, bool, error) {
+// claimOnce runs the claim statement once, in a READ COMMITTED transaction
+// of its own when inReadCommitted (see send). settled is false when it
+// returned no row and must run again.
+func (s *Store) claimOnce(ctx context.Context, req driver.ClaimRequest, share int, inReadCommitted bool) (driver.ClaimReply, bool, error) {
+	if inReadCommitted {
+		return s.claimInReadCommitted(ctx, &req, share)
+	}
 	rows, err := s.pool.Query(ctx, s.sql.claim, s.claimArgs(ctx, &req, share)...)
 	if err != nil {
 		return driver.ClaimReply{}, false, err
 	}
 	return scanClaim(rows)
+}
+
+// claimInReadCommitted runs the claim statement once in a READ COMMITTED
+// transaction of its own (see send).
+func (s *Store) claimInReadCommitted(ctx context.Context, req *driver.ClaimRequest, share int) (reply driver.ClaimReply, settled bool, err error) {
+	b := newBatch(true)
+	b.Queue(s.sql.claim, s.claimArgs(ctx, req, share)...)
+	err = s.send(ctx, b, true, func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		reply, settled, err = scanClaim(rows)
+		return err
+	})
+	return reply, settled, err
 }
 
 func scanClaim(rows pgx.Rows) (driver.ClaimReply, bool, error) {
@@ -198,7 +226,7 @@ func (s *Store) Extend(ctx context.Context, key string, token driver.Token, leas
 	if err := checkDuration("Extend lease", lease); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, s.sql.extend, []byte(key), uuid(token), lease.Microseconds())
+	tag, err := s.exec(ctx, s.sql.extend, []byte(key), uuid(token), lease.Microseconds())
 	if err != nil {
 		return s.fail(ctx, err)
 	}
@@ -223,7 +251,7 @@ func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error 
 	if err := checkDuration("CompleteRequest.Retention", req.Retention); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, s.sql.complete, s.completeArgs(&req)...)
+	tag, err := s.exec(ctx, s.sql.complete, s.completeArgs(&req)...)
 	if err != nil {
 		return s.fail(ctx, err)
 	}
@@ -238,7 +266,7 @@ func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error 
 // next claim. It returns core.ErrLeaseLost when token no longer holds a live
 // claim, and never touches another token's claim or a done row.
 func (s *Store) Release(ctx context.Context, key string, token driver.Token) error {
-	tag, err := s.pool.Exec(ctx, s.sql.release, []byte(key), uuid(token))
+	tag, err := s.exec(ctx, s.sql.release, []byte(key), uuid(token))
 	if err != nil {
 		return s.fail(ctx, err)
 	}
@@ -246,4 +274,87 @@ func (s *Store) Release(ctx context.Context, key string, token driver.Token) err
 		return core.ErrLeaseLost
 	}
 	return nil
+}
+
+// readCommitted is the isolation the store's statements are written for:
+// a row another transaction commits while a statement waits for it is read
+// as committed. At REPEATABLE READ or SERIALIZABLE, the level a role's
+// default_transaction_isolation may set, such a statement fails to
+// serialize instead (SQLSTATE 40001): nothing it did holds, and it runs
+// again in a transaction that begins at READ COMMITTED (see send). A
+// statement that does not fail behaves the same at every level, and costs
+// no more than one statement does.
+var readCommitted = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+
+// newBatch returns a batch for send, which begins a transaction at READ
+// COMMITTED when inReadCommitted. Queue the statements to it.
+func newBatch(inReadCommitted bool) *pgx.Batch {
+	b := &pgx.Batch{}
+	if inReadCommitted {
+		b.BeginTx(readCommitted)
+	}
+	return b
+}
+
+// send sends b, made by newBatch(inReadCommitted), in one round trip; read
+// reads the results of the statements queued to it, in order. Without
+// inReadCommitted they run in the implicit transaction of a batch, at the
+// connection's default isolation. With it, send queues commit.sql after
+// them, and a transaction that did not commit (a statement failed, or ctx
+// ended) is rolled back, within rollbackTimeout, before its connection goes
+// back to the pool.
+func (s *Store) send(ctx context.Context, b *pgx.Batch, inReadCommitted bool, read func(pgx.BatchResults) error) error {
+	if !inReadCommitted {
+		br := s.pool.SendBatch(ctx, b)
+		err := read(br)
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	b.Queue(s.sql.commit)
+	br := s.pool.SendBatch(ctx, b)
+	_, err := br.Exec() // begin
+	if err == nil {
+		err = read(br)
+	}
+	if err == nil {
+		_, err = br.Exec() // commit
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	tx := br.Tx()
+	if err == nil {
+		_ = tx.Rollback(ctx) // committed: only gives the connection back
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	_ = tx.Rollback(rctx) // a connection it cannot roll back is closed
+	cancel()
+	return err
+}
+
+// exec runs one statement with args and returns its command tag. A
+// statement rolled back for a concurrent transaction (a serialization
+// failure, a deadlock) changed nothing and runs again in a READ COMMITTED
+// transaction of its own, at most claimAttempts times in all.
+func (s *Store) exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	tag, err := s.pool.Exec(ctx, sql, args...)
+	for attempt := 2; lookAgain(err) && attempt <= claimAttempts && ctx.Err() == nil; attempt++ {
+		tag, err = s.execInReadCommitted(ctx, sql, args)
+	}
+	return tag, err
+}
+
+// execInReadCommitted runs one statement with args in a READ COMMITTED
+// transaction of its own (see send) and returns its command tag.
+func (s *Store) execInReadCommitted(ctx context.Context, sql string, args []any) (tag pgconn.CommandTag, err error) {
+	b := newBatch(true)
+	b.Queue(sql, args...)
+	err = s.send(ctx, b, true, func(br pgx.BatchResults) (err error) {
+		tag, err = br.Exec()
+		return err
+	})
+	return tag, err
 }

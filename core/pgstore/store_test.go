@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -257,6 +258,107 @@ func TestClaimRaceOneWinner(t *testing.T) {
 			}
 		}
 		require.Equal(t, 1, won, "round %d", round)
+	}
+}
+
+// TestClaimsAreAnsweredAlikeUnderEveryIsolationDefault: concurrent claims
+// of a key, alone and in batches, on connections that default to each
+// isolation level, are answered without an error, with one winner, and
+// see the key done once its claim completes.
+func TestClaimsAreAnsweredAlikeUnderEveryIsolationDefault(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, schema := testenv.Postgres(t)
+	migratedStore(t, pool, nil)
+	for _, level := range isolationDefaults {
+		s := migratedStore(t, isolationPool(t, schema, level, 16), nil)
+		for round := range 20 {
+			key := fmt.Sprintf("%s-%d", level, round)
+			var mu sync.Mutex
+			var won []driver.ClaimRequest
+			var wg sync.WaitGroup
+			claim := func(i int) {
+				req := claimReq(key, time.Minute)
+				var r driver.ClaimReply
+				var err error
+				if i%2 == 0 {
+					r, err = s.Claim(ctx, req)
+				} else {
+					replies, errs := storetest.ClaimBatch(ctx, s, []driver.ClaimRequest{req, claimReq(key+"-other", time.Minute)})
+					r, err = replies[0], errs[0]
+				}
+				require.NoError(t, err, "%s: a claim of a key another copy claims or completes", level)
+				if r.State == driver.StateClaimed {
+					mu.Lock()
+					won = append(won, req)
+					mu.Unlock()
+					require.NoError(t, s.Complete(ctx, driver.CompleteRequest{Key: key, Token: req.Token, Retention: time.Hour, Fence: r.Fence}))
+				}
+			}
+			for i := range 16 {
+				wg.Go(func() { claim(i) })
+			}
+			wg.Wait()
+			require.Len(t, won, 1, "%s round %d", level, round)
+			r, err := s.Claim(ctx, claimReq(key, time.Minute))
+			require.NoError(t, err)
+			require.Equal(t, driver.StateDone, r.State)
+		}
+	}
+}
+
+// TestGuardRunsEachKeyOnceUnderEveryIsolationDefault: 100 keys, each
+// delivered to 4 concurrent copies that are delivered again while they get
+// Running, on connections that default to each isolation level, with and
+// without FailOpen: every key runs once and its other copies are
+// duplicates; none is unavailable or unguarded.
+func TestGuardRunsEachKeyOnceUnderEveryIsolationDefault(t *testing.T) {
+	t.Parallel()
+	pool, schema := testenv.Postgres(t)
+	migratedStore(t, pool, nil)
+	for _, level := range isolationDefaults {
+		s := migratedStore(t, isolationPool(t, schema, level, 16), nil)
+		for _, failOpen := range []bool{false, true} {
+			ctx := ctxT(t)
+			g, err := core.New(s, &core.Config{FailOpen: failOpen, KeyPrefix: fmt.Sprintf("%s:%v:", level, failOpen)})
+			require.NoError(t, err)
+			const keys, copies, deliveries = 100, 4, 200
+			var effects [keys]atomic.Int32
+			var outcomes [core.Canceled + 1]atomic.Int32
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for k := range keys {
+				for range copies {
+					wg.Go(func() {
+						<-start
+						for range deliveries {
+							out, _ := g.Do(ctx, fmt.Sprint("key-", k), func(context.Context) error {
+								effects[k].Add(1)
+								return nil
+							})
+							outcomes[out].Add(1)
+							if out != core.Running {
+								return
+							}
+						}
+					})
+				}
+			}
+			close(start)
+			wg.Wait()
+			var counts []string
+			for out := range outcomes {
+				if n := outcomes[out].Load(); n > 0 {
+					counts = append(counts, fmt.Sprintf("%s %d", core.Outcome(out), n))
+				}
+			}
+			t.Logf("%s, FailOpen %v: %s", level, failOpen, strings.Join(counts, ", "))
+			for k := range effects {
+				require.EqualValues(t, 1, effects[k].Load(), "%s, FailOpen %v: effects of key-%d", level, failOpen, k)
+			}
+			require.EqualValues(t, keys, outcomes[core.Ran].Load(), "%s, FailOpen %v: %v", level, failOpen, counts)
+			require.EqualValues(t, keys*(copies-1), outcomes[core.Duplicate].Load(), "%s, FailOpen %v: %v", level, failOpen, counts)
+		}
 	}
 }
 

@@ -28,9 +28,11 @@ const rollbackTimeout = 5 * time.Second
 // the database clock. A recorded key's fence comes from the database clock
 // too, and is greater than the fence of the expired row (a lapsed claim, an
 // old record) it replaces.
-// Use READ COMMITTED (PostgreSQL's default): under REPEATABLE READ a copy
-// that finds the key committed after its snapshot gets a serialization
-// failure (an error) instead of StateDone.
+// tx should be READ COMMITTED, as BeginTx begins it: in a REPEATABLE READ
+// or SERIALIZABLE transaction, a key another transaction recorded after
+// tx's snapshot cannot be read as done, so it is reported running (its
+// serialization failure, like a deadlock, undone to the savepoint) and
+// only a new transaction finds it done.
 func (s *Store) RecordTx(ctx context.Context, tx pgx.Tx, req driver.RecordRequest) (driver.ClaimReply, error) {
 	if tx == nil {
 		return driver.ClaimReply{}, errors.New("jobonce: pgstore: RecordTx: tx is nil")
@@ -54,7 +56,7 @@ func (s *Store) RecordTx(ctx context.Context, tx pgx.Tx, req driver.RecordReques
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 			_, rerr := tx.Exec(rctx, s.sql.txRollback)
 			cancel()
-			if lockTimedOut(err) && rerr == nil {
+			if (lockTimedOut(err) || lookAgain(err)) && rerr == nil {
 				return driver.ClaimReply{State: driver.StateRunning, Remaining: s.cfg.RetryAfter}, nil
 			}
 			return driver.ClaimReply{}, errors.Join(s.fail(ctx, err), rerr)
@@ -76,9 +78,17 @@ func (s *Store) RecordTx(ctx context.Context, tx pgx.Tx, req driver.RecordReques
 	}
 }
 
-// BeginTx implements driver.TxStore: it begins a transaction on the
-// Store's pool.
-func (s *Store) BeginTx(ctx context.Context) (pgx.Tx, error) { return s.pool.Begin(ctx) }
+// BeginTx implements driver.TxStore: it begins a READ COMMITTED
+// transaction on the Store's pool, whatever the connection's
+// default_transaction_isolation, so that a copy waiting for another
+// copy's record reads it as done once it commits (at REPEATABLE READ it
+// would fail to serialize). The job's own statements run in it at READ
+// COMMITTED too: an effect that must not act on rows changed since it read
+// them locks them (SELECT ... FOR UPDATE) or checks them in its UPDATE's
+// WHERE clause, as at PostgreSQL's default level.
+func (s *Store) BeginTx(ctx context.Context) (pgx.Tx, error) {
+	return s.pool.BeginTx(ctx, readCommitted)
+}
 
 // readBackTimeout bounds how long CommitTx, after a commit that failed
 // without an answer, takes to find out whether the transaction committed:

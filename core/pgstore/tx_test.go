@@ -764,3 +764,98 @@ func TestCommitLostInAPartitionSaysWhenItsBackendMayNotBeEnded(t *testing.T) {
 	require.ErrorContains(t, err, "idle_in_transaction_session_timeout")
 	t.Log(err)
 }
+
+// TestDoTxCopyWaitingForACommitIsDuplicateUnderEveryIsolationDefault: on
+// connections that default to each isolation level, a copy whose record
+// waits for the first copy's uncommitted record is a Duplicate once that
+// commits, not Unavailable, and the effect happens once.
+func TestDoTxCopyWaitingForACommitIsDuplicateUnderEveryIsolationDefault(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, schema := testenv.Postgres(t)
+	migratedStore(t, pool, nil)
+	effects(t, pool)
+	for _, level := range isolationDefaults {
+		s := migratedStore(t, isolationPool(t, schema, level, 4), &pgstore.Config{LockTimeout: time.Minute})
+		mode := txOf(t, s)
+		key := "order-" + level
+		pids := make(chan int, 1)
+		commit := make(chan struct{})
+		first := make(chan error, 1)
+		go func() {
+			out, err := mode.Do(ctx, key, func(ctx context.Context, tx pgx.Tx) error {
+				var pid int
+				if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+					return err
+				}
+				pids <- pid
+				<-commit
+				return insertEffect(key)(ctx, tx)
+			})
+			if err == nil && out != core.Ran {
+				err = fmt.Errorf("first copy: %s", out)
+			}
+			first <- err
+		}()
+		pid := <-pids
+		second := make(chan core.Outcome, 1)
+		go func() {
+			out, err := mode.Do(ctx, key, insertEffect(key))
+			if err != nil {
+				t.Errorf("%s: second copy: %s: %v", level, out, err)
+			}
+			second <- out
+		}()
+		require.Eventually(t, func() bool { return waiters(t, pool, pid) == 1 }, 10*time.Second, 5*time.Millisecond,
+			"%s: the second copy's record waits for the first's", level)
+		close(commit)
+		require.NoError(t, <-first, level)
+		require.Equal(t, core.Duplicate, <-second, level)
+		require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM effects WHERE key = $1", key), level)
+	}
+}
+
+// TestRecordTxInARepeatableReadTransactionReportsAKeyCommittedMeanwhileAsRunning:
+// a caller's own REPEATABLE READ transaction whose record waited for
+// another transaction's record of the key, which then committed, cannot
+// read it as done: the key is reported running and the transaction is left
+// usable, and a new transaction finds the key done.
+func TestRecordTxInARepeatableReadTransactionReportsAKeyCommittedMeanwhileAsRunning(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, &pgstore.Config{LockTimeout: time.Minute, RetryAfter: 3 * time.Second})
+	mode := txOf(t, s)
+
+	first, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer first.Rollback(ctx)
+	require.Equal(t, driver.StateClaimed, mode.Record(t, ctx, first, "k").State)
+	var pid int
+	require.NoError(t, first.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid))
+
+	second, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	defer second.Rollback(ctx)
+	stored, err := mode.StoredKey("k")
+	require.NoError(t, err)
+	replies := make(chan driver.ClaimReply, 1)
+	go func() {
+		reply, err := s.RecordTx(ctx, second, driver.RecordRequest{Key: stored, Retention: time.Hour})
+		if err != nil {
+			t.Errorf("RecordTx: %v", err)
+		}
+		replies <- reply
+	}()
+	require.Eventually(t, func() bool { return waiters(t, pool, pid) == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, first.Commit(ctx))
+	reply := <-replies
+	require.Equal(t, driver.StateRunning, reply.State)
+	require.Equal(t, 3*time.Second, reply.Remaining, "Config.RetryAfter")
+	var one int
+	require.NoError(t, second.QueryRow(ctx, "SELECT 1").Scan(&one), "the transaction is usable")
+	require.NoError(t, second.Rollback(ctx))
+
+	out, err := mode.Do(ctx, "k", func(context.Context, pgx.Tx) error { return errors.New("must not run") })
+	require.NoError(t, err)
+	require.Equal(t, core.Duplicate, out)
+}
