@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobonce/jobonce/core/pgstore"
 	"github.com/jobonce/jobonce/core/storetest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -18,7 +19,8 @@ import (
 // TestChaos runs the randomized fault test through a proxy that the test
 // cuts now and then, on top of the faults the Chaos store injects, among
 // them the server's own error answers (out_of_memory), on connections that
-// default to each isolation level.
+// default to each isolation level, while other processes start with
+// Migrate.
 func TestChaos(t *testing.T) {
 	testenv.Short(t)
 	for _, level := range isolationDefaults {
@@ -49,6 +51,30 @@ func chaos(t *testing.T, level string, d time.Duration) {
 	require.NoError(t, err)
 	t.Cleanup(viaProxy.Close)
 
+	// Another process starts with Migrate while the run goes on, again and
+	// again, as the workers of a rolling deploy do: on an up-to-date table
+	// it must hold up no claim.
+	stop := make(chan struct{})
+	migrated := make(chan int)
+	go func() {
+		n := 0
+		defer func() { migrated <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := pgstore.New(ctx, direct, &pgstore.Config{Migrate: true})
+			cancel()
+			if err != nil {
+				t.Errorf("a migration started mid-run: %v", err)
+				return
+			}
+			n++
+		}
+	}()
 	storetest.RunChaos(t, storetest.ChaosOptions{
 		Store:    migratedStore(t, viaProxy, nil),
 		Verify:   migratedStore(t, direct, nil),
@@ -59,5 +85,7 @@ func chaos(t *testing.T, level string, d time.Duration) {
 			return &pgconn.PgError{Severity: "ERROR", Code: "53200", Message: "out of memory"}
 		},
 	})
+	close(stop)
+	require.Positive(t, <-migrated, "no migration started during the run")
 	viaProxy.Close()
 }
