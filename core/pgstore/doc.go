@@ -50,9 +50,13 @@
 // done.
 //
 // The record is written inside a savepoint (RecordTx leaves the transaction
-// usable when the key is not free). Use READ COMMITTED, PostgreSQL's default: under REPEATABLE
-// READ a copy that finds a key committed after its snapshot gets a
-// serialization failure instead of a duplicate.
+// usable when the key is not free). A TxGuard transaction begins READ
+// COMMITTED whatever the role's default_transaction_isolation, and the
+// store's own statements run again at READ COMMITTED when a stricter default
+// rolled them back (SQLSTATE 40001, 40P01): every default works. Only a
+// caller that calls RecordTx on a transaction of its own should begin it
+// READ COMMITTED: under REPEATABLE READ a key another copy committed after
+// its snapshot is reported running (retry later) rather than done.
 //
 // # Fences
 //
