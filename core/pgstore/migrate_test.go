@@ -320,7 +320,7 @@ func TestMigrateRunsAtReadCommittedWhateverThePoolsDefault(t *testing.T) {
 
 // indexRows is how many rows the index build tests fill the table with: a
 // build of them, at maintenance_work_mem 1MB, outlasts a claim's StoreTimeout.
-const indexRows = 300000
+const indexRows = 1000000
 
 func TestMigrationBuildingTheIndexLetsClaimsOfFreeKeysAnswerWithinLockTimeout(t *testing.T) {
 	t.Parallel()
@@ -403,7 +403,8 @@ func TestMigrationRebuildsAnIndexAnEarlierConcurrentBuildLeftInvalid(t *testing.
 	valid, _ := index()
 	require.False(t, valid)
 
-	require.NoError(t, pgstore.Migrate(ctx, pool, nil))
+	// The build waits out other tests' transactions too (see above).
+	require.NoError(t, pgstore.Migrate(ctx, pool, &pgstore.Config{MigrateLockTimeout: 10 * time.Second}))
 	valid, def := index()
 	require.True(t, valid, "the invalid index is still there")
 	require.NotContains(t, def, "UNIQUE")
