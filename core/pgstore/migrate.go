@@ -51,6 +51,7 @@ func MigrationSQL(cfg *Config) (string, error) {
 type migrationState struct {
 	schema              string
 	table, fence, index bool
+	invalidIndex        bool // an INVALID index a failed concurrent build left
 }
 
 func (m *migrationState) upToDate() bool { return m.table && m.fence && m.index }
@@ -61,9 +62,12 @@ type migrationStep struct {
 	lock      string   // the lock it waits for, for messages
 	sql       string   // "" for the advisory lock
 	conflicts []string // lock modes on the table that hold it back; nil for the advisory lock
+	inTx      bool     // runs in the migration's transaction, not on its own
+	gaveUp    string   // what giving up meant, when not that claims queued and nothing changed
 }
 
-// Lock modes in pg_locks that conflict with ACCESS EXCLUSIVE, and with SHARE.
+// Lock modes in pg_locks that conflict with ACCESS EXCLUSIVE, and with SHARE
+// (those of the transactions a concurrent index build waits out).
 var (
 	conflictsAccessExclusive = []string{"AccessShareLock", "RowShareLock", "RowExclusiveLock", "ShareUpdateExclusiveLock",
 		"ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"}
@@ -71,55 +75,56 @@ var (
 		"ExclusiveLock", "AccessExclusiveLock"}
 )
 
-// steps returns the statements that bring a table in state m up to date.
+// steps returns the statements that bring a table in state m up to date:
+// first those of one short transaction (the table, with its index while no
+// one else can see it, or the column), then a concurrent build of the index
+// on a table that exists, each statement on its own.
 func (s *Store) steps(m *migrationState) []migrationStep {
 	var steps []migrationStep
+	index := pgx.Identifier{s.cfg.Table + indexSuffix}.Sanitize()
 	if !m.table {
-		steps = append(steps, migrationStep{what: "creating table", lock: "a lock on its name", sql: s.sql.migrate.table})
-	} else if !m.fence {
+		return append(steps,
+			migrationStep{what: "creating table", lock: "a lock on its name", sql: s.sql.migrate.table, inTx: true},
+			migrationStep{what: "creating table", lock: "a lock on its name", sql: s.sql.migrate.index, inTx: true})
+	}
+	if !m.fence {
 		steps = append(steps, migrationStep{what: "adding column fence to", lock: "an AccessExclusiveLock on it",
-			sql: s.sql.migrate.fence, conflicts: conflictsAccessExclusive})
+			sql: s.sql.migrate.fence, conflicts: conflictsAccessExclusive, inTx: true})
+	}
+	if m.invalidIndex {
+		drop := strings.ReplaceAll(s.sql.migrate.indexDrop, "{qualified_index}",
+			pgx.Identifier{m.schema, s.cfg.Table + indexSuffix}.Sanitize())
+		steps = append(steps, migrationStep{what: "dropping the invalid index " + index + " an earlier build left on",
+			lock: "the end of the transactions using it", sql: drop, conflicts: conflictsAccessExclusive})
 	}
 	if !m.index {
-		steps = append(steps, migrationStep{what: "building index " + pgx.Identifier{s.cfg.Table + indexSuffix}.Sanitize() + " on",
-			lock: "a ShareLock on it", sql: s.sql.migrate.index, conflicts: conflictsShare})
+		steps = append(steps, migrationStep{what: "building index " + index + " concurrently on",
+			lock: "the end of the transactions writing to it or older than the build",
+			sql:  s.sql.migrate.indexConcurrently, conflicts: conflictsShare,
+			gaveUp: "claims on the table do not wait for the build, but it gave up; an invalid index it left is dropped and built again by the next migration"})
 	}
 	return steps
 }
 
-// migrate brings the table up to date. It runs at READ COMMITTED whatever
-// the pool's default, so the catalog read again under the advisory lock
-// sees a migration that committed while this one waited.
+// migrate brings the table up to date on a connection of its own. It holds
+// the advisory lock that serialises migrations of the table, the session's,
+// from the catalog read that finds work to do until the index is built, and
+// bounds every lock wait with lock_timeout on that connection. The table and
+// the column change in one short transaction at READ COMMITTED whatever the
+// pool's default; the index is built concurrently after it commits, so no
+// claim waits for the build.
 func (s *Store) migrate(ctx context.Context) error {
-	var (
-		waiting  *migrationStep // the step whose lock the migration waits for
-		lockName string         // the table's fully qualified name, keying the advisory lock
-	)
-	opts := pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
-	err := pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
-		m, err := s.migrationState(ctx, tx)
-		if err != nil || m.upToDate() {
-			return err
-		}
-		lockName = pgx.Identifier{m.schema, s.cfg.Table}.Sanitize()
-		waiting = &migrationStep{what: "waiting for the advisory lock that serialises migrations of",
-			lock: "it (another process is migrating the table)"}
-		timeout := strconv.FormatInt(ceilMillis(s.cfg.MigrateLockTimeout), 10) + "ms"
-		if _, err := tx.Exec(ctx, s.sql.migrate.lock, timeout, lockName); err != nil {
-			return err
-		}
-		// Another process may have migrated the table while this one waited.
-		if m, err = s.migrationState(ctx, tx); err != nil {
-			return err
-		}
-		for _, step := range s.steps(&m) {
-			waiting = &step
-			if _, err := tx.Exec(ctx, step.sql); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("jobonce: pgstore migrate %s: %w", s.table, err)
+	}
+	waiting, lockName, err := s.migrateOn(ctx, conn.Conn())
+	if err != nil || lockName != "" && s.unlock(ctx, conn.Conn(), lockName) != nil {
+		// Closing the connection ends its session: the advisory lock and
+		// lock_timeout go with it.
+		_ = conn.Conn().Close(ctx)
+	}
+	conn.Release()
 	if err == nil {
 		return nil
 	}
@@ -129,10 +134,64 @@ func (s *Store) migrate(ctx context.Context) error {
 	return fmt.Errorf("jobonce: pgstore migrate %s: %w", s.table, err)
 }
 
-func (s *Store) migrationState(ctx context.Context, tx pgx.Tx) (migrationState, error) {
+// migrateOn is migrate on conn. It returns the step whose lock it waited
+// for last, and the advisory lock's table name once it may hold that lock.
+func (s *Store) migrateOn(ctx context.Context, conn *pgx.Conn) (waiting *migrationStep, lockName string, err error) {
+	m, err := s.migrationState(ctx, conn)
+	if err != nil || m.upToDate() {
+		return nil, "", err
+	}
+	lockName = pgx.Identifier{m.schema, s.cfg.Table}.Sanitize()
+	waiting = &migrationStep{what: "waiting for the advisory lock that serialises migrations of",
+		lock: "it (another process is migrating the table)"}
+	timeout := strconv.FormatInt(ceilMillis(s.cfg.MigrateLockTimeout), 10) + "ms"
+	if _, err := conn.Exec(ctx, s.sql.migrate.lock, timeout, lockName); err != nil {
+		return waiting, lockName, err
+	}
+	// Another process may have migrated the table while this one waited.
+	if m, err = s.migrationState(ctx, conn); err != nil {
+		return waiting, lockName, err
+	}
+	steps := s.steps(&m)
+	var inTx []migrationStep
+	for len(steps) > 0 && steps[0].inTx {
+		inTx, steps = append(inTx, steps[0]), steps[1:]
+	}
+	if len(inTx) > 0 {
+		opts := pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+		err = pgx.BeginTxFunc(ctx, conn, opts, func(tx pgx.Tx) error {
+			for _, step := range inTx {
+				waiting = &step
+				if _, err := tx.Exec(ctx, step.sql); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return waiting, lockName, err
+		}
+	}
+	for _, step := range steps {
+		waiting = &step
+		if _, err := conn.Exec(ctx, step.sql); err != nil {
+			return waiting, lockName, err
+		}
+	}
+	return waiting, lockName, nil
+}
+
+// unlock releases the advisory lock and resets lock_timeout on conn
+// (migrate_unlock.sql).
+func (s *Store) unlock(ctx context.Context, conn *pgx.Conn, lockName string) error {
+	_, err := conn.Exec(ctx, s.sql.migrate.unlock, lockName)
+	return err
+}
+
+func (s *Store) migrationState(ctx context.Context, conn *pgx.Conn) (migrationState, error) {
 	var m migrationState
-	err := tx.QueryRow(ctx, s.sql.migrate.state, s.table, s.cfg.Table+indexSuffix, s.cfg.Schema).
-		Scan(&m.schema, &m.table, &m.fence, &m.index)
+	err := conn.QueryRow(ctx, s.sql.migrate.state, s.table, s.cfg.Table+indexSuffix, s.cfg.Schema).
+		Scan(&m.schema, &m.table, &m.fence, &m.index, &m.invalidIndex)
 	return m, err
 }
 
@@ -151,8 +210,12 @@ func (s *Store) blocked(ctx context.Context, step *migrationStep, lockName strin
 	default:
 		who = "held by " + strings.Join(holders, ", ") + ": run the migration again when those transactions end"
 	}
-	return fmt.Errorf("%w: %s %s needs %s, not granted within %s (Config.MigrateLockTimeout; claims on the table queue behind the migration while it waits, so it gave up and changed nothing); %s: %w",
-		ErrMigrationBlocked, step.what, s.table, step.lock, s.cfg.MigrateLockTimeout, who, cause)
+	gaveUp := step.gaveUp
+	if gaveUp == "" {
+		gaveUp = "claims on the table queue behind the migration while it waits, so it gave up and changed nothing"
+	}
+	return fmt.Errorf("%w: %s %s needs %s, not granted within %s (Config.MigrateLockTimeout; %s); %s: %w",
+		ErrMigrationBlocked, step.what, s.table, step.lock, s.cfg.MigrateLockTimeout, gaveUp, who, cause)
 }
 
 // holders describes the backends that hold, or wait before the migration

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,7 +166,7 @@ func TestMigrationThatNeedsALockHeldByAnOpenTransactionGivesUpWithinItsBoundNami
 		held               func(t *testing.T, pool *pgxpool.Pool, s *pgstore.Store) int32
 		meanwhile          func(ctx context.Context, pool *pgxpool.Pool, s *pgstore.Store) error
 	}{{
-		name: "index", lock: "a ShareLock", change: `building index "jobonce_keys_expires_at_idx" on`,
+		name: "index", lock: "the end of the transactions writing to it", change: `building index "jobonce_keys_expires_at_idx" concurrently on`,
 		stale: "DROP INDEX jobonce_keys_expires_at_idx",
 		held: func(t *testing.T, _ *pgxpool.Pool, s *pgstore.Store) int32 {
 			pid, _ := holdKey(t, txOf(t, s), "long-job")
@@ -315,4 +316,97 @@ func TestMigrateRunsAtReadCommittedWhateverThePoolsDefault(t *testing.T) {
 		_, err := pool.Exec(ctx, "DROP TABLE jobonce_keys")
 		require.NoError(t, err)
 	}
+}
+
+// indexRows is how many rows the index build tests fill the table with: a
+// build of them, at maintenance_work_mem 1MB, outlasts a claim's StoreTimeout.
+const indexRows = 1000000
+
+func TestMigrationBuildingTheIndexLetsClaimsOfFreeKeysAnswerWithinLockTimeout(t *testing.T) {
+	t.Parallel()
+	const lockTimeout, storeTimeout = 100 * time.Millisecond, 300 * time.Millisecond
+	ctx := ctxT(t)
+	pool, schema := testenv.Postgres(t)
+	s := migratedStore(t, pool, &pgstore.Config{LockTimeout: lockTimeout})
+	_, err := pool.Exec(ctx, `INSERT INTO jobonce_keys (key, token, fingerprint, result, expires_at, fence)
+		SELECT ('filler-' || g)::bytea, NULL, '', NULL, now() + g * interval '1 ms', g FROM generate_series(1, $1::int) g`, indexRows)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "DROP INDEX jobonce_keys_expires_at_idx")
+	require.NoError(t, err)
+
+	app := "jobonce-deploy-" + schema
+	deploy := testenv.PostgresOn(t, schema, 2, "maintenance_work_mem", "1MB", "application_name", app)
+	started := time.Now()
+	// The concurrent build waits out every transaction older than it in the
+	// database, other tests' among them: a bound they all end within.
+	errc := migrating(t, deploy, pgstore.Config{MigrateLockTimeout: 10 * time.Second})
+	building := func() bool {
+		return count(t, pool, `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = $1 AND query LIKE '%CREATE INDEX%' AND state = 'active'`, app) > 0
+	}
+	waitUntil(t, 10*time.Second, "the index build starts", func() bool { return building() || len(errc) > 0 })
+
+	// Claims of a free key, meanwhile, answer within their lock wait.
+	g, err := core.New(s, &core.Config{StoreTimeout: storeTimeout, FailOpen: true})
+	require.NoError(t, err)
+	var running, most atomic.Int32
+	outs, errs, took := make([]core.Outcome, 2), make([]error, 2), make([]time.Duration, 2)
+	var wg sync.WaitGroup
+	for i := range outs {
+		wg.Go(func() {
+			claimed := time.Now()
+			outs[i], errs[i] = g.Do(ctx, "free-key", func(context.Context) error {
+				n := running.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				running.Add(-1)
+				return nil
+			})
+			took[i] = time.Since(claimed)
+		})
+	}
+	wg.Wait()
+	stillBuilding := building()
+
+	migErr := <-errc
+	t.Logf("migration took %s (err %v); claims answered after %s and %s: %v %v / %v %v",
+		time.Since(started), migErr, took[0], took[1], outs[0], errs[0], outs[1], errs[1])
+	require.True(t, stillBuilding, "the index was built before the claims answered: fill in more rows")
+	require.NoError(t, migErr)
+	require.LessOrEqual(t, most.Load(), int32(1), "two copies of one key ran at once")
+	for i := range outs {
+		require.NotErrorIs(t, errs[i], core.ErrStoreUnavailable, "a free key answered unavailable behind a migration")
+		require.Less(t, took[i], lockTimeout+150*time.Millisecond, "a claim waited behind the index build")
+	}
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+		WHERE i.relname = 'jobonce_keys_expires_at_idx' AND i.relnamespace = $1::regnamespace AND x.indisvalid`, schema))
+}
+
+func TestMigrationRebuildsAnIndexAnEarlierConcurrentBuildLeftInvalid(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	pool, schema := testenv.Postgres(t)
+	migratedStore(t, pool, nil)
+	_, err := pool.Exec(ctx, `INSERT INTO jobonce_keys (key, expires_at) VALUES ('a', '2030-01-01'), ('b', '2030-01-01')`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "DROP INDEX jobonce_keys_expires_at_idx")
+	require.NoError(t, err)
+	// A concurrent build that fails (here on a duplicate) leaves its index INVALID.
+	_, err = pool.Exec(ctx, "CREATE UNIQUE INDEX CONCURRENTLY jobonce_keys_expires_at_idx ON jobonce_keys (expires_at)")
+	require.ErrorContains(t, err, "SQLSTATE 23505")
+	index := func() (valid bool, def string) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT x.indisvalid, pg_get_indexdef(x.indexrelid) FROM pg_index x
+			JOIN pg_class i ON i.oid = x.indexrelid
+			WHERE i.relname = 'jobonce_keys_expires_at_idx' AND i.relnamespace = $1::regnamespace`, schema).Scan(&valid, &def))
+		return valid, def
+	}
+	valid, _ := index()
+	require.False(t, valid)
+
+	// The build waits out other tests' transactions too (see above).
+	require.NoError(t, pgstore.Migrate(ctx, pool, &pgstore.Config{MigrateLockTimeout: 10 * time.Second}))
+	valid, def := index()
+	require.True(t, valid, "the invalid index is still there")
+	require.NotContains(t, def, "UNIQUE")
+	require.Contains(t, def, "(expires_at)")
 }

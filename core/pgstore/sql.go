@@ -25,8 +25,10 @@ type statements struct {
 
 // migrations holds the migration's statements (sql/migrate_*.sql).
 type migrations struct {
-	table, fence, index  string // the changes, in the order they run
-	state, lock, holders string
+	table, fence, index          string // the changes, in the order they run
+	indexConcurrently            string // the index, on a table that exists
+	indexDrop                    string // an INVALID index, with {qualified_index} to fill in
+	state, lock, unlock, holders string
 }
 
 func newStatements(cfg *Config) statements {
@@ -46,12 +48,15 @@ func newStatements(cfg *Config) statements {
 		return r.Replace(string(b))
 	}
 	migrate := migrations{
-		table:   load("migrate_table"),
-		fence:   load("migrate_fence"),
-		index:   load("migrate_index"),
-		state:   load("migrate_state"),
-		lock:    load("migrate_lock"),
-		holders: load("migrate_holders"),
+		table:             load("migrate_table"),
+		fence:             load("migrate_fence"),
+		index:             load("migrate_index"),
+		indexConcurrently: load("migrate_index_concurrently"),
+		indexDrop:         load("migrate_index_drop"),
+		state:             load("migrate_state"),
+		lock:              load("migrate_lock"),
+		unlock:            load("migrate_unlock"),
+		holders:           load("migrate_holders"),
 	}
 	return statements{
 		migrate:       migrate,
