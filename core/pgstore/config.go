@@ -29,10 +29,12 @@ type Config struct {
 
 	// MigrateLockTimeout bounds each lock wait of a migration (Migrate, or
 	// New with Migrate): the advisory lock that serialises migrations of the
-	// table, then the table lock of a change the table needs (ACCESS
-	// EXCLUSIVE to add a column, SHARE to build the index). Every claim,
-	// extension and done marker on the table queues behind a change that
-	// waits, so keep it well under the Guard's StoreTimeout. When it runs
+	// table, then the ACCESS EXCLUSIVE lock that adding a column takes.
+	// Every claim, extension and done marker on the table queues behind a
+	// change that waits, so keep it well under the Guard's StoreTimeout. The
+	// expiry index is built concurrently (CREATE INDEX CONCURRENTLY), which
+	// holds back no claim but waits out every older transaction in the
+	// database: only the context of New or Migrate bounds it. When it runs
 	// out, the migration gives up with an error matching ErrMigrationBlocked
 	// that names the lock and the transactions holding it. A table that is
 	// up to date is never locked: the migration reads the catalog first. It

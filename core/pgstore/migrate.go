@@ -112,7 +112,7 @@ func (s *Store) steps(m *migrationState) []migrationStep {
 // bounds every lock wait with lock_timeout on that connection. The table and
 // the column change in one short transaction at READ COMMITTED whatever the
 // pool's default; the index is built concurrently after it commits, so no
-// claim waits for the build.
+// claim waits for the build, which only ctx bounds.
 func (s *Store) migrate(ctx context.Context) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -169,6 +169,15 @@ func (s *Store) migrateOn(ctx context.Context, conn *pgx.Conn) (waiting *migrati
 			return nil
 		})
 		if err != nil {
+			return waiting, lockName, err
+		}
+	}
+	if len(steps) > 0 {
+		// A concurrent build holds back no claim, but waits out every
+		// transaction older than it in the database, however long: only
+		// ctx bounds it, so long transactional jobs cannot fail every
+		// deploy's migration.
+		if _, err := conn.Exec(ctx, "SET lock_timeout = 0"); err != nil {
 			return waiting, lockName, err
 		}
 	}

@@ -2,7 +2,6 @@ package pgstore_test
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -157,6 +156,46 @@ func TestNewWithMigrateOnAnUpToDateTableNeitherWaitsForAnOpenTransactionNorStall
 	require.Zero(t, lockWaiters(t, pool, app, "relation"))
 }
 
+// The expiry index is built concurrently: the build waits out a
+// transactional job's open transaction, past MigrateLockTimeout (only the
+// caller's context bounds it), while claims go on, and completes once the
+// job ends.
+func TestMigrationBuildingTheIndexWaitsOutAnOpenTransactionWithoutStallingClaims(t *testing.T) {
+	t.Parallel()
+	const bound = 300 * time.Millisecond
+	ctx := ctxT(t)
+	pool, schema := testenv.Postgres(t)
+	s := migratedStore(t, pool, nil)
+	_, err := pool.Exec(ctx, "DROP INDEX jobonce_keys_expires_at_idx")
+	require.NoError(t, err)
+	_, release := holdKey(t, txOf(t, s), "long-job")
+
+	other, app := appPool(t, schema, "deploy")
+	started := time.Now()
+	errc := migrating(t, other, pgstore.Config{MigrateLockTimeout: bound})
+	waitUntil(t, 10*time.Second, "the build waits out the open transaction", func() bool {
+		return lockWaiters(t, pool, app, "virtualxid") > 0 || len(errc) > 0
+	})
+	g, err := core.New(s, nil)
+	require.NoError(t, err)
+	out, err := g.Do(ctx, "free-key", func(context.Context) error { return nil })
+	require.NoError(t, err, "a claim stalled behind the build")
+	require.Equal(t, core.Ran, out)
+	waitUntil(t, 10*time.Second, "the build waits past MigrateLockTimeout", func() bool {
+		return time.Since(started) > 2*bound || len(errc) > 0
+	})
+	require.Empty(t, errc, "the build gave up while the transaction was open")
+
+	release()
+	select {
+	case err := <-errc:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the build did not end once the transaction did")
+	}
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM pg_index WHERE indisvalid AND indexrelid = 'jobonce_keys_expires_at_idx'::regclass`))
+}
+
 func TestMigrationThatNeedsALockHeldByAnOpenTransactionGivesUpWithinItsBoundNamingTheHolder(t *testing.T) {
 	t.Parallel()
 	const bound = 300 * time.Millisecond
@@ -166,24 +205,6 @@ func TestMigrationThatNeedsALockHeldByAnOpenTransactionGivesUpWithinItsBoundNami
 		held               func(t *testing.T, pool *pgxpool.Pool, s *pgstore.Store) int32
 		meanwhile          func(ctx context.Context, pool *pgxpool.Pool, s *pgstore.Store) error
 	}{{
-		name: "index", lock: "the end of the transactions writing to it", change: `building index "jobonce_keys_expires_at_idx" concurrently on`,
-		stale: "DROP INDEX jobonce_keys_expires_at_idx",
-		held: func(t *testing.T, _ *pgxpool.Pool, s *pgstore.Store) int32 {
-			pid, _ := holdKey(t, txOf(t, s), "long-job")
-			return pid
-		},
-		meanwhile: func(ctx context.Context, _ *pgxpool.Pool, s *pgstore.Store) error {
-			g, err := core.New(s, nil)
-			if err != nil {
-				return err
-			}
-			out, err := g.Do(ctx, "free-key", func(context.Context) error { return nil })
-			if err == nil && out != core.Ran {
-				err = fmt.Errorf("outcome %s", out)
-			}
-			return err
-		},
-	}, {
 		name: "column", lock: "an AccessExclusiveLock", change: "adding column fence to",
 		stale: "ALTER TABLE jobonce_keys DROP COLUMN fence",
 		held: func(t *testing.T, pool *pgxpool.Pool, _ *pgstore.Store) int32 {
