@@ -19,7 +19,7 @@ type statements struct {
 	txSavepoint, txLockTimeout       string
 	txInsert, txRecord, txState      string
 	txRelease, txRollback            string
-	txStatus, txEnd                  string
+	txID, txStatus, txEnd            string
 	commit                           string
 }
 
@@ -73,6 +73,7 @@ func newStatements(cfg *Config) statements {
 		txState:       load("tx_state"),
 		txRelease:     load("tx_release"),
 		txRollback:    load("tx_rollback"),
+		txID:          load("tx_id"),
 		txStatus:      load("tx_status"),
 		txEnd:         load("tx_end"),
 		commit:        load("commit"),

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,10 +26,6 @@ type Store struct {
 	sql         statements
 	table       string // quoted name, for messages
 	lockTimeout string // cfg.LockTimeout as a lock_timeout value
-
-	// xids holds, for each transaction RecordTx recorded a key in and that
-	// CommitTx or RollbackTx has not ended yet, the transaction's id.
-	xids sync.Map // pgx.Tx → string
 }
 
 var _ driver.BatchStore = (*Store)(nil)

@@ -33,6 +33,11 @@ const rollbackTimeout = 5 * time.Second
 // tx's snapshot cannot be read as done, so it is reported running (its
 // serialization failure, like a deadlock, undone to the savepoint) and
 // only a new transaction finds it done.
+// The transaction's id, which CommitTx reads a lost commit's fate by, is
+// kept on tx's connection: CommitTx and RollbackTx drop it, and a caller
+// that ends tx itself leaves at most that one entry per connection, which
+// the connection's next recorded transaction replaces and which goes with
+// the connection.
 func (s *Store) RecordTx(ctx context.Context, tx pgx.Tx, req driver.RecordRequest) (driver.ClaimReply, error) {
 	if tx == nil {
 		return driver.ClaimReply{}, errors.New("jobonce: pgstore: RecordTx: tx is nil")
@@ -64,7 +69,7 @@ func (s *Store) RecordTx(ctx context.Context, tx pgx.Tx, req driver.RecordReques
 		st := &r.state
 		switch {
 		case r.fence != 0:
-			s.xids.Store(tx, r.xid)
+			keepXid(tx, r.xid)
 			return driver.ClaimReply{State: driver.StateClaimed, Fence: r.fence}, nil
 		case st.found && st.live && st.done:
 			return driver.ClaimReply{State: driver.StateDone, Fingerprint: string(st.fingerprint), Remaining: fromMicros(st.remaining)}, nil
@@ -123,17 +128,71 @@ const endWait = 2 * time.Second
 // nil then means durable on the primary, not yet confirmed by the standby.
 //
 // It returns the commit's error when the transaction did not commit or
-// the database cannot tell within the bound. It can tell for a transaction
-// RecordTx recorded a key in, whose id RecordTx read.
+// the database cannot tell within the bound. The read-back needs the
+// transaction's id: RecordTx read it when it recorded a key in tx; for a
+// transaction it recorded no key in (Job.Unguarded, a shadow copy that
+// runs anyway), CommitTx reads it first, in one more round trip. A
+// transaction that has written nothing has no id and nothing to read back.
 func (s *Store) CommitTx(ctx context.Context, tx pgx.Tx) error {
-	xid, recorded := s.xids.LoadAndDelete(tx)
+	xid, recorded := takeXid(tx)
+	if !recorded {
+		var id *string // NULL: the transaction has written nothing
+		if qerr := tx.QueryRow(ctx, s.sql.txID).Scan(&id); qerr == nil && id != nil {
+			xid, recorded = *id, true
+		}
+	}
 	err := tx.Commit(ctx)
 	if err == nil || !recorded {
 		return err
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
 	defer cancel()
-	return s.readBack(rctx, xid.(string), err)
+	return s.readBack(rctx, xid, err)
+}
+
+// xidKey is the key, in the custom data of a transaction's connection, of
+// the transaction's id as RecordTx read it.
+const xidKey = "jobonce.pgstore.xid"
+
+// recordedXid is the id of transaction tx. tx is nil once CommitTx or
+// RollbackTx has taken the id.
+type recordedXid struct {
+	tx  pgx.Tx
+	xid string
+}
+
+// connData returns the custom data of tx's connection, or nil when tx has
+// no connection.
+func connData(tx pgx.Tx) map[string]any {
+	c := tx.Conn()
+	if c == nil || c.PgConn() == nil {
+		return nil
+	}
+	return c.PgConn().CustomData()
+}
+
+// keepXid keeps xid as tx's id on tx's connection, replacing the id of the
+// connection's previous recorded transaction.
+func keepXid(tx pgx.Tx, xid string) {
+	data := connData(tx)
+	if data == nil {
+		return // CommitTx reads the id itself
+	}
+	if r, ok := data[xidKey].(*recordedXid); ok {
+		r.tx, r.xid = tx, xid
+		return
+	}
+	data[xidKey] = &recordedXid{tx: tx, xid: xid}
+}
+
+// takeXid returns the id keepXid kept for tx, and drops it.
+func takeXid(tx pgx.Tx) (string, bool) {
+	r, ok := connData(tx)[xidKey].(*recordedXid)
+	if !ok || r.tx != tx {
+		return "", false // none, or another transaction's: a savepoint shares its parent's connection
+	}
+	r.tx = nil
+	return r.xid, true
 }
 
 // readBack returns nil if the transaction xid committed, after its commit
@@ -195,7 +254,7 @@ func (s *Store) endOrphan(ctx context.Context, xid string) (bool, error) {
 
 // RollbackTx implements driver.TxStore; after a commit it does nothing.
 func (s *Store) RollbackTx(ctx context.Context, tx pgx.Tx) error {
-	s.xids.Delete(tx)
+	takeXid(tx)
 	if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 		return err
 	}

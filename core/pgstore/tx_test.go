@@ -713,6 +713,56 @@ func TestCommitAnsweredPastItsDeadlineIsRan(t *testing.T) {
 	require.Equal(t, 1, count(t, direct, "SELECT count(*) FROM effects"))
 }
 
+// TestUnguardedCommitAnsweredPastItsDeadlineIsUnguarded: a job run with
+// Job.Unguarded records no key, yet its COMMIT whose answer comes after
+// the commit's deadline is read back too: the transaction committed, so
+// the outcome is Unguarded, not Failed.
+func TestUnguardedCommitAnsweredPastItsDeadlineIsUnguarded(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	direct, schema := testenv.Postgres(t)
+	migratedStore(t, direct, nil)
+	effects(t, direct)
+	pool, proxy := proxied(t, schema)
+	mode := txWith(t, migratedStore(t, pool, nil), &core.Config{StoreTimeout: 500 * time.Millisecond})
+
+	out, err := mode.DoJob(ctx, core.Job{Key: "k", Unguarded: true}, func(ctx context.Context, tx pgx.Tx) error {
+		proxy.HoldReplyOnce([]byte("commit"))
+		return insertEffect("k")(ctx, tx)
+	})
+	require.True(t, proxy.Silenced(), "the COMMIT's answer was held back")
+	require.NoError(t, err)
+	require.Equal(t, core.Unguarded, out, "the transaction committed")
+	require.Equal(t, 1, count(t, direct, "SELECT count(*) FROM effects"))
+	require.Zero(t, records(t, direct), "an unguarded job records no key")
+}
+
+// TestShadowCopyCommitAnsweredPastItsDeadlineIsNotFailed: in shadow mode a
+// copy that finds its key done runs anyway, without a record of its own;
+// its COMMIT whose answer comes after the commit's deadline is read back,
+// and the copy is reported Unguarded, as it committed.
+func TestShadowCopyCommitAnsweredPastItsDeadlineIsNotFailed(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	direct, schema := testenv.Postgres(t)
+	migratedStore(t, direct, nil)
+	effects(t, direct)
+	pool, proxy := proxied(t, schema)
+	mode := txWith(t, migratedStore(t, pool, nil), &core.Config{StoreTimeout: 500 * time.Millisecond, Shadow: true})
+	out, err := mode.Do(ctx, "k", insertEffect("k"))
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, out)
+
+	out, err = mode.Do(ctx, "k", func(ctx context.Context, tx pgx.Tx) error {
+		proxy.HoldReplyOnce([]byte("commit"))
+		return insertEffect("k")(ctx, tx)
+	})
+	require.True(t, proxy.Silenced(), "the COMMIT's answer was held back")
+	require.NoError(t, err)
+	require.Equal(t, core.Unguarded, out, "the copy's transaction committed")
+	require.Equal(t, 2, count(t, direct, "SELECT count(*) FROM effects"))
+}
+
 // TestCommitLostInAPartitionSaysWhenItsBackendMayNotBeEnded: when the
 // pool's role may not terminate the orphaned backend (another role's, and
 // not a member of pg_signal_backend), the TxGuard reports Failed with an
@@ -858,4 +908,44 @@ func TestRecordTxInARepeatableReadTransactionReportsAKeyCommittedMeanwhileAsRunn
 	out, err := mode.Do(ctx, "k", func(context.Context, pgx.Tx) error { return errors.New("must not run") })
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out)
+}
+
+// TestATransactionTheCallerCommitsAfterRecordTxIsFreedByItsConnectionsNextRecord:
+// RecordTx used in a caller's own transaction, which the caller commits
+// itself (not through CommitTx), leaves the Store holding at most one
+// entry per connection: the connection's next recorded transaction
+// replaces it, and the first transaction can be garbage collected.
+func TestATransactionTheCallerCommitsAfterRecordTxIsFreedByItsConnectionsNextRecord(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	s, pool := newStore(t, nil)
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+
+	var freed atomic.Bool
+	func() {
+		tx, err := conn.Begin(ctx)
+		require.NoError(t, err)
+		reply, err := s.RecordTx(ctx, tx, driver.RecordRequest{Key: "first", Retention: time.Hour})
+		require.NoError(t, err)
+		require.Equal(t, driver.StateClaimed, reply.State)
+		require.NoError(t, tx.Commit(ctx)) // the caller's own commit
+		runtime.SetFinalizer(tx, func(any) { freed.Store(true) })
+	}()
+
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	reply, err := s.RecordTx(ctx, tx, driver.RecordRequest{Key: "second", Retention: time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, driver.StateClaimed, reply.State)
+	require.NoError(t, s.CommitTx(ctx, tx))
+
+	deadline := time.Now().Add(5 * time.Second)
+	for !freed.Load() && time.Now().Before(deadline) {
+		runtime.GC()
+		runtime.Gosched()
+	}
+	require.True(t, freed.Load(), "the Store still holds a transaction the caller committed")
+	runtime.KeepAlive(s) // the Store lives on: it must not be what frees the transaction
 }
