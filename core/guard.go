@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 
 	"github.com/jobonce/jobonce/core/driver"
 )
@@ -64,6 +65,10 @@ type Result struct {
 func New(store driver.Store, cfg *Config) (*Guard, error) {
 	if store == nil {
 		return nil, errors.New("jobonce: store is nil")
+	}
+	if v := reflect.ValueOf(store); v.Kind() == reflect.Pointer && v.IsNil() {
+		// What a store's constructor returns beside its error.
+		return nil, fmt.Errorf("jobonce: store is a nil %T: check the error its constructor returned", store)
 	}
 	c, err := cfg.withDefaults()
 	if err != nil {
