@@ -177,6 +177,27 @@ func TestPoolTimeoutIsUnreachable(t *testing.T) {
 	require.True(t, ran)
 }
 
+// guardBehindProxy returns a Guard on a store that mk makes on a client
+// whose connections pass through a fault proxy, the proxy, and the Guard's
+// warnings. Unless batched, the store is hidden behind driver.Store, so the
+// Guard sends each marker on its own.
+func guardBehindProxy(t *testing.T, mk func(testing.TB, redis.UniversalClient) *redisstore.Store, batched bool) (*core.Guard, *testenv.Proxy, *testenv.Warnings) {
+	t.Helper()
+	prefix := testenv.Prefix(t)
+	direct := testenv.Redis(t, prefix)
+	p := testenv.StartProxy(t, "127.0.0.1:0", direct.Options().Addr)
+	viaProxy := redis.NewClient(&redis.Options{Addr: p.Addr()})
+	t.Cleanup(func() { _ = viaProxy.Close() })
+	var store driver.Store = mk(t, viaProxy)
+	if !batched {
+		store = struct{ driver.Store }{store}
+	}
+	warned := new(testenv.Warnings)
+	g, err := core.New(store, &core.Config{KeyPrefix: prefix, Logger: warned.Logger()})
+	require.NoError(t, err)
+	return g, p, warned
+}
+
 // A done marker whose reply the network lost is sent again by go-redis on a
 // new connection: the script finds the marker its own claim wrote and
 // answers it written, so the job reports Ran, with no warning, and its
@@ -184,18 +205,7 @@ func TestPoolTimeoutIsUnreachable(t *testing.T) {
 func TestMarkerWhoseReplyWasLostIsRan(t *testing.T) {
 	for _, batched := range []bool{false, true} {
 		t.Run(fmt.Sprint("batched=", batched), func(t *testing.T) {
-			prefix := testenv.Prefix(t)
-			direct := testenv.Redis(t, prefix)
-			p := testenv.StartProxy(t, "127.0.0.1:0", direct.Options().Addr)
-			viaProxy := redis.NewClient(&redis.Options{Addr: p.Addr()})
-			t.Cleanup(func() { _ = viaProxy.Close() })
-			var store driver.Store = newStore(t, viaProxy)
-			if !batched {
-				store = struct{ driver.Store }{store}
-			}
-			var warned testenv.Warnings
-			g, err := core.New(store, &core.Config{KeyPrefix: prefix, Logger: warned.Logger()})
-			require.NoError(t, err)
+			g, p, warned := guardBehindProxy(t, newStore, batched)
 
 			ctx := context.Background()
 			result := []byte("the result whose marker's reply is lost")
@@ -309,18 +319,7 @@ func TestLegacyAndNamedMarkersReadAsDuplicates(t *testing.T) {
 func TestLegacyMarkerWhoseReplyWasLostIsLeaseLost(t *testing.T) {
 	for _, batched := range []bool{false, true} {
 		t.Run(fmt.Sprint("batched=", batched), func(t *testing.T) {
-			prefix := testenv.Prefix(t)
-			direct := testenv.Redis(t, prefix)
-			p := testenv.StartProxy(t, "127.0.0.1:0", direct.Options().Addr)
-			viaProxy := redis.NewClient(&redis.Options{Addr: p.Addr()})
-			t.Cleanup(func() { _ = viaProxy.Close() })
-			var store driver.Store = legacyStore(t, viaProxy)
-			if !batched {
-				store = struct{ driver.Store }{store}
-			}
-			var warned testenv.Warnings
-			g, err := core.New(store, &core.Config{KeyPrefix: prefix, Logger: warned.Logger()})
-			require.NoError(t, err)
+			g, p, warned := guardBehindProxy(t, legacyStore, batched)
 
 			ctx := context.Background()
 			result := []byte("the result whose legacy marker's reply is lost")
