@@ -1,0 +1,85 @@
+package watermillonce
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// Config configures the middleware. A nil *Config gives the defaults; the
+// Config is copied, so later changes to it have no effect.
+type Config struct {
+	// Key returns the key that names a message's effect, such as an order
+	// id from its metadata or its UUID. The job key is the handler's name,
+	// ":" and what Key returns, so that every handler consuming one message
+	// (a topic with several handlers) runs it once, each under a key of its
+	// own. An empty key is invalid (core.ErrInvalidKey): the handler does not
+	// run and the message goes to the poison path (IsPoison), as in every
+	// adapter; exempt messages with Skip instead. Defaults to nil:
+	// core.Fingerprint of the payload, so copies with equal payloads share a
+	// key.
+	Key func(msg *message.Message) string
+
+	// Fingerprint returns the fingerprint of a message's payload. A key held
+	// or done with a different fingerprint is a conflict (two different
+	// messages share a key): the message goes to the poison path. Return ""
+	// to turn the check off. Defaults to nil: core.Fingerprint of the payload
+	// when Key is set; the default key holds it already, so none is stored.
+	Fingerprint func(msg *message.Message) string
+
+	// Skip reports messages that run without the guard, such as those of a
+	// handler that is idempotent already. They are reported to the Guard's
+	// Observer, log and metrics as core.Unguarded under their handler's
+	// name; they have no key, so no idempotency key or fence either.
+	// Defaults to nil: every message is guarded.
+	Skip func(msg *message.Message) bool
+
+	// WaitRunning is how long a copy that finds its job running elsewhere
+	// waits in its handler, polling, for that copy to finish, before it
+	// returns an error matching core.ErrRunning and is nacked. Most
+	// backends redeliver a nacked message at once (see the package
+	// documentation), so without a wait a copy would come straight back; a
+	// negative value returns at once, for a backend that delays redeliveries
+	// itself (a JetStream subscriber with NakDelay). Defaults to 10s.
+	WaitRunning time.Duration
+
+	// PollInterval is the longest pause between two checks of a waiting
+	// copy. Pauses start at 10ms and double up to it. Defaults to 1s.
+	PollInterval time.Duration
+
+	// UnavailableDelay is how long a message that could not be claimed
+	// because the store failed waits in its handler before it is nacked, so
+	// that a backend that redelivers at once does not spin against a store
+	// that is down. A negative value returns at once. Defaults to 1s.
+	UnavailableDelay time.Duration
+}
+
+const (
+	defaultWaitRunning      = 10 * time.Second
+	defaultPollInterval     = time.Second
+	defaultUnavailableDelay = time.Second
+	firstPoll               = 10 * time.Millisecond
+)
+
+// withDefaults returns a copy of c with the defaults applied, or an error
+// naming the first invalid field.
+func (c *Config) withDefaults() (Config, error) {
+	var cfg Config
+	if c != nil {
+		cfg = *c
+	}
+	if cfg.PollInterval < 0 {
+		return cfg, fmt.Errorf("jobonce: watermillonce: Config.PollInterval must not be negative, got %s", cfg.PollInterval)
+	}
+	if cfg.WaitRunning == 0 {
+		cfg.WaitRunning = defaultWaitRunning
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = defaultPollInterval
+	}
+	if cfg.UnavailableDelay == 0 {
+		cfg.UnavailableDelay = defaultUnavailableDelay
+	}
+	return cfg, nil
+}

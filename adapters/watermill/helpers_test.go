@@ -1,0 +1,277 @@
+package watermillonce_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill-redisstream/pkg/redisstream"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// backend is a Watermill Pub/Sub the router tests run on.
+type backend struct {
+	name string
+	new  func(t *testing.T) env
+}
+
+// env is one test's Pub/Sub and Guard.
+type env interface {
+	// topic returns the name of a topic of the test's own.
+	topic(name string) string
+	// publisher returns a publisher.
+	publisher(t *testing.T) message.Publisher
+	// subscriber returns a subscriber in the consumer group group:
+	// subscribers of one group share a topic's messages, and every group
+	// gets every message.
+	subscriber(t *testing.T, group string) message.Subscriber
+	// guard returns a Guard on the backend's store, as testenv.NewGuard.
+	guard(t *testing.T, cfg *core.Config) *core.Guard
+}
+
+var backends = []backend{
+	{"gochannel", newGoChannelEnv},
+	{"redisstream", newRedisStreamEnv},
+}
+
+// goChannelEnv is watermill's in-process Pub/Sub with a memstore Guard.
+// GoChannel has no consumer groups: every subscriber gets every message, so
+// every subscriber is a group of its own.
+type goChannelEnv struct{ ps *gochannel.GoChannel }
+
+func newGoChannelEnv(t *testing.T) env {
+	ps := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
+	t.Cleanup(func() { _ = ps.Close() })
+	return &goChannelEnv{ps: ps}
+}
+
+func (e *goChannelEnv) topic(name string) string                         { return name }
+func (e *goChannelEnv) publisher(*testing.T) message.Publisher           { return e.ps }
+func (e *goChannelEnv) subscriber(*testing.T, string) message.Subscriber { return e.ps }
+func (e *goChannelEnv) guard(t *testing.T, cfg *core.Config) *core.Guard {
+	return testenv.MemGuard(t, cfg)
+}
+
+// redisStreamEnv is watermill-redisstream on the test Redis, with streams
+// under a prefix of the test's own (deleted at cleanup) and a redisstore
+// Guard under another.
+type redisStreamEnv struct {
+	prefix string
+	opt    *redis.Options
+}
+
+func newRedisStreamEnv(t *testing.T) env {
+	prefix := testenv.Prefix(t)
+	direct := testenv.Redis(t, prefix) // deletes the streams at cleanup
+	return &redisStreamEnv{prefix: prefix, opt: direct.Options()}
+}
+
+func (e *redisStreamEnv) topic(name string) string { return e.prefix + name }
+
+// client returns a client of its own: redisstream's publisher and
+// subscriber close theirs when they are closed.
+func (e *redisStreamEnv) client(t *testing.T) *redis.Client {
+	c := redis.NewClient(e.opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func (e *redisStreamEnv) publisher(t *testing.T) message.Publisher {
+	p, err := redisstream.NewPublisher(redisstream.PublisherConfig{Client: e.client(t)}, watermill.NopLogger{})
+	require.NoError(t, err)
+	return p
+}
+
+func (e *redisStreamEnv) subscriber(t *testing.T, group string) message.Subscriber {
+	return e.subscriberWith(t, redisstream.SubscriberConfig{ConsumerGroup: group})
+}
+
+// subscriberWith returns a subscriber configured by cfg, with a client of
+// its own and reads that end within BlockTime.
+func (e *redisStreamEnv) subscriberWith(t *testing.T, cfg redisstream.SubscriberConfig) message.Subscriber {
+	cfg.Client = e.client(t)
+	cfg.DisableIndefiniteInitialBlock = true
+	s, err := redisstream.NewSubscriber(cfg, watermill.NopLogger{})
+	require.NoError(t, err)
+	return s
+}
+
+func (e *redisStreamEnv) guard(t *testing.T, cfg *core.Config) *core.Guard {
+	return testenv.RedisGuard(t, cfg)
+}
+
+// route is one router's handler: the topic it consumes, and where its
+// produced messages go (no publisher: a handler that produces none).
+type route struct {
+	handler  string
+	sub      message.Subscriber
+	topic    string
+	pub      message.Publisher
+	outTopic string
+	fn       message.HandlerFunc
+}
+
+// startRouter runs a router with one handler and mws until the end of the
+// test, and returns it once it runs.
+func startRouter(t *testing.T, r route, mws ...message.HandlerMiddleware) *message.Router {
+	t.Helper()
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 20 * time.Second}, watermill.NopLogger{})
+	require.NoError(t, err)
+	router.AddMiddleware(mws...)
+	if r.pub == nil {
+		router.AddConsumerHandler(r.handler, r.topic, r.sub, func(msg *message.Message) error {
+			_, err := r.fn(msg)
+			return err
+		})
+	} else {
+		router.AddHandler(r.handler, r.topic, r.sub, r.outTopic, r.pub, r.fn)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- router.Run(ctx) }()
+	t.Cleanup(func() {
+		require.NoError(t, router.Close())
+		cancel()
+		require.NoError(t, <-done)
+	})
+	select {
+	case <-router.Running():
+	case err := <-done:
+		t.Fatalf("the router stopped: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the router did not start")
+	}
+	return router
+}
+
+// publish publishes msgs to topic, failing the test on an error.
+func publish(t *testing.T, pub message.Publisher, topic string, msgs ...*message.Message) {
+	t.Helper()
+	require.NoError(t, pub.Publish(topic, msgs...))
+}
+
+// deliveries records how the router settles each delivery: the outermost
+// middleware, it sees the error (nack) or nil (ack) the router acts on.
+type deliveries struct {
+	acks, nacks atomic.Int64
+	acked       chan string // the UUID of each acknowledged message
+}
+
+func newDeliveries() *deliveries { return &deliveries{acked: make(chan string, 100)} }
+
+func (d *deliveries) middleware(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		out, err := h(msg)
+		if err != nil {
+			d.nacks.Add(1)
+		} else {
+			d.acks.Add(1)
+			d.acked <- msg.UUID
+		}
+		return out, err
+	}
+}
+
+// waitAcked waits until n more messages have been acknowledged and returns
+// their UUIDs.
+func (d *deliveries) waitAcked(t *testing.T, n int) []string {
+	t.Helper()
+	var uuids []string
+	timeout := time.After(30 * time.Second)
+	for range n {
+		select {
+		case id := <-d.acked:
+			uuids = append(uuids, id)
+		case <-timeout:
+			t.Fatalf("%d of %d messages acknowledged in time (%d nacks)", len(uuids), n, d.nacks.Load())
+		}
+	}
+	return uuids
+}
+
+// received collects the messages a subscription delivers, acknowledging
+// each.
+type received struct {
+	mu   sync.Mutex
+	msgs []*message.Message
+	got  chan struct{}
+}
+
+// subscribe reads topic through sub until the end of the test.
+func subscribe(t *testing.T, sub message.Subscriber, topic string) *received {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := sub.Subscribe(ctx, topic)
+	require.NoError(t, err)
+	r := &received{got: make(chan struct{}, 100)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m := range ch {
+			r.mu.Lock()
+			r.msgs = append(r.msgs, m)
+			r.mu.Unlock()
+			m.Ack()
+			r.got <- struct{}{}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel() // ends the subscription and closes ch
+		<-done
+		_ = sub.Close()
+	})
+	return r
+}
+
+// wait waits for n messages in all and returns them.
+func (r *received) wait(t *testing.T, n int) []*message.Message {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		r.mu.Lock()
+		msgs := append([]*message.Message(nil), r.msgs...)
+		r.mu.Unlock()
+		if len(msgs) >= n {
+			return msgs
+		}
+		select {
+		case <-r.got:
+		case <-timeout:
+			t.Fatalf("%d of %d messages received in time", len(msgs), n)
+		}
+	}
+}
+
+// count returns how many messages arrived so far.
+func (r *received) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.msgs)
+}
+
+// countingPublisher passes every Publish to a real publisher and counts the
+// messages it passed.
+type countingPublisher struct {
+	message.Publisher
+	calls, msgs atomic.Int64
+}
+
+func (p *countingPublisher) Publish(topic string, msgs ...*message.Message) error {
+	p.calls.Add(1)
+	p.msgs.Add(int64(len(msgs)))
+	return p.Publisher.Publish(topic, msgs...)
+}
+
+// newMessage returns a message with a new UUID.
+func newMessage(payload string) *message.Message {
+	return message.NewMessage(watermill.NewUUID(), message.Payload(payload))
+}

@@ -1,0 +1,158 @@
+package watermillonce
+
+import (
+	"context"
+	"errors"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/jobkey"
+)
+
+// source names Watermill in metrics and logs (Job.Source).
+const source = "watermill"
+
+// NewMiddleware returns a Watermill handler middleware that runs each
+// message's job once through g: add it to a router with AddMiddleware (see
+// the package documentation for its place among the other middleware), or
+// to one handler with Handler.AddMiddleware. cfg may be nil for the
+// defaults.
+//
+// For each message the middleware derives a key (Config.Key) and claims it:
+//
+//   - The key was free: the handler runs, with msg.Context() carrying the
+//     job's idempotency key and fence (core.IdempotencyKey, core.Fence) and
+//     cancelled should the claim be lost. Success records the done marker,
+//     with the messages the handler produced, and returns them (the router
+//     publishes them and acks the message). The handler's error (or panic)
+//     releases the claim and comes back unchanged, with the messages it
+//     returned, so watermill's Retry middleware and the router's nack
+//     apply.
+//   - Already done: the handler does not run; the messages the run
+//     produced are returned again, so the router publishes them and acks
+//     the copy (see the package documentation for why).
+//   - Another copy runs: the copy waits, polling, up to Config.WaitRunning
+//     for it to finish (then it is a duplicate, or runs if the claim was
+//     freed), and otherwise returns an error matching core.ErrRunning, so
+//     the message is nacked and redelivered.
+//   - A different payload under the key (core.ErrConflict), or an empty
+//     key (core.ErrInvalidKey): an error for which IsPoison reports true,
+//     for middleware.PoisonQueueWithFilter.
+//   - The store failed: after Config.UnavailableDelay, an error matching
+//     core.ErrStoreUnavailable, so the message is nacked (fail closed); with
+//     core.Config.FailOpen and a store that cannot be reached, the handler
+//     runs unguarded instead.
+//   - The message's context ended before the claim was answered (or while
+//     the copy waited): the handler does not run, even when the Guard fails
+//     open, and the error matches ctx.Err().
+//
+// NewMiddleware returns an error, naming the problem, for a nil Guard or an
+// invalid Config; MustMiddleware is the one-line form for AddMiddleware.
+func NewMiddleware(g *core.Guard, cfg *Config) (message.HandlerMiddleware, error) {
+	if g == nil {
+		return nil, errors.New("jobonce: watermillonce: NewMiddleware: Guard is nil")
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m := &middleware{g: g, cfg: c}
+	return m.wrap, nil
+}
+
+// MustMiddleware is NewMiddleware for the one-line router.AddMiddleware(...)
+// form: it panics, with NewMiddleware's error, when g is nil or cfg is
+// invalid.
+func MustMiddleware(g *core.Guard, cfg *Config) message.HandlerMiddleware {
+	mw, err := NewMiddleware(g, cfg)
+	if err != nil {
+		panic(err)
+	}
+	return mw
+}
+
+type middleware struct {
+	g   *core.Guard
+	cfg Config
+}
+
+func (m *middleware) wrap(next message.HandlerFunc) message.HandlerFunc {
+	if next == nil {
+		return func(*message.Message) ([]*message.Message, error) {
+			return nil, errors.New("jobonce: watermillonce: the middleware was given a nil handler")
+		}
+	}
+	return func(msg *message.Message) ([]*message.Message, error) {
+		return m.handle(msg, next)
+	}
+}
+
+func (m *middleware) handle(msg *message.Message, next message.HandlerFunc) ([]*message.Message, error) {
+	ctx := msg.Context()
+	handler := message.HandlerNameFromCtx(ctx)
+	job := m.job(msg, handler)
+	var produced []*message.Message
+	fn := func(jobCtx context.Context) ([]byte, error) {
+		msg.SetContext(jobCtx) // the job's context, until the handler returns
+		defer msg.SetContext(ctx)
+		var err error
+		produced, err = next(msg)
+		if err != nil {
+			return nil, err
+		}
+		return encodeProduced(produced), nil
+	}
+	res, err := m.g.Run(ctx, job, fn)
+	if res.Outcome == core.Running {
+		res, err = m.wait(ctx, job, fn, res, err)
+	}
+	switch {
+	case err == nil && res.Outcome == core.Duplicate:
+		return m.reproduce(ctx, msg, res.Value), nil
+	case err == nil:
+		return produced, nil
+	case res.Outcome == core.Conflict, res.Outcome == core.Rejected:
+		return nil, poison(msg, handler, err)
+	case res.Outcome == core.Unavailable:
+		m.pause(ctx, m.cfg.UnavailableDelay)
+		return nil, err
+	case res.Outcome == core.Failed:
+		return produced, err
+	default: // Running, Canceled
+		return nil, err
+	}
+}
+
+// job returns the message's job: unguarded when Config.Skip says so, else
+// keyed by the handler's name, ":" and Config.Key (or the payload's
+// fingerprint), and fingerprinted by Config.Fingerprint.
+func (m *middleware) job(msg *message.Message, handler string) core.Job {
+	if m.cfg.Skip != nil && m.cfg.Skip(msg) {
+		return core.Job{Kind: handler, Source: source, Unguarded: true} // no key: no idempotency key either
+	}
+	var key string
+	if m.cfg.Key != nil {
+		if k := m.cfg.Key(msg); k != "" { // an empty key stays empty, and is rejected
+			key = handler + ":" + k
+		}
+	}
+	var fp func() string
+	if m.cfg.Fingerprint != nil {
+		fp = func() string { return m.cfg.Fingerprint(msg) }
+	}
+	return jobkey.Job(source, handler, msg.Payload, key, m.cfg.Key != nil, fp)
+}
+
+// reproduce returns the messages a duplicate's job produced when it ran,
+// from the stored result. A result it cannot read is logged and none are
+// returned: the job is done, so the copy is acknowledged all the same.
+func (m *middleware) reproduce(ctx context.Context, msg *message.Message, stored []byte) []*message.Message {
+	msgs, err := decodeProduced(stored)
+	if err != nil {
+		m.g.Logger().WarnContext(ctx, "jobonce: watermillonce: a duplicate's produced messages could not be read; acknowledging it without them",
+			"message_uuid", msg.UUID, "handler", message.HandlerNameFromCtx(ctx), "error", err)
+		return nil
+	}
+	return msgs
+}

@@ -1,0 +1,252 @@
+package watermillonce_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/stretchr/testify/require"
+
+	watermillonce "github.com/jobonce/jobonce/adapters/watermill"
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// These tests call the wrapped handler directly, as a router would, with
+// the in-process store. Outside a router a message's context names no
+// handler, so keys start with ":".
+
+// TestKeyPolicy: the policy every adapter shares. An empty key is invalid:
+// the handler does not run and the message goes to the poison path,
+// reported as Rejected. A message Config.Skip exempts runs every time,
+// reported as Unguarded.
+func TestKeyPolicy(t *testing.T) {
+	t.Parallel()
+	withMetadata := func(payload string, kv ...string) func() *message.Message {
+		return func() *message.Message {
+			m := newMessage(payload)
+			for i := 0; i < len(kv); i += 2 {
+				m.Metadata.Set(kv[i], kv[i+1])
+			}
+			return m
+		}
+	}
+	for _, c := range []struct {
+		name     string
+		cfg      *watermillonce.Config
+		msg      func() *message.Message // a new copy each delivery: another UUID
+		runs     int64
+		outcome  core.Outcome // reported …
+		observed int64        // … this many times for the two deliveries
+		key      string       // the key of every event
+		rejected bool
+	}{
+		{"default key", nil, withMetadata("user-42"), 1, core.Duplicate, 1, ":" + core.Fingerprint([]byte("user-42")), false},
+		{"named key", keyByID, withMetadata("user-42", "id", "1"), 1, core.Duplicate, 1, ":1", false},
+		{"empty key", keyByID, withMetadata("user-42"), 0, core.Rejected, 2, "", true},
+		{"skipped", keyByID, withMetadata("user-42", "free", "1"), 2, core.Unguarded, 2, "", false},
+	} {
+		var outs testenv.Outcomes
+		var runs atomic.Int64
+		h := watermillonce.MustMiddleware(testenv.MemGuard(t, &core.Config{Observer: outs.Observe}), c.cfg)(
+			func(*message.Message) ([]*message.Message, error) { runs.Add(1); return nil, nil })
+		for range 2 {
+			_, err := h(c.msg())
+			if c.rejected {
+				require.ErrorIs(t, err, core.ErrInvalidKey, c.name)
+				require.True(t, watermillonce.IsPoison(err), c.name)
+			} else {
+				require.NoError(t, err, c.name)
+			}
+		}
+		require.Equal(t, c.runs, runs.Load(), c.name)
+		require.Equal(t, c.observed, outs.Get(c.outcome), c.name)
+		for _, e := range outs.Events() {
+			require.Equal(t, c.key, e.Key, c.name)
+			require.Equal(t, "watermill", e.Source, c.name)
+		}
+	}
+}
+
+// keyByID keys messages by their "id" metadata and skips those marked "free".
+var keyByID = &watermillonce.Config{
+	Key:  func(m *message.Message) string { return m.Metadata.Get("id") },
+	Skip: func(m *message.Message) bool { return m.Metadata.Get("free") == "1" },
+}
+
+func TestMisconfiguration(t *testing.T) {
+	t.Parallel()
+	g := testenv.MemGuard(t, nil)
+	pub := &countingPublisher{}
+	for _, c := range []struct {
+		name string
+		new  func() error
+		must func() // nil: no Must form
+		want string
+	}{
+		{"NewMiddleware guard", func() error { _, err := watermillonce.NewMiddleware(nil, nil); return err },
+			func() { watermillonce.MustMiddleware(nil, nil) }, "jobonce: watermillonce: NewMiddleware: Guard is nil"},
+		{"PollInterval", func() error {
+			_, err := watermillonce.NewMiddleware(g, &watermillonce.Config{PollInterval: -time.Second})
+			return err
+		}, func() { watermillonce.MustMiddleware(g, &watermillonce.Config{PollInterval: -time.Second}) },
+			"jobonce: watermillonce: Config.PollInterval must not be negative, got -1s"},
+		{"NewPublisher guard", func() error { _, err := watermillonce.NewPublisher(nil, pub, nil); return err }, nil,
+			"jobonce: watermillonce: NewPublisher: Guard is nil"},
+		{"NewPublisher publisher", func() error { _, err := watermillonce.NewPublisher(g, nil, nil); return err }, nil,
+			"jobonce: watermillonce: NewPublisher: publisher is nil"},
+		{"Window", func() error {
+			_, err := watermillonce.NewPublisher(g, pub, &watermillonce.PublisherConfig{Window: -time.Minute})
+			return err
+		}, nil, "jobonce: watermillonce: PublisherConfig.Window must be at least 1ms, got -1m0s"},
+		{"Window below 1ms", func() error {
+			_, err := watermillonce.NewPublisher(g, pub, &watermillonce.PublisherConfig{Window: time.Microsecond})
+			return err
+		}, nil, "jobonce: watermillonce: PublisherConfig.Window must be at least 1ms, got 1µs"},
+	} {
+		require.EqualError(t, c.new(), c.want, c.name)
+		if c.must != nil {
+			require.PanicsWithError(t, c.want, c.must, c.name)
+		}
+	}
+
+	_, err := watermillonce.MustMiddleware(g, nil)(nil)(newMessage("x"))
+	require.EqualError(t, err, "jobonce: watermillonce: the middleware was given a nil handler")
+
+	cfg, pcfg := &watermillonce.Config{}, &watermillonce.PublisherConfig{}
+	watermillonce.MustMiddleware(g, cfg)
+	_, err = watermillonce.NewPublisher(g, pub, pcfg)
+	require.NoError(t, err)
+	require.Equal(t, &watermillonce.Config{}, cfg, "defaults must not be written to the caller's Config")
+	require.Equal(t, &watermillonce.PublisherConfig{}, pcfg, "defaults must not be written to the caller's PublisherConfig")
+}
+
+// The handler's error comes back unchanged, with the messages it returned,
+// and releases the claim: the next delivery runs at once.
+func TestHandlerErrorPassesThrough(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom")
+	var runs atomic.Int64
+	h := watermillonce.MustMiddleware(testenv.MemGuard(t, nil), nil)(func(*message.Message) ([]*message.Message, error) {
+		if runs.Add(1) == 1 {
+			return []*message.Message{newMessage("partial")}, boom
+		}
+		return nil, nil
+	})
+	out, err := h(newMessage("flaky"))
+	require.Same(t, boom, err)
+	require.False(t, watermillonce.IsPoison(err))
+	require.Len(t, out, 1)
+	require.Equal(t, "partial", string(out[0].Payload))
+
+	_, err = h(newMessage("flaky"))
+	require.NoError(t, err, "released: the redelivery runs")
+	_, err = h(newMessage("flaky"))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, runs.Load())
+}
+
+// A panicking handler releases its claim and the panic goes on to the
+// router (or Recoverer); the redelivery runs.
+func TestPanicReleasesTheClaim(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	h := watermillonce.MustMiddleware(testenv.MemGuard(t, nil), nil)(func(*message.Message) ([]*message.Message, error) {
+		if runs.Add(1) == 1 {
+			panic("boom")
+		}
+		return nil, nil
+	})
+	require.PanicsWithValue(t, "boom", func() { _, _ = h(newMessage("p")) })
+	_, err := h(newMessage("p"))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, runs.Load())
+}
+
+// A duplicate returns the messages the run produced, with their UUIDs,
+// metadata and payloads, so that the router publishes them again.
+func TestDuplicateReturnsTheProducedMessages(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	var produced []*message.Message
+	h := watermillonce.MustMiddleware(testenv.MemGuard(t, nil), nil)(func(*message.Message) ([]*message.Message, error) {
+		runs.Add(1)
+		a, b := newMessage("receipt"), newMessage("")
+		a.Metadata.Set("correlation_id", "c-1")
+		a.Metadata.Set("order", "o-7")
+		produced = []*message.Message{a, b}
+		return produced, nil
+	})
+	out, err := h(newMessage("pay"))
+	require.NoError(t, err)
+	require.Equal(t, produced, out, "the run returns the handler's own messages")
+
+	again, err := h(newMessage("pay"))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, runs.Load())
+	require.Len(t, again, 2)
+	for i := range again {
+		require.True(t, produced[i].Equals(again[i]), "message %d: %v, want %v", i, again[i], produced[i])
+		require.NotSame(t, produced[i], again[i])
+	}
+}
+
+// The handler finds the job's idempotency key and fence in msg.Context(),
+// and the message gets its own context back when the handler returns.
+func TestJobContextReachesTheHandler(t *testing.T) {
+	t.Parallel()
+	g := testenv.MemGuard(t, nil)
+	type seen struct {
+		key   string
+		fence int64
+	}
+	var got []seen
+	h := watermillonce.MustMiddleware(g, nil)(func(msg *message.Message) ([]*message.Message, error) {
+		key, ok := core.IdempotencyKey(msg.Context())
+		require.True(t, ok)
+		fence, ok := core.Fence(msg.Context())
+		require.True(t, ok)
+		got = append(got, seen{key, fence})
+		return nil, errors.New("again")
+	})
+	type ctxKey struct{}
+	for range 2 {
+		msg := newMessage("job")
+		own := context.WithValue(context.Background(), ctxKey{}, "mine")
+		msg.SetContext(own)
+		_, err := h(msg)
+		require.Error(t, err)
+		require.Equal(t, own, msg.Context(), "the message's own context is restored")
+	}
+	require.Len(t, got, 2)
+	require.Equal(t, got[0].key, got[1].key, "one idempotency key for every copy")
+	require.Greater(t, got[1].fence, got[0].fence, "each claim has a larger fence")
+}
+
+// A different payload under a named key is a conflict: the handler does not
+// run, and the error is for the poison queue.
+func TestConflictIsPoison(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	h := watermillonce.MustMiddleware(testenv.MemGuard(t, nil), keyByID)(func(*message.Message) ([]*message.Message, error) {
+		runs.Add(1)
+		return nil, nil
+	})
+	first, second := newMessage("10 EUR"), newMessage("99 EUR")
+	first.Metadata.Set("id", "o-7")
+	second.Metadata.Set("id", "o-7")
+	_, err := h(first)
+	require.NoError(t, err)
+	_, err = h(second)
+	require.ErrorIs(t, err, core.ErrConflict)
+	require.True(t, watermillonce.IsPoison(err))
+	require.ErrorContains(t, err, second.UUID)
+	require.EqualValues(t, 1, runs.Load())
+
+	require.False(t, watermillonce.IsPoison(core.ErrConflict), "only the middleware's verdict is poison")
+	require.False(t, watermillonce.IsPoison(&core.RunningError{}))
+	require.False(t, watermillonce.IsPoison(nil))
+}

@@ -1,0 +1,41 @@
+package watermillonce
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// IsPoison reports whether err is the middleware's verdict that a message
+// can never be handled, so redelivering it cannot help: its key is held or
+// done with a different payload (core.ErrConflict), or its key is empty
+// (core.ErrInvalidKey). It is the filter for watermill's
+// middleware.PoisonQueueWithFilter:
+//
+//	poison, err := middleware.PoisonQueueWithFilter(pub, "poison", watermillonce.IsPoison)
+//
+// It reports false for every other error: a copy whose job runs elsewhere
+// (core.ErrRunning), a store failure (core.ErrStoreUnavailable), an ended
+// context and the handler's own errors. Never send the first two to a
+// poison queue: the message would leave its topic while its job may still
+// need it (the running copy may fail, the store may come back), and it
+// would be lost.
+func IsPoison(err error) bool {
+	var p *poisonError
+	return errors.As(err, &p)
+}
+
+// poisonError is the middleware's error for a message that can never be
+// handled. It matches the Guard's error (core.ErrConflict or
+// core.ErrInvalidKey).
+type poisonError struct{ err error }
+
+func (e *poisonError) Error() string { return e.err.Error() }
+func (e *poisonError) Unwrap() error { return e.err }
+
+// poison returns the error for msg, handled by handler, that the Guard
+// refused with err.
+func poison(msg *message.Message, handler string, err error) error {
+	return &poisonError{err: fmt.Errorf("jobonce: watermillonce: message %s (handler %q) is not retried: %w", msg.UUID, handler, err)}
+}

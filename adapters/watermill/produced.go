@@ -1,0 +1,120 @@
+package watermillonce
+
+import (
+	"encoding/binary"
+	"errors"
+	"slices"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// The messages a handler produced are stored with its done marker, so that
+// a duplicate returns them again: their UUIDs, metadata and payloads, in
+// order. The encoding is producedVersion, then the number of messages, then
+// for each its UUID, its metadata (a count, then key and value pairs in key
+// order) and its payload, every string and count as a uvarint length or
+// value.
+const producedVersion = 1
+
+var errProducedEncoding = errors.New("jobonce: watermillonce: stored produced messages are not in a known encoding")
+
+// encodeProduced returns the stored form of msgs, or nil when there are none
+// (nothing is stored then). Nil entries are left out.
+func encodeProduced(msgs []*message.Message) []byte {
+	n := 0
+	for _, m := range msgs {
+		if m != nil {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	b := []byte{producedVersion}
+	b = binary.AppendUvarint(b, uint64(n))
+	for _, m := range msgs {
+		if m == nil {
+			continue
+		}
+		b = appendString(b, m.UUID)
+		keys := make([]string, 0, len(m.Metadata))
+		for k := range m.Metadata {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b = binary.AppendUvarint(b, uint64(len(keys)))
+		for _, k := range keys {
+			b = appendString(b, k)
+			b = appendString(b, m.Metadata[k])
+		}
+		b = appendString(b, string(m.Payload))
+	}
+	return b
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// decodeProduced returns the messages encodeProduced stored in b: new
+// messages, with no context and not acknowledged. An empty b holds none.
+func decodeProduced(b []byte) ([]*message.Message, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	if b[0] != producedVersion {
+		return nil, errProducedEncoding
+	}
+	d := decoder{b: b[1:]}
+	n := d.count()
+	msgs := make([]*message.Message, 0, min(n, uint64(len(d.b))))
+	for i := uint64(0); i < n && !d.bad; i++ {
+		uuid := d.string()
+		fields := d.count()
+		md := make(message.Metadata, min(fields, uint64(len(d.b))))
+		for j := uint64(0); j < fields && !d.bad; j++ {
+			k := d.string()
+			md[k] = d.string()
+		}
+		payload := d.string()
+		m := message.NewMessage(uuid, message.Payload(payload))
+		m.Metadata = md
+		msgs = append(msgs, m)
+	}
+	if d.bad || len(d.b) != 0 {
+		return nil, errProducedEncoding
+	}
+	return msgs, nil
+}
+
+// decoder reads what encodeProduced wrote; bad turns true, for good, at the
+// first malformed or missing field.
+type decoder struct {
+	b   []byte
+	bad bool
+}
+
+func (d *decoder) count() uint64 {
+	if d.bad {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.bad = true
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) string() string {
+	l := d.count()
+	if d.bad || l > uint64(len(d.b)) {
+		d.bad = true
+		return ""
+	}
+	s := string(d.b[:l])
+	d.b = d.b[l:]
+	return s
+}

@@ -1,0 +1,180 @@
+package watermillonce_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	watermillonce "github.com/jobonce/jobonce/adapters/watermill"
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// blocking returns a handler whose first run signals started and blocks
+// until release is closed (or its context ends), and which counts its runs.
+func blocking(runs *atomic.Int64, started chan<- struct{}, release <-chan struct{}) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		if runs.Add(1) == 1 {
+			close(started)
+			select {
+			case <-release:
+			case <-msg.Context().Done():
+				return nil, msg.Context().Err()
+			}
+		}
+		return []*message.Message{newMessage("out")}, nil
+	}
+}
+
+// A copy that finds its job running waits for it, and is then a duplicate
+// with the run's produced messages.
+func TestCopyWaitsForTheRunningJob(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	var outs testenv.Outcomes
+	started, release := make(chan struct{}), make(chan struct{})
+	h := watermillonce.MustMiddleware(testenv.MemGuard(t, &core.Config{Observer: outs.Observe}),
+		&watermillonce.Config{PollInterval: 20 * time.Millisecond})(blocking(&runs, started, release))
+	first := make(chan error, 1)
+	go func() { _, err := h(newMessage("slow")); first <- err }()
+	<-started
+	type result struct {
+		out []*message.Message
+		err error
+	}
+	second := make(chan result, 1)
+	go func() {
+		out, err := h(newMessage("slow"))
+		second <- result{out, err}
+	}()
+	require.Eventually(t, func() bool { return outs.Get(core.Running) >= 2 }, 10*time.Second, 5*time.Millisecond,
+		"the copy should poll while the job runs")
+	select {
+	case <-second:
+		t.Fatal("the copy returned while the job ran")
+	default:
+	}
+	close(release)
+	require.NoError(t, <-first)
+	res := <-second
+	require.NoError(t, res.err)
+	require.Len(t, res.out, 1, "the duplicate returns the run's produced message")
+	require.Equal(t, "out", string(res.out[0].Payload))
+	require.EqualValues(t, 1, runs.Load())
+	require.EqualValues(t, 1, outs.Get(core.Duplicate))
+}
+
+// The wait is bounded by WaitRunning, then the copy is nacked with an error
+// matching core.ErrRunning; a negative WaitRunning returns at once; a
+// context that ends stops the wait with its own error.
+func TestWaitRunningBoundsTheWait(t *testing.T) {
+	t.Parallel()
+	g := testenv.MemGuard(t, nil)
+	var runs atomic.Int64
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	h := watermillonce.MustMiddleware(g, nil)(blocking(&runs, started, release))
+	go func() { _, _ = h(newMessage("stuck")) }()
+	<-started
+
+	copyWith := func(cfg *watermillonce.Config, ctx context.Context) (time.Duration, error) {
+		msg := newMessage("stuck")
+		msg.SetContext(ctx)
+		start := time.Now()
+		_, err := watermillonce.MustMiddleware(g, cfg)(blocking(&runs, nil, nil))(msg)
+		return time.Since(start), err
+	}
+
+	took, err := copyWith(&watermillonce.Config{WaitRunning: 100 * time.Millisecond, PollInterval: 10 * time.Millisecond}, context.Background())
+	require.ErrorIs(t, err, core.ErrRunning)
+	require.False(t, watermillonce.IsPoison(err))
+	require.GreaterOrEqual(t, took, 100*time.Millisecond)
+	require.Less(t, took, 5*time.Second)
+
+	took, err = copyWith(&watermillonce.Config{WaitRunning: -1}, context.Background())
+	require.ErrorIs(t, err, core.ErrRunning)
+	require.Less(t, took, 100*time.Millisecond, "a negative WaitRunning does not wait")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	took, err = copyWith(nil, ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NotErrorIs(t, err, core.ErrRunning)
+	require.Less(t, took, 5*time.Second, "the default wait (10s) ends with the context")
+	require.EqualValues(t, 1, runs.Load())
+}
+
+// While the store cannot be reached, nothing runs and every message is
+// nacked with an error matching core.ErrStoreUnavailable, after
+// UnavailableDelay, and never sent to the poison queue.
+func TestStoreUnavailableFailsClosed(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.ClosedAddr(t), DialTimeout: 200 * time.Millisecond, MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	store, err := redisstore.New(rdb, &redisstore.Config{SkipEvictionCheck: true})
+	require.NoError(t, err)
+	g := testenv.NewGuard(t, store, nil)
+	var runs atomic.Int64
+	handler := func(*message.Message) ([]*message.Message, error) { runs.Add(1); return nil, nil }
+
+	h := watermillonce.MustMiddleware(g, &watermillonce.Config{UnavailableDelay: 200 * time.Millisecond})(handler)
+	start := time.Now()
+	_, err = h(newMessage("job"))
+	require.ErrorIs(t, err, core.ErrStoreUnavailable)
+	require.False(t, watermillonce.IsPoison(err))
+	require.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond, "the nack waits UnavailableDelay")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	msg := newMessage("job")
+	msg.SetContext(ctx)
+	_, err = h(msg)
+	require.ErrorIs(t, err, context.Canceled, "an ended context is not an outage")
+	require.NotErrorIs(t, err, core.ErrStoreUnavailable)
+
+	h = watermillonce.MustMiddleware(g, &watermillonce.Config{UnavailableDelay: -1})(handler)
+	_, err = h(newMessage("job"))
+	require.ErrorIs(t, err, core.ErrStoreUnavailable)
+	require.Zero(t, runs.Load())
+
+	open := watermillonce.MustMiddleware(testenv.NewGuard(t, store, &core.Config{FailOpen: true}), nil)(handler)
+	_, err = open(newMessage("job"))
+	require.NoError(t, err, "FailOpen runs the handler unguarded")
+	require.EqualValues(t, 1, runs.Load())
+}
+
+// A failed handler under a copy that waited: the waiting copy claims the
+// freed key and runs the job itself.
+func TestWaitingCopyRunsWhenTheRunningCopyFails(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	var outs testenv.Outcomes
+	started, release := make(chan struct{}), make(chan struct{})
+	h := watermillonce.MustMiddleware(testenv.MemGuard(t, &core.Config{Observer: outs.Observe}), &watermillonce.Config{PollInterval: 10 * time.Millisecond})(
+		func(msg *message.Message) ([]*message.Message, error) {
+			if runs.Add(1) == 1 {
+				close(started)
+				<-release
+				return nil, errors.New("failed")
+			}
+			return nil, nil
+		})
+	first := make(chan error, 1)
+	go func() { _, err := h(newMessage("job")); first <- err }()
+	<-started
+	second := make(chan error, 1)
+	go func() { _, err := h(newMessage("job")); second <- err }()
+	require.Eventually(t, func() bool { return outs.Get(core.Running) >= 1 }, 10*time.Second, 5*time.Millisecond)
+	close(release)
+	require.EqualError(t, <-first, "failed")
+	require.NoError(t, <-second)
+	require.EqualValues(t, 2, runs.Load())
+	require.EqualValues(t, 1, outs.Get(core.Ran), "the waiting copy ran the job")
+}
