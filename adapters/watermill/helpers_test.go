@@ -120,21 +120,30 @@ type route struct {
 	fn       message.HandlerFunc
 }
 
-// startRouter runs a router with one handler and mws until the end of the
-// test, and returns it once it runs.
-func startRouter(t *testing.T, r route, mws ...message.HandlerMiddleware) *message.Router {
+// newRouter returns a router with mws, for runRouter.
+func newRouter(t *testing.T, mws ...message.HandlerMiddleware) *message.Router {
 	t.Helper()
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 20 * time.Second}, watermill.NopLogger{})
 	require.NoError(t, err)
 	router.AddMiddleware(mws...)
+	return router
+}
+
+// add adds r's handler to router.
+func (r route) add(router *message.Router) {
 	if r.pub == nil {
 		router.AddConsumerHandler(r.handler, r.topic, r.sub, func(msg *message.Message) error {
 			_, err := r.fn(msg)
 			return err
 		})
-	} else {
-		router.AddHandler(r.handler, r.topic, r.sub, r.outTopic, r.pub, r.fn)
+		return
 	}
+	router.AddHandler(r.handler, r.topic, r.sub, r.outTopic, r.pub, r.fn)
+}
+
+// runRouter runs router until the end of the test, and returns once it runs.
+func runRouter(t *testing.T, router *message.Router) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- router.Run(ctx) }()
@@ -150,7 +159,15 @@ func startRouter(t *testing.T, r route, mws ...message.HandlerMiddleware) *messa
 	case <-time.After(10 * time.Second):
 		t.Fatal("the router did not start")
 	}
-	return router
+}
+
+// startRouter runs a router with one handler and mws until the end of the
+// test, and returns once it runs.
+func startRouter(t *testing.T, r route, mws ...message.HandlerMiddleware) {
+	t.Helper()
+	router := newRouter(t, mws...)
+	r.add(router)
+	runRouter(t, router)
 }
 
 // publish publishes msgs to topic, failing the test on an error.

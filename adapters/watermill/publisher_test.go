@@ -1,0 +1,164 @@
+package watermillonce_test
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	watermillonce "github.com/jobonce/jobonce/adapters/watermill"
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// onceOn returns a publisher that publishes through a new GoChannel once per
+// key, the counter of what reaches the GoChannel, and the GoChannel.
+func onceOn(t *testing.T, g *core.Guard, cfg *watermillonce.PublisherConfig) (message.Publisher, *countingPublisher, *gochannel.GoChannel) {
+	t.Helper()
+	ps := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
+	t.Cleanup(func() { _ = ps.Close() })
+	inner := &countingPublisher{Publisher: ps}
+	pub, err := watermillonce.NewPublisher(g, inner, cfg)
+	require.NoError(t, err)
+	return pub, inner, ps
+}
+
+// A retried Publish reuses the message's UUID: it is published once per
+// topic. Another UUID, or another topic, is published.
+func TestPublisherPublishesEachUUIDOnce(t *testing.T) {
+	t.Parallel()
+	pub, inner, ps := onceOn(t, testenv.MemGuard(t, nil), nil)
+	got := subscribe(t, ps, "orders")
+	msg := newMessage("ship order 1")
+	publish(t, pub, "orders", msg)
+	publish(t, pub, "orders", msg) // a retry after an error that was not one
+	require.EqualValues(t, 1, inner.msgs.Load())
+	require.Equal(t, msg.UUID, got.wait(t, 1)[0].UUID)
+
+	publish(t, pub, "audit", msg)
+	publish(t, pub, "orders", newMessage("ship order 1"))
+	require.EqualValues(t, 3, inner.msgs.Load(), "another topic, another UUID")
+	require.Len(t, got.wait(t, 2), 2)
+	require.NoError(t, pub.Close())
+}
+
+// One Publish of several messages publishes those not published before in
+// one call, in order; a key repeated within the call goes out once.
+func TestPublisherPublishesTheRestInOneCall(t *testing.T) {
+	t.Parallel()
+	ps := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
+	t.Cleanup(func() { _ = ps.Close() })
+	var calls [][]string
+	recorder := &recordingPublisher{Publisher: ps, record: func(msgs []*message.Message) {
+		var uuids []string
+		for _, m := range msgs {
+			uuids = append(uuids, m.UUID)
+		}
+		calls = append(calls, uuids)
+	}}
+	pub, err := watermillonce.NewPublisher(testenv.MemGuard(t, nil), recorder, nil)
+	require.NoError(t, err)
+	a, b, c := newMessage("a"), newMessage("b"), newMessage("c")
+	publish(t, pub, "t", a)
+	publish(t, pub, "t", b, a, b, c)
+	require.Equal(t, [][]string{{a.UUID}, {b.UUID, c.UUID}}, calls, "a was published before, b goes out once")
+
+	publish(t, pub, "t", a, b, c)
+	require.Len(t, calls, 2, "nothing left to publish: no call")
+}
+
+// When publishing fails, the markers of the call are deleted and the error
+// comes back unchanged: the retry publishes every message.
+func TestPublisherFailureReleasesTheKeys(t *testing.T) {
+	t.Parallel()
+	ps := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
+	t.Cleanup(func() { _ = ps.Close() })
+	boom := errors.New("broker unreachable")
+	flaky := &flakyPublisher{Publisher: ps, err: boom}
+	flaky.fails.Store(1)
+	pub, err := watermillonce.NewPublisher(testenv.MemGuard(t, nil), flaky, nil)
+	require.NoError(t, err)
+	a, b := newMessage("a"), newMessage("b")
+	require.Same(t, boom, pub.Publish("t", a, b))
+	publish(t, pub, "t", a, b)
+	require.EqualValues(t, 2, flaky.published.Load(), "both went out on the retry")
+	publish(t, pub, "t", a, b)
+	require.EqualValues(t, 2, flaky.published.Load())
+}
+
+// PublisherConfig.Key names a message by a metadata field; an empty key
+// publishes nothing. After Window, the key is published again.
+func TestPublisherKeyAndWindow(t *testing.T) {
+	t.Parallel()
+	pub, inner, _ := onceOn(t, testenv.MemGuard(t, nil), &watermillonce.PublisherConfig{
+		Key:    func(m *message.Message) string { return m.Metadata.Get("order_id") },
+		Window: 100 * time.Millisecond,
+	})
+	order := func(id string) *message.Message {
+		m := newMessage("ship")
+		m.Metadata.Set("order_id", id)
+		return m
+	}
+	publish(t, pub, "orders", order("o-1"))
+	publish(t, pub, "orders", order("o-1"))
+	require.EqualValues(t, 1, inner.msgs.Load(), "another UUID, one order")
+
+	err := pub.Publish("orders", order("o-2"), newMessage("no order id"))
+	require.ErrorIs(t, err, core.ErrInvalidKey)
+	require.ErrorContains(t, err, "PublisherConfig.Key returned an empty key")
+	require.EqualValues(t, 1, inner.msgs.Load(), "nothing of the call was published")
+
+	require.Eventually(t, func() bool {
+		publish(t, pub, "orders", order("o-1"))
+		return inner.msgs.Load() == 2
+	}, 10*time.Second, 20*time.Millisecond, "o-1 goes out again once its window has passed")
+}
+
+// When the store cannot be reached, nothing is published and the error
+// matches core.ErrStoreUnavailable.
+func TestPublisherFailsClosed(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.ClosedAddr(t), DialTimeout: 200 * time.Millisecond, MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	store, err := redisstore.New(rdb, &redisstore.Config{SkipEvictionCheck: true})
+	require.NoError(t, err)
+	pub, inner, _ := onceOn(t, testenv.NewGuard(t, store, nil), nil)
+	require.ErrorIs(t, pub.Publish("t", newMessage("a")), core.ErrStoreUnavailable)
+	require.Zero(t, inner.calls.Load())
+}
+
+// recordingPublisher passes every Publish to a real publisher after
+// recording its messages.
+type recordingPublisher struct {
+	message.Publisher
+	record func([]*message.Message)
+}
+
+func (p *recordingPublisher) Publish(topic string, msgs ...*message.Message) error {
+	p.record(msgs)
+	return p.Publisher.Publish(topic, msgs...)
+}
+
+// flakyPublisher fails its first fails calls with err, then passes every
+// Publish to a real publisher and counts the messages it published.
+type flakyPublisher struct {
+	message.Publisher
+	err       error
+	fails     atomic.Int64
+	published atomic.Int64
+}
+
+func (p *flakyPublisher) Publish(topic string, msgs ...*message.Message) error {
+	if p.fails.Add(-1) >= 0 {
+		return p.err
+	}
+	p.published.Add(int64(len(msgs)))
+	return p.Publisher.Publish(topic, msgs...)
+}

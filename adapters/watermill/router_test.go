@@ -1,0 +1,272 @@
+package watermillonce_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"github.com/stretchr/testify/require"
+
+	watermillonce "github.com/jobonce/jobonce/adapters/watermill"
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// These tests run real Watermill routers on each backend.
+
+// One message delivered to two routers at once (two consumer groups, or two
+// GoChannel subscribers, each getting every message) under one handler
+// name: the handler runs once; the other copy waits for it and is
+// acknowledged as a duplicate.
+func TestRouterCopiesDeliveredTogetherRunOnce(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			e := b.new(t)
+			var outs testenv.Outcomes
+			g := e.guard(t, &core.Config{Observer: outs.Observe})
+			topic := e.topic("welcome")
+			var runs atomic.Int64
+			started, release := make(chan struct{}), make(chan struct{})
+			acked := newDeliveries()
+			for _, group := range []string{"a", "b"} {
+				startRouter(t, route{handler: "welcome", sub: e.subscriber(t, group), topic: topic, fn: blocking(&runs, started, release)},
+					acked.middleware, watermillonce.MustMiddleware(g, &watermillonce.Config{PollInterval: 20 * time.Millisecond}))
+			}
+			publish(t, e.publisher(t), topic, newMessage("user-42"))
+			<-started
+			require.Eventually(t, func() bool { return outs.Get(core.Running) >= 1 }, 20*time.Second, 5*time.Millisecond,
+				"the second copy should find the job running")
+			close(release)
+			acked.waitAcked(t, 2)
+			require.EqualValues(t, 1, runs.Load())
+			require.EqualValues(t, 1, outs.Get(core.Ran))
+			require.EqualValues(t, 1, outs.Get(core.Duplicate))
+			require.Zero(t, acked.nacks.Load(), "the copy waited rather than being nacked")
+			for _, ev := range outs.Events() {
+				require.Equal(t, "welcome:"+core.Fingerprint([]byte("user-42")), ev.Key, "the handler's name and the payload's fingerprint")
+				require.Equal(t, "welcome", ev.Kind)
+			}
+		})
+	}
+}
+
+// Each message's first attempt fails and is nacked. Under the middleware
+// the redelivery runs; under watermill's Deduplicator, which records the
+// message before its handler runs, the redelivery is dropped as a
+// duplicate and acknowledged: the message is lost.
+func TestRouterFailedMessageIsRetriedNotLost(t *testing.T) {
+	t.Parallel()
+	const messages = 20
+	for _, b := range backends {
+		for _, guard := range []string{"jobonce", "Deduplicator"} {
+			t.Run(b.name+"/"+guard, func(t *testing.T) {
+				t.Parallel()
+				e := b.new(t)
+				mw := message.HandlerMiddleware((&middleware.Deduplicator{}).Middleware)
+				if guard == "jobonce" {
+					mw = watermillonce.MustMiddleware(e.guard(t, nil), nil)
+				}
+				var mu sync.Mutex
+				attempts := map[string]int{}
+				var succeeded atomic.Int64
+				topic := e.topic("charge")
+				acked := newDeliveries()
+				startRouter(t, route{handler: "charge", sub: e.subscriber(t, "g"), topic: topic, fn: func(msg *message.Message) ([]*message.Message, error) {
+					mu.Lock()
+					attempts[string(msg.Payload)]++
+					n := attempts[string(msg.Payload)]
+					mu.Unlock()
+					if n == 1 {
+						return nil, errors.New("the payment provider timed out")
+					}
+					succeeded.Add(1)
+					return nil, nil
+				}}, acked.middleware, mw)
+				pub := e.publisher(t)
+				for i := range messages {
+					publish(t, pub, topic, newMessage(fmt.Sprintf("order-%d", i)))
+				}
+				acked.waitAcked(t, messages)
+				t.Logf("%s on %s: %d of %d messages ran after their first attempt failed; %d were acknowledged without running", guard, b.name, succeeded.Load(), messages, messages-succeeded.Load())
+				require.EqualValues(t, messages, acked.nacks.Load(), "every first attempt was nacked")
+				if guard == "jobonce" {
+					require.EqualValues(t, messages, succeeded.Load(), "every message ran on its redelivery")
+				} else {
+					require.Zero(t, succeeded.Load(), "the Deduplicator drops every redelivery")
+				}
+			})
+		}
+	}
+}
+
+// A different payload under a key that is done, and a message with an empty
+// key, go to the poison queue through PoisonQueueWithFilter and IsPoison,
+// and are acknowledged on their own topic; the handler does not run for
+// them.
+func TestRouterConflictGoesToThePoisonQueue(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			e := b.new(t)
+			topic, poisonTopic := e.topic("orders"), e.topic("poison")
+			poisoned := subscribe(t, e.subscriber(t, "poison-reader"), poisonTopic)
+			pq, err := middleware.PoisonQueueWithFilter(e.publisher(t), poisonTopic, watermillonce.IsPoison)
+			require.NoError(t, err)
+			var runs atomic.Int64
+			acked := newDeliveries()
+			startRouter(t, route{handler: "orders", sub: e.subscriber(t, "g"), topic: topic, fn: func(*message.Message) ([]*message.Message, error) {
+				runs.Add(1)
+				return nil, nil
+			}}, acked.middleware, pq, watermillonce.MustMiddleware(e.guard(t, nil), keyByID))
+
+			pub := e.publisher(t)
+			first, conflict, unkeyed := newMessage("10 EUR"), newMessage("99 EUR"), newMessage("5 EUR")
+			first.Metadata.Set("id", "o-7")
+			conflict.Metadata.Set("id", "o-7")
+			publish(t, pub, topic, first)
+			acked.waitAcked(t, 1)
+			publish(t, pub, topic, conflict, unkeyed)
+			acked.waitAcked(t, 2)
+
+			reasons := map[string]string{}
+			for _, m := range poisoned.wait(t, 2) {
+				reasons[m.UUID] = m.Metadata.Get(middleware.ReasonForPoisonedKey)
+				require.Equal(t, "orders", m.Metadata.Get(middleware.PoisonedHandlerKey))
+			}
+			require.Len(t, reasons, 2)
+			require.Contains(t, reasons[conflict.UUID], core.ErrConflict.Error())
+			require.Contains(t, reasons[unkeyed.UUID], core.ErrInvalidKey.Error())
+			require.EqualValues(t, 1, runs.Load())
+			require.Zero(t, acked.nacks.Load())
+		})
+	}
+}
+
+// The order the package documentation recommends: CorrelationID,
+// PoisonQueueWithFilter, the middleware, Retry, Recoverer, and the router's
+// publisher decorated with NewPublisher. A handler that panics, then fails,
+// then succeeds is retried under one claim (one fence) and runs once; its
+// produced message goes out once, with the correlation ID; a later copy of
+// the message is a duplicate whose produced message the decorated publisher
+// does not publish again.
+func TestRouterRecommendedOrder(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			e := b.new(t)
+			var outs testenv.Outcomes
+			g := e.guard(t, &core.Config{Observer: outs.Observe})
+			topic, outTopic, poisonTopic := e.topic("payments"), e.topic("receipts"), e.topic("poison")
+			receipts := subscribe(t, e.subscriber(t, "receipts-reader"), outTopic)
+			pq, err := middleware.PoisonQueueWithFilter(e.publisher(t), poisonTopic, watermillonce.IsPoison)
+			require.NoError(t, err)
+			acked := newDeliveries()
+			router := newRouter(t,
+				acked.middleware,
+				middleware.CorrelationID,
+				pq,
+				watermillonce.MustMiddleware(g, nil),
+				middleware.Retry{MaxRetries: 3, InitialInterval: time.Millisecond}.Middleware,
+				middleware.Recoverer,
+			)
+			out := &countingPublisher{Publisher: e.publisher(t)}
+			returned := &countingPublisher{} // what the handler chain returned, before NewPublisher
+			router.AddPublisherDecorators(
+				func(pub message.Publisher) (message.Publisher, error) { returned.Publisher = pub; return returned, nil },
+				func(pub message.Publisher) (message.Publisher, error) { return watermillonce.NewPublisher(g, pub, nil) },
+			)
+			var mu sync.Mutex
+			var fences []int64
+			route{handler: "payments", sub: e.subscriber(t, "g"), topic: topic, pub: out, outTopic: outTopic,
+				fn: func(msg *message.Message) ([]*message.Message, error) {
+					fence, ok := core.Fence(msg.Context())
+					require.True(t, ok)
+					mu.Lock()
+					fences = append(fences, fence)
+					n := len(fences)
+					mu.Unlock()
+					switch n {
+					case 1:
+						panic("the first attempt panics")
+					case 2:
+						return nil, errors.New("the second attempt fails")
+					}
+					return []*message.Message{newMessage("receipt")}, nil
+				}}.add(router)
+			runRouter(t, router)
+
+			pub := e.publisher(t)
+			in := newMessage("pay 10 EUR")
+			middleware.SetCorrelationID("c-1", in)
+			publish(t, pub, topic, in)
+			acked.waitAcked(t, 1)
+			publish(t, pub, topic, newMessage("pay 10 EUR"))
+			acked.waitAcked(t, 1)
+
+			require.Len(t, fences, 3, "three attempts")
+			require.Len(t, slices.Compact(slices.Clone(fences)), 1, "every attempt ran under one claim: %v", fences)
+			require.EqualValues(t, 1, outs.Get(core.Ran))
+			require.Zero(t, outs.Get(core.Failed), "Retry inside the middleware: its failures never release the claim")
+			require.EqualValues(t, 1, outs.Get(core.Duplicate))
+			require.Zero(t, acked.nacks.Load())
+			require.EqualValues(t, 2, returned.msgs.Load(), "the run and the duplicate returned the produced message")
+			require.EqualValues(t, 1, out.msgs.Load(), "the duplicate's produced message was not published again")
+			got := receipts.wait(t, 1)
+			require.Equal(t, "receipt", string(got[0].Payload))
+			require.Equal(t, "c-1", middleware.MessageCorrelationID(got[0]))
+		})
+	}
+}
+
+// A message consumed by two handlers, keyed by its UUID: each handler runs
+// it once, under a key of its own.
+func TestRouterEachHandlerRunsAMessageOnce(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			e := b.new(t)
+			var outs testenv.Outcomes
+			cfg := &watermillonce.Config{Key: func(m *message.Message) string { return m.UUID }}
+			acked := newDeliveries()
+			router := newRouter(t, acked.middleware, watermillonce.MustMiddleware(e.guard(t, &core.Config{Observer: outs.Observe}), cfg))
+			topic := e.topic("signups")
+			var mu sync.Mutex
+			runs := map[string]int{}
+			for _, name := range []string{"email", "stats"} {
+				route{handler: name, sub: e.subscriber(t, name), topic: topic, fn: func(msg *message.Message) ([]*message.Message, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					runs[message.HandlerNameFromCtx(msg.Context())]++
+					return nil, nil
+				}}.add(router)
+			}
+			runRouter(t, router)
+			msg := newMessage("user-42")
+			pub := e.publisher(t)
+			publish(t, pub, topic, msg)
+			acked.waitAcked(t, 2)
+			publish(t, pub, topic, msg) // the same UUID again
+			acked.waitAcked(t, 2)
+			mu.Lock()
+			require.Equal(t, map[string]int{"email": 1, "stats": 1}, runs)
+			mu.Unlock()
+			require.EqualValues(t, 2, outs.Get(core.Duplicate))
+			keys := map[string]bool{}
+			for _, ev := range outs.Events() {
+				keys[ev.Key] = true
+			}
+			require.Equal(t, map[string]bool{"email:" + msg.UUID: true, "stats:" + msg.UUID: true}, keys)
+		})
+	}
+}
