@@ -1,5 +1,163 @@
-// Package watermillonce runs each Watermill message's job once, whatever the
-// number of copies delivered, with a jobonce Guard.
+// Package watermillonce runs each Watermill message's job once per handler,
+// whatever the number of copies delivered, with a jobonce Guard: a handler
+// middleware for a router, and a publisher decorator that publishes each
+// message once. It works the same on every Watermill backend (Kafka, NATS
+// JetStream, RabbitMQ, Redis Streams, SQL, GoChannel).
 //
 //	import watermillonce "github.com/jobonce/jobonce/adapters/watermill"
+//
+// # Setup
+//
+// One middleware line:
+//
+//	router.AddMiddleware(watermillonce.MustMiddleware(guard, nil))
+//
+// MustMiddleware panics on a nil Guard or an invalid Config, at start-up;
+// NewMiddleware returns the error instead. With a poison queue, give it
+// IsPoison as its filter (see Order in the middleware chain).
+//
+// # Keys
+//
+// A message's key names its effect. It is the handler's name
+// (message.HandlerNameFromCtx), ":" and, by default, core.Fingerprint of the
+// payload, so copies with equal payloads share a key; Config.Key replaces
+// the part after the handler's name with what it returns, such as the
+// message's UUID or a metadata field. Every handler of a message runs it
+// once, under a key of its own: two handlers consuming one topic never skip
+// each other's work. An empty key is invalid, as in every jobonce adapter:
+// the handler does not run and the message goes to the poison queue,
+// reported as core.Rejected. A message Config.Skip exempts runs unguarded,
+// reported as core.Unguarded. Copies under one named key with different
+// payloads are a conflict: the message goes to the poison queue.
+//
+// A done key skips every later message with that key for the Guard's
+// Retention (24h by default). Messages that legitimately repeat with equal
+// payloads need a key that tells them apart (the UUID, when the producer
+// sets a new one per message and reuses it on retries), or Config.Skip.
+//
+// # What happens to a message
+//
+//   - The key was free: the handler runs, with the job's idempotency key
+//     and fence in msg.Context() (core.IdempotencyKey, core.Fence); its
+//     claim is kept alive while it runs. Success records the done marker
+//     and the router publishes the produced messages and acks. An error or
+//     a panic releases the claim and reaches the router unchanged, which
+//     nacks.
+//   - Already done (a duplicate): the handler does not run; the messages
+//     the run produced are returned again (see Produced messages) and the
+//     copy is acked.
+//   - Another copy runs: the copy waits in its handler, polling, up to
+//     Config.WaitRunning (10s), and is then a duplicate, or runs the job if
+//     the other copy failed; if the job still runs, it returns an error
+//     matching core.ErrRunning and is nacked, to come back later.
+//   - A conflict or an empty key: an error for which IsPoison reports true.
+//   - The store failed: nothing runs; after Config.UnavailableDelay (1s) an
+//     error matching core.ErrStoreUnavailable, and the message is nacked
+//     (fail closed). Nothing is acked unless its job ran or is done.
+//   - The message's context ended first (the router is closing): nothing
+//     runs, even when the Guard fails open, and the error matches
+//     ctx.Err().
+//
+// # Produced messages
+//
+// The router publishes a handler's produced messages after the handler has
+// returned, so after the middleware has recorded the done marker; a publish
+// that fails, or a crash in between, nacks or loses the delivery, and its
+// redelivery is a duplicate. So that the produced messages are not lost
+// then, the middleware stores them with the done marker (UUIDs, metadata and
+// payloads, up to core.Config.MaxResultSize, 64 KiB by default; beyond it
+// the marker is written without them and a warning logged), and a duplicate
+// returns them again. A duplicate therefore publishes the run's messages a
+// second time, with the same UUIDs: decorate the router's publisher with
+// NewPublisher (its default key is the UUID) to publish each once, or let
+// the next handler's own middleware skip them.
+//
+// # Order in the middleware chain
+//
+// Watermill runs the middleware added first outermost. The recommended
+// order is:
+//
+//	poisonQueue, err := middleware.PoisonQueueWithFilter(pub, "poison", watermillonce.IsPoison)
+//	…
+//	router.AddMiddleware(
+//		middleware.CorrelationID,
+//		poisonQueue,
+//		watermillonce.MustMiddleware(guard, nil),
+//		middleware.Timeout(time.Minute),
+//		middleware.Retry{MaxRetries: 3, InitialInterval: 100 * time.Millisecond}.Middleware,
+//		middleware.Recoverer,
+//	)
+//	router.AddPublisherDecorators(func(pub message.Publisher) (message.Publisher, error) {
+//		return watermillonce.NewPublisher(guard, pub, nil)
+//	})
+//
+// PoisonQueue goes outside the middleware, so that it sees the conflicts
+// and empty keys; IsPoison keeps every other error out of it. A plain
+// PoisonQueue would take a copy whose job is running, or one the store
+// could not claim, off its topic: if the running copy then fails, the job
+// is lost. Retry goes inside, so that a handler's retries run under one
+// claim (one fence), kept alive by the heartbeat, with no other copy
+// running between them; outside, every retry would claim the key again,
+// and Retry would retry conflicts and running copies too. Timeout goes
+// inside, so that it bounds the handler and its retries (a handler past it
+// is cancelled and its claim released) while WaitRunning bounds a copy's
+// wait; inside Retry it would need Retry.ResetContextOnRetry. Recoverer goes
+// innermost, so that a panic becomes an error Retry retries; without it the
+// middleware releases the claim and the router recovers the panic and
+// nacks. CorrelationID only marks produced messages, and stored produced
+// messages keep their metadata, so it may go anywhere.
+//
+// # Redelivery after a nack, per backend
+//
+// How soon a nacked copy comes back depends on the backend, not on jobonce:
+//
+//   - GoChannel: at once, to the same subscriber.
+//   - Redis Streams (watermill-redisstream): at once to the same consumer
+//     (after SubscriberConfig.NackResendSleep, none by default), the message
+//     staying pending in the group; the consumer takes no other message
+//     meanwhile. The resent copy's context is no longer cancelled when the
+//     router closes, so a copy waiting then ends after WaitRunning, within
+//     the router's CloseTimeout (30s). A message pending longer than
+//     MaxIdleTime (60s) is claimed by another consumer of the group
+//     (XPENDING, then XCLAIM), even while its consumer still runs it: that
+//     copy finds the job running and waits.
+//   - RabbitMQ (watermill-amqp): requeued at once (unless
+//     NoRequeueOnNack), possibly to another consumer.
+//   - NATS JetStream (watermill-nats): Nak, redelivered at once, or after
+//     SubscriberConfig.NakDelay; a message not acked within the consumer's
+//     AckWait (30s) is redelivered while it still runs, and that copy
+//     waits. Set WaitRunning negative when NakDelay spaces redeliveries.
+//   - Kafka (watermill-kafka): the same message again after
+//     NackResendSleep (100ms); the partition waits behind it, since its
+//     offset is not committed. A copy that finds its job running is one
+//     that a rebalance handed to a new consumer while the old one runs it.
+//   - SQL (watermill-sql): again after ResendInterval (1s); the consumer
+//     group's offset waits behind it.
+//
+// Each nack of a waiting copy is a delivery: a backend that limits
+// deliveries (RabbitMQ quorum queues' delivery-limit, JetStream's
+// MaxDeliver, a NakDelay with MaxRetryDelay) drops or dead-letters a copy
+// that outwaits it, so keep WaitRunning times the limit above the longest
+// job.
+//
+// # Publishing once
+//
+// NewPublisher decorates a publisher so that each message is published at
+// most once per key (by default its UUID) and topic within a window
+// (PublisherConfig.Window, 24h), through Guard.Enqueue: a marker is set
+// first, and deleted at once when publishing fails, so a retried Publish
+// goes out. Messages not published before go out in one call of the
+// decorated publisher.
+//
+// # Compared with middleware.Deduplicator
+//
+// Watermill's Deduplicator records a message's key before its handler runs,
+// in one process's memory: a copy arriving while the first runs is dropped
+// (and lost, should the first fail), and a redelivery of a message whose
+// handler failed is acknowledged as a duplicate without running. In
+// TestRouterFailedMessageIsRetriedNotLost, where each of 20 messages fails
+// its first attempt, the Deduplicator acknowledged all 20 without running
+// them, on GoChannel and on Redis Streams; under this middleware all 20 ran
+// on their redelivery. Its claims and done markers live in the Guard's
+// store, shared by every process.
 package watermillonce

@@ -176,25 +176,35 @@ func publish(t *testing.T, pub message.Publisher, topic string, msgs ...*message
 	require.NoError(t, pub.Publish(topic, msgs...))
 }
 
-// deliveries records how the router settles each delivery: the outermost
-// middleware, it sees the error (nack) or nil (ack) the router acts on.
+// deliveries records how the router settles each delivery, from the
+// message's own Acked and Nacked channels: the router acks a message only
+// after publishing what its handler produced.
 type deliveries struct {
 	acks, nacks atomic.Int64
 	acked       chan string // the UUID of each acknowledged message
+	stop        chan struct{}
 }
 
-func newDeliveries() *deliveries { return &deliveries{acked: make(chan string, 100)} }
+func newDeliveries(t *testing.T) *deliveries {
+	d := &deliveries{acked: make(chan string, 100), stop: make(chan struct{})}
+	t.Cleanup(func() { close(d.stop) })
+	return d
+}
 
+// middleware is the outermost middleware, so that it sees every delivery.
 func (d *deliveries) middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
-		out, err := h(msg)
-		if err != nil {
-			d.nacks.Add(1)
-		} else {
-			d.acks.Add(1)
-			d.acked <- msg.UUID
-		}
-		return out, err
+		go func() {
+			select {
+			case <-msg.Acked():
+				d.acks.Add(1)
+				d.acked <- msg.UUID
+			case <-msg.Nacked():
+				d.nacks.Add(1)
+			case <-d.stop:
+			}
+		}()
+		return h(msg)
 	}
 }
 

@@ -3,11 +3,14 @@ package watermillonce_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/stretchr/testify/require"
 
 	watermillonce "github.com/jobonce/jobonce/adapters/watermill"
@@ -249,4 +252,64 @@ func TestConflictIsPoison(t *testing.T) {
 	require.False(t, watermillonce.IsPoison(core.ErrConflict), "only the middleware's verdict is poison")
 	require.False(t, watermillonce.IsPoison(&core.RunningError{}))
 	require.False(t, watermillonce.IsPoison(nil))
+}
+
+// Timeout inside the middleware cancels a handler that overruns it; the
+// claim is released and the redelivery runs.
+func TestTimeoutInsideReleasesTheClaim(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	h := watermillonce.MustMiddleware(testenv.MemGuard(t, nil), nil)(middleware.Timeout(50 * time.Millisecond)(
+		func(msg *message.Message) ([]*message.Message, error) {
+			if runs.Add(1) == 1 {
+				<-msg.Context().Done()
+				return nil, msg.Context().Err()
+			}
+			return nil, nil
+		}))
+	_, err := h(newMessage("slow"))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	_, err = h(newMessage("slow"))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, runs.Load())
+}
+
+// Produced messages larger than the Guard's MaxResultSize are returned by
+// the run but not stored: a duplicate returns none.
+func TestProducedMessagesBeyondMaxResultSizeAreNotStored(t *testing.T) {
+	t.Parallel()
+	var outs testenv.Outcomes
+	h := watermillonce.MustMiddleware(testenv.MemGuard(t, &core.Config{MaxResultSize: 100, Observer: outs.Observe}), nil)(
+		func(*message.Message) ([]*message.Message, error) {
+			return []*message.Message{newMessage(strings.Repeat("x", 200))}, nil
+		})
+	out, err := h(newMessage("big"))
+	require.NoError(t, err)
+	require.Len(t, out, 1)
+	out, err = h(newMessage("big"))
+	require.NoError(t, err)
+	require.Empty(t, out)
+	require.ErrorIs(t, outs.Events()[0].Err, core.ErrResultTooLarge)
+}
+
+// A done marker whose result the middleware did not write: the duplicate is
+// acknowledged without produced messages, and a warning is logged.
+func TestUnreadableStoredResultIsAcknowledged(t *testing.T) {
+	t.Parallel()
+	var logged strings.Builder
+	g := testenv.MemGuard(t, &core.Config{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	res, err := g.Run(context.Background(), core.Job{Key: ":" + core.Fingerprint([]byte("job"))}, func(context.Context) ([]byte, error) {
+		return []byte("not produced messages"), nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, res.Outcome)
+
+	h := watermillonce.MustMiddleware(g, nil)(func(*message.Message) ([]*message.Message, error) {
+		t.Error("the job is done")
+		return nil, nil
+	})
+	out, err := h(newMessage("job"))
+	require.NoError(t, err)
+	require.Empty(t, out)
+	require.Contains(t, logged.String(), "produced messages could not be read")
 }

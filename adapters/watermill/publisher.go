@@ -48,8 +48,9 @@ const defaultWindow = 24 * time.Hour
 // published before. When pub.Publish fails, it deletes the markers of the
 // call and returns pub's error unchanged. When the store fails, it publishes
 // nothing (unless the Guard fails open) and returns an error matching
-// core.ErrStoreUnavailable; when a message's context ends first, an error
-// matching its ctx.Err(). A message with an empty key makes it publish
+// core.ErrStoreUnavailable. A message's context gives the store calls its
+// values, never a deadline or a cancellation: each store call is bounded by
+// the Guard's StoreTimeout. A message with an empty key makes it publish
 // nothing and return an error matching core.ErrInvalidKey.
 //
 // To decorate the publisher of every handler of a router:
@@ -117,7 +118,11 @@ func (p *publisher) publishFrom(topic string, msgs []*message.Message, keys []st
 		return p.pub.Publish(topic, fresh...)
 	}
 	m := msgs[0]
-	published, err := p.g.Enqueue(m.Context(), keys[0], p.cfg.Window, func(context.Context) error {
+	// A message's context carries values (tracing), not the caller's say on
+	// stopping: Publish takes no context, and a handler's produced messages
+	// may carry its job's context, which ends when the handler returns.
+	ctx := context.WithoutCancel(m.Context())
+	published, err := p.g.Enqueue(ctx, keys[0], p.cfg.Window, func(context.Context) error {
 		return p.publishFrom(topic, msgs[1:], keys[1:], append(fresh, m))
 	})
 	if err != nil || published {

@@ -1,6 +1,7 @@
 package watermillonce_test
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -161,4 +162,17 @@ func (p *flakyPublisher) Publish(topic string, msgs ...*message.Message) error {
 	}
 	p.published.Add(int64(len(msgs)))
 	return p.Publisher.Publish(topic, msgs...)
+}
+
+// A message whose context has ended, such as one a handler produced with its
+// job's context, is published all the same.
+func TestPublisherIgnoresAnEndedMessageContext(t *testing.T) {
+	t.Parallel()
+	pub, inner, _ := onceOn(t, testenv.MemGuard(t, nil), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	msg := newMessage("receipt")
+	msg.SetContext(ctx)
+	publish(t, pub, "receipts", msg)
+	require.EqualValues(t, 1, inner.msgs.Load())
 }

@@ -26,7 +26,7 @@ func TestRedisStreamClaimedCopyWaitsForTheSlowHandler(t *testing.T) {
 	topic := e.topic("reports")
 	var runs atomic.Int64
 	started, release := make(chan struct{}), make(chan struct{})
-	acked := newDeliveries()
+	acked := newDeliveries(t)
 	for _, consumer := range []string{"a", "b"} {
 		sub := e.subscriberWith(t, redisstream.SubscriberConfig{
 			ConsumerGroup: "g", Consumer: consumer,
