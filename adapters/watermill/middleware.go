@@ -115,7 +115,7 @@ func (m *middleware) handle(msg *message.Message, next message.HandlerFunc) ([]*
 	case res.Outcome == core.Conflict, res.Outcome == core.Rejected:
 		return nil, poison(msg, handler, err)
 	case res.Outcome == core.Unavailable:
-		m.pause(ctx, m.cfg.UnavailableDelay)
+		pause(ctx, m.cfg.UnavailableDelay)
 		return nil, err
 	case res.Outcome == core.Failed:
 		return produced, err

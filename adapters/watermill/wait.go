@@ -53,7 +53,7 @@ func (m *middleware) wait(ctx context.Context, job core.Job, fn core.RunFunc, re
 }
 
 // pause waits d, or until ctx ends.
-func (m *middleware) pause(ctx context.Context, d time.Duration) {
+func pause(ctx context.Context, d time.Duration) {
 	if d <= 0 {
 		return
 	}
