@@ -20,9 +20,9 @@
 // skipped as a copy, while each occurrence of a River periodic job runs. Work
 // that repeats on purpose takes one of these instead:
 //
-//	&riveronce.Config{Key: func(j *rivertype.JobRow) string { return j.Kind + ":" + strconv.FormatInt(j.ID, 10) }} // every insert runs once
-//	func (a ReportArgs) OnceKey() string { return "report:" + a.Day }                                           // the args name their key (Keyer)
-//	&riveronce.Config{Skip: func(j *rivertype.JobRow) bool { return j.Kind == "cache_refresh" }}                 // runs unguarded
+//	riveronce.MustMiddleware(guard, &riveronce.Config{Key: func(j *rivertype.JobRow) string { return j.Kind + ":" + strconv.FormatInt(j.ID, 10) }}) // every insert runs once
+//	func (a ReportArgs) OnceKey() string { return "report:" + a.Day }                                                                           // the args name their key (Keyer)
+//	riveronce.MustMiddleware(guard, &riveronce.Config{Skip: func(j *rivertype.JobRow) bool { return j.Kind == "cache_refresh" }})                 // runs unguarded
 //
 // Wrap guards one worker; register its result with
 // river.AddWorker. Each returns an error for a nil argument; MustMiddleware,
