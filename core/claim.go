@@ -412,7 +412,7 @@ func (c *Claim) report(ctx context.Context, out Outcome, err error, ran time.Dur
 	if out == Duplicate || c.wouldSkip == Duplicate {
 		e.Lag = c.lag
 	}
-	c.g.observe(ctx, e)
+	c.g.observe(ctx, e, c.job.DefaultKey)
 }
 
 // Finish records the done markers of claims whose Work left them pending,

@@ -108,8 +108,10 @@ type Config struct {
 
 	// Logger receives one record per outcome: Debug for the ordinary ones, Warn
 	// for Conflict, LeaseLost, Unrecorded, Unguarded and Unavailable, and for
-	// Ran when the result was too large to store (MaxResultSize).
-	// Defaults to slog.Default().
+	// Ran when the result was too large to store (MaxResultSize), and Info for
+	// the first Duplicate of each kind under an adapter's default key
+	// (Job.DefaultKey), which names the setting that keys work repeated on
+	// purpose by occurrence. Defaults to slog.Default().
 	Logger *slog.Logger
 
 	// MeterProvider supplies the OpenTelemetry meter for outcome counters and

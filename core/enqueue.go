@@ -117,6 +117,6 @@ func (g *Guard) publishShadow(ctx context.Context, key string, publish func(cont
 	if err != nil {
 		e.Outcome, e.Err = Failed, err
 	}
-	g.observe(ctx, e)
+	g.observe(ctx, e, false)
 	return err == nil, err
 }

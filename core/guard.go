@@ -17,6 +17,7 @@ type Guard struct {
 	batch   driver.BatchStore
 	cfg     Config
 	metrics *metrics
+	skipped *firstSkips // the kinds skipped under a default key so far
 
 	// Group commit of concurrent claims and done markers on a BatchStore;
 	// nil when off.
@@ -45,6 +46,15 @@ type Job struct {
 	// always runs, and is reported as Unguarded with a nil error, logged at
 	// Debug; Key only names it in the report and may be empty.
 	Unguarded bool
+	// DefaultKey reports that an adapter made Key by its default from the
+	// kind and the payload alone (kind, ":" and Fingerprint of the payload),
+	// which cannot tell a copy from the same work sent again on purpose. The
+	// first Duplicate of each Source and Kind under such a key is logged at
+	// Info, naming the setting that keys such work by occurrence; later ones
+	// at Debug, as usual. The adapters leave it false for a key you named and
+	// for a default that names the delivery or occurrence (a FIFO
+	// MessageId, a periodic occurrence). Defaults to false.
+	DefaultKey bool
 }
 
 // RunFunc is a job's function for Guard.Run: the result it returns is stored
@@ -78,7 +88,7 @@ func New(store driver.Store, cfg *Config) (*Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobonce: metrics: %w", err)
 	}
-	g := &Guard{store: store, cfg: c, metrics: m}
+	g := &Guard{store: store, cfg: c, metrics: m, skipped: newFirstSkips()}
 	g.batch, _ = store.(driver.BatchStore)
 	if g.batch != nil && !c.DisableBatching {
 		g.group = newGroupCommit(g.batch, c.StoreTimeout)

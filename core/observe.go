@@ -6,16 +6,24 @@ import (
 )
 
 // observe reports one outcome to the observer, the logger and the metrics.
-func (g *Guard) observe(ctx context.Context, e Event) {
+// defaultKey is the job's Job.DefaultKey: the first Duplicate of each kind
+// under an adapter's default key is logged at Info, saying how to key work
+// that repeats on purpose.
+func (g *Guard) observe(ctx context.Context, e Event, defaultKey bool) {
 	g.metrics.record(ctx, &e)
 	if g.cfg.Observer != nil {
 		g.cfg.Observer(ctx, e)
 	}
-	level := logLevel(&e)
+	level, msg := logLevel(&e), ""
+	if defaultKey && e.Outcome == Duplicate && g.skipped.first(e.Source, e.Kind) {
+		level, msg = slog.LevelInfo, firstSkipMessage(e.Source)
+	}
 	if !g.cfg.Logger.Enabled(ctx, level) {
 		return
 	}
-	msg := logMessage(&e)
+	if msg == "" {
+		msg = logMessage(&e)
+	}
 	attrs := make([]slog.Attr, 0, 8)
 	attrs = append(attrs, slog.String("key", e.Key), slog.String("outcome", e.Outcome.String()))
 	if e.Source != "" || e.Kind != "" {
@@ -40,7 +48,8 @@ func (g *Guard) observe(ctx context.Context, e Event) {
 }
 
 // logLevel returns the level of e's log record: Warn for the outcomes an
-// operator must see, Debug for the rest.
+// operator must see, Debug for the rest (observe raises a kind's first skip
+// under a default key to Info).
 func logLevel(e *Event) slog.Level {
 	switch e.Outcome {
 	case LeaseLost, Unrecorded, Conflict, Unavailable, Rejected:

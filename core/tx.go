@@ -73,7 +73,7 @@ func (t *TxGuard[TTx]) Do(ctx context.Context, key string, fn func(ctx context.C
 // Unguarded.
 func (t *TxGuard[TTx]) DoJob(ctx context.Context, job Job, fn func(ctx context.Context, tx TTx) error) (Outcome, error) {
 	e := t.doInTx(ctx, job, fn)
-	t.g.observe(ctx, e)
+	t.g.observe(ctx, e, job.DefaultKey)
 	if e.Outcome == Unguarded {
 		return Unguarded, nil // e.Err, if any, is the shadow mode's cause
 	}
@@ -184,7 +184,7 @@ func (t *TxGuard[TTx]) do(ctx context.Context, tx TTx, job Job, fn func(ctx cont
 			r := recover()
 			e := job.event(Failed, fmt.Errorf("jobonce: job panicked: %v", r))
 			e.Duration, e.WouldSkip, e.Lag = time.Since(start), wouldSkip, lag
-			g.observe(ctx, e)
+			g.observe(ctx, e, job.DefaultKey)
 			if r != nil {
 				panic(r)
 			}

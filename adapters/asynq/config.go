@@ -20,7 +20,8 @@ type Config struct {
 	// does not run and the task is archived (asynq.SkipRetry), as in every
 	// adapter; list types that should run unguarded in UnguardedTypes.
 	// Defaults to nil: the task type, ":" and core.Fingerprint of the payload
-	// (see DefaultKey).
+	// (see DefaultKey). Tasks of PeriodicTypes and UnguardedTypes are keyed
+	// by those lists instead.
 	Key func(t *asynq.Task) string
 
 	// Fingerprint returns the fingerprint of a task's payload: a key found
@@ -28,7 +29,8 @@ type Config struct {
 	// different jobs share a key), which is archived at once through
 	// asynq.SkipRetry. Returning "" disables the check for that task.
 	// Defaults to nil: core.Fingerprint of the payload when Key is set; with
-	// the default key, which holds that fingerprint already, none is stored.
+	// the default key, which holds that fingerprint already, and for
+	// PeriodicTypes, whose key names the task, none is stored.
 	Fingerprint func(t *asynq.Task) string
 
 	// UnguardedTypes lists task types that run without a guard, reported to
@@ -36,6 +38,20 @@ type Config struct {
 	// type; they have no key, so no idempotency key or fence either.
 	// Defaults to none.
 	UnguardedTypes []string
+
+	// PeriodicTypes lists task types that repeat on purpose with the same
+	// payload, such as those an asynq.Scheduler enqueues: each task of these
+	// types runs once, keyed by its type, queue and task ID
+	// (asynq.GetTaskID), instead of its payload. The Scheduler enqueues every
+	// occurrence as a new task with a new ID, and marks it in no way a worker
+	// can see, hence this list; Asynq's retries and recoveries of a task keep
+	// its ID, so they remain copies. Do not register such tasks with an
+	// asynq.TaskID option, which gives every occurrence the same ID. Two
+	// Schedulers running one entry enqueue each occurrence twice, as two
+	// tasks that both run: register it with asynq.Unique to enqueue one.
+	// Config.Key does not apply to these types; UnguardedTypes comes first.
+	// Defaults to none.
+	PeriodicTypes []string
 
 	// WaitRunning is how long a copy that finds its job running elsewhere
 	// waits in its worker slot, polling, before it goes back to Asynq to be
@@ -73,6 +89,7 @@ func (c *Config) withDefaults() (Config, error) {
 		cfg.PollInterval = defaultPollInterval
 	}
 	cfg.UnguardedTypes = append([]string(nil), cfg.UnguardedTypes...)
+	cfg.PeriodicTypes = append([]string(nil), cfg.PeriodicTypes...)
 	return cfg, nil
 }
 

@@ -14,6 +14,15 @@
 //	mux := asynq.NewServeMux()
 //	mux.Use(asynqonce.MustMiddleware(guard, nil))
 //
+// A task's default key is its type and a hash of its payload, so a task
+// enqueued again with the same type and payload within the Guard's Retention
+// (24h by default) is skipped as a copy. Work that repeats on purpose takes
+// one of these instead:
+//
+//	mux.Use(asynqonce.MustMiddleware(guard, &asynqonce.Config{PeriodicTypes: []string{"report:daily"}}))   // each task an asynq.Scheduler enqueues runs
+//	mux.Use(asynqonce.MustMiddleware(guard, &asynqonce.Config{Key: func(t *asynq.Task) string { return t.ResultWriter().TaskID() }})) // every task runs once
+//	mux.Use(asynqonce.MustMiddleware(guard, &asynqonce.Config{UnguardedTypes: []string{"cache:refresh"}})) // runs unguarded
+//
 // MustMiddleware panics on a nil Guard or an invalid Config, at start-up;
 // NewMiddleware returns the error instead. Without a ServeMux, wrap the
 // handler: mw(h).
@@ -31,9 +40,15 @@
 //
 // A done key skips every later task with that key for the Guard's Retention
 // (24h by default). Tasks that legitimately repeat with the same type and
-// payload, such as those of an asynq.Scheduler (periodic tasks), need a key
-// that names the occurrence (a date in the payload, say), or a place in
-// Config.UnguardedTypes.
+// payload need a key that names the occurrence (a date in the payload,
+// say), or a place in Config.UnguardedTypes. Those of an asynq.Scheduler
+// (periodic tasks) carry nothing a worker could tell them by: list their
+// types in Config.PeriodicTypes, which keys each task by its type, queue and
+// task ID (asynq.GetTaskID). Each Scheduler enqueue is a new task with a new
+// ID, so each occurrence runs, while Asynq's retries and recoveries of a task
+// keep its ID and remain copies. The first copy of each type skipped under
+// the default key is logged at Info (with how long after the first copy's
+// done marker it came), naming these settings; later ones at Debug.
 //
 // # Copies that find the job running
 //

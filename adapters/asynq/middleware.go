@@ -48,12 +48,9 @@ func NewMiddleware(g *core.Guard, cfg *Config) (asynq.MiddlewareFunc, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &middleware{g: g, cfg: c}
-	if len(c.UnguardedTypes) > 0 {
-		m.unguarded = make(map[string]struct{}, len(c.UnguardedTypes))
-		for _, typ := range c.UnguardedTypes {
-			m.unguarded[typ] = struct{}{}
-		}
+	m := &middleware{g: g, cfg: c, unguarded: newTypeSet(c.UnguardedTypes), periodic: newTypeSet(c.PeriodicTypes)}
+	if err := checkPeriodicTypes(c.PeriodicTypes, m.unguarded); err != nil {
+		return nil, err
 	}
 	return m.wrap, nil
 }
@@ -74,7 +71,8 @@ const source = "asynq"
 type middleware struct {
 	g         *core.Guard
 	cfg       Config
-	unguarded map[string]struct{}
+	unguarded typeSet
+	periodic  typeSet
 }
 
 func (m *middleware) wrap(next asynq.Handler) asynq.Handler {
@@ -91,7 +89,7 @@ func (m *middleware) wrap(next asynq.Handler) asynq.Handler {
 func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Handler) error {
 	rs := &taskResult{task: t}
 	ctx = context.WithValue(ctx, taskResultKey{}, rs)
-	job := m.job(t)
+	job := m.job(ctx, t)
 	fn := func(ctx context.Context) ([]byte, error) {
 		err := next.ProcessTask(ctx, t)
 		return rs.value, err
@@ -112,6 +110,8 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Hand
 			}
 		}
 		return nil
+	case errors.Is(err, core.ErrInvalidKey) && m.periodic.has(t.Type()):
+		return errNoTaskID(t, err)
 	case errors.Is(err, core.ErrConflict), errors.Is(err, core.ErrInvalidKey):
 		return fmt.Errorf("%w (%w)", err, asynq.SkipRetry)
 	default:
@@ -119,19 +119,23 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Hand
 	}
 }
 
-// job returns the task's job: unguarded for UnguardedTypes, else keyed by
-// Config.Key (or the default) and fingerprinted by Config.Fingerprint.
-func (m *middleware) job(t *asynq.Task) core.Job {
-	if _, ok := m.unguarded[t.Type()]; ok {
+// job returns the task's job: unguarded for UnguardedTypes, keyed by its
+// task for PeriodicTypes, else keyed by Config.Key (or the default); in
+// each case fingerprinted by Config.Fingerprint when set.
+func (m *middleware) job(ctx context.Context, t *asynq.Task) core.Job {
+	if m.unguarded.has(t.Type()) {
 		return core.Job{Kind: t.Type(), Source: source, Unguarded: true} // no key: no idempotency key either
-	}
-	var key string
-	if m.cfg.Key != nil {
-		key = m.cfg.Key(t)
 	}
 	var fp func() string
 	if m.cfg.Fingerprint != nil {
 		fp = func() string { return m.cfg.Fingerprint(t) }
+	}
+	if m.periodic.has(t.Type()) {
+		return jobkey.Occurrence(source, t.Type(), occurrenceKey(ctx, t), fp)
+	}
+	var key string
+	if m.cfg.Key != nil {
+		key = m.cfg.Key(t)
 	}
 	return jobkey.Job(source, t.Type(), t.Payload(), key, m.cfg.Key != nil, fp)
 }

@@ -18,15 +18,17 @@ type Config struct {
 	// share a key run once. An empty key is invalid (core.ErrInvalidKey):
 	// the worker does not run and the job is cancelled (river.JobCancel), as
 	// in every adapter; exempt jobs with Skip instead. Defaults to nil: the
-	// key a job's args give through Keyer, else Kind + ":" +
-	// core.Fingerprint of the encoded args.
+	// key a job's args give through Keyer, else for a job of River's
+	// periodic job enqueuer a key naming its occurrence (see the package
+	// doc), else Kind + ":" + core.Fingerprint of the encoded args.
 	Key func(job *rivertype.JobRow) string
 
 	// Fingerprint returns the fingerprint of a job's payload. A key held or
 	// done with a different fingerprint is a conflict: the job is cancelled
 	// (river.JobCancel). Return "" to turn the check off. Defaults to nil:
-	// core.Fingerprint of the encoded args, except with the default key,
-	// which contains it already (so none is stored).
+	// core.Fingerprint of the encoded args, except with the default keys (so
+	// none is stored): Kind and the fingerprint contains it already, and a
+	// periodic occurrence is one job whatever its args.
 	Fingerprint func(job *rivertype.JobRow) string
 
 	// Skip reports jobs that run without the guard, such as kinds that are
@@ -73,6 +75,11 @@ func (c *Config) job(row *rivertype.JobRow, args any) core.Job {
 	var fp func() string
 	if c.Fingerprint != nil {
 		fp = func() string { return c.Fingerprint(row) }
+	}
+	if !named {
+		if occurrence, ok := periodicKey(row); ok {
+			return jobkey.Occurrence(source, row.Kind, occurrence, fp)
+		}
 	}
 	return jobkey.Job(source, row.Kind, row.EncodedArgs, key, named, fp)
 }

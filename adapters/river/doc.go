@@ -7,7 +7,24 @@
 // # Middleware and Wrap
 //
 // NewMiddleware guards every job of a client; put it in
-// river.Config.Middleware. Wrap guards one worker; register its result with
+// river.Config.Middleware:
+//
+//	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+//		Middleware: []rivertype.Middleware{riveronce.MustMiddleware(guard, nil)},
+//		Queues:     map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 100}},
+//		Workers:    workers,
+//	})
+//
+// A job's default key is its kind and a hash of its args, so a job inserted
+// again with the same args within the Guard's Retention (24h by default) is
+// skipped as a copy, while each occurrence of a River periodic job runs. Work
+// that repeats on purpose takes one of these instead:
+//
+//	riveronce.MustMiddleware(guard, &riveronce.Config{Key: func(j *rivertype.JobRow) string { return j.Kind + ":" + strconv.FormatInt(j.ID, 10) }}) // every insert runs once
+//	func (a ReportArgs) OnceKey() string { return "report:" + a.Day }                                                                           // the args name their key (Keyer)
+//	riveronce.MustMiddleware(guard, &riveronce.Config{Skip: func(j *rivertype.JobRow) bool { return j.Kind == "cache_refresh" }})                 // runs unguarded
+//
+// Wrap guards one worker; register its result with
 // river.AddWorker. Each returns an error for a nil argument; MustMiddleware,
 // MustWrap and MustWrapTx are their one-line forms, which panic with it. Both
 // claim the job's key through a core.Guard before the worker runs, keep the
@@ -63,12 +80,40 @@
 // The key names the job's effect. It is, in order: Config.Key(job) if set;
 // the args' OnceKey() if they implement Keyer (Wrap sees the decoded args;
 // for Middleware, the same value acting as insert middleware records OnceKey
-// in the job's metadata under MetadataKey when the job is inserted); else
-// Kind + ":" + core.Fingerprint(encoded args), so copies with equal args
-// share a key. A named key (Config.Key, Keyer) is checked against the
-// payload fingerprint, core.Fingerprint(encoded args) unless
-// Config.Fingerprint says otherwise: different args under one key are a
-// conflict. The default key contains the fingerprint, so none is stored.
+// in the job's metadata under MetadataKey when the job is inserted); else,
+// for a job River's periodic job enqueuer inserted, a key naming its
+// occurrence (see Periodic jobs); else Kind + ":" + core.Fingerprint(encoded
+// args), so copies with equal args share a key. A named key (Config.Key,
+// Keyer) is checked against the payload fingerprint, core.Fingerprint(encoded
+// args) unless Config.Fingerprint says otherwise: different args under one
+// key are a conflict. The default keys store none: Kind and the fingerprint
+// contains it already, and a periodic occurrence is one job whatever its
+// args.
+//
+// The first copy of each kind skipped under Kind and the args' fingerprint is
+// logged at Info (with how long after the first copy's done marker it came),
+// naming the settings above; later ones at Debug.
+//
+// # Periodic jobs
+//
+// River's periodic job enqueuer inserts each occurrence of a river.PeriodicJob
+// as a new job, marked "periodic" in its metadata (and
+// "river:periodic_job_id" when the periodic job has an ID), with its
+// ScheduledAt at the occurrence's time (the moment of the leader's start for
+// RunOnStart). Each occurrence runs, even with constant args. The middleware,
+// acting as insert middleware on the inserting client (the leader), records
+// that time in the job's metadata ("jobonce_occurrence": UTC, to the
+// microsecond), since River moves a job's ScheduledAt on every snooze, retry
+// and rescue; the default key is then Kind, ":periodic:", the periodic job's
+// ID and the time, or without an ID the time and the args' fingerprint (which
+// tells apart periodic jobs of one kind due at once). A copy of an occurrence
+// (the job rescued or retried, or the occurrence inserted again by a new
+// leader at the same time, as a cron schedule or River Pro's durable
+// periodic jobs do) shares the key; another occurrence does not. A periodic
+// job inserted by a client without the middleware is keyed by its own ID
+// (Kind, ":periodic:job:" and the job ID), which its retries and rescues
+// keep, so every such job runs once. Config.Key, Keyer and a key recorded at
+// insert still come first.
 //
 // # Rescued jobs
 //

@@ -62,38 +62,38 @@ func (m *middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 }
 
 // InsertMany implements rivertype.JobInsertMiddleware: it records the keys of
-// args that implement Keyer in their jobs' metadata.
+// args that implement Keyer in their jobs' metadata, and the occurrence of
+// each job River's periodic job enqueuer inserts.
 func (m *middleware) InsertMany(ctx context.Context, params []*rivertype.JobInsertParams,
 	doInner func(context.Context) ([]*rivertype.JobInsertResult, error),
 ) ([]*rivertype.JobInsertResult, error) {
-	if m.r.cfg.Key == nil {
-		for _, p := range params {
-			k, ok := p.Args.(Keyer)
-			if !ok {
-				continue
+	for _, p := range params {
+		md, err := recordOccurrence(p)
+		if err == nil && m.r.cfg.Key == nil {
+			if k, ok := p.Args.(Keyer); ok {
+				md, err = withMetadata(md, MetadataKey, k.OnceKey())
 			}
-			md, err := withMetadataKey(p.Metadata, k.OnceKey())
-			if err != nil {
-				return nil, fmt.Errorf("jobonce: riveronce: job of kind %q: %w", p.Kind, err)
-			}
-			p.Metadata = md
 		}
+		if err != nil {
+			return nil, fmt.Errorf("jobonce: riveronce: job of kind %q: %w", p.Kind, err)
+		}
+		p.Metadata = md
 	}
 	return doInner(ctx)
 }
 
-// withMetadataKey returns metadata with MetadataKey set to key.
-func withMetadataKey(metadata []byte, key string) ([]byte, error) {
+// withMetadata returns metadata with field set to value.
+func withMetadata(metadata []byte, field, value string) ([]byte, error) {
 	fields := map[string]json.RawMessage{}
 	if len(metadata) > 0 {
 		if err := json.Unmarshal(metadata, &fields); err != nil {
 			return nil, fmt.Errorf("metadata is not a JSON object: %w", err)
 		}
 	}
-	k, err := json.Marshal(key)
+	v, err := json.Marshal(value)
 	if err != nil {
 		return nil, err
 	}
-	fields[MetadataKey] = k
+	fields[field] = v
 	return json.Marshal(fields)
 }

@@ -6,6 +6,18 @@
 //
 // # Two ways in
 //
+//	p := &sqsonce.Poller{Client: sqsClient, QueueURL: queueURL, Guard: guard, Handler: handle}
+//	err := p.Run(ctx)
+//
+// On a standard queue a message's default key is the queue's name and a
+// hash of its body, so a message sent again with the same body within the
+// Guard's Retention (24h by default) is skipped as a copy; on a FIFO queue it
+// is the queue and the MessageId, so every message sent runs. Work that
+// repeats on purpose with one body takes one of these instead:
+//
+//	p.Config = &sqsonce.Config{KeyAttribute: "job"}                                                    // the sender names the key in a message attribute
+//	p.Config = &sqsonce.Config{Key: func(m types.Message) string { return aws.ToString(m.MessageId) }} // every message sent runs once
+//
 // Decorate wraps a handler for a receive loop of your own: it claims the
 // message's key, runs the handler, records the done marker and deletes the
 // message. Poller is a complete consumer: long polling, bounded concurrency,
@@ -116,7 +128,10 @@
 // hash already. An empty key from Config.Key is invalid, as in every jobonce
 // adapter: the handler does not run and the message is left for the
 // dead-letter queue. Decorate returns an error for a nil argument or an
-// invalid Config, and Poller.Run before it receives anything.
+// invalid Config, and Poller.Run before it receives anything. The first
+// message of each queue skipped under a body's hash is logged at Info (with
+// how long after the first copy's done marker it came), naming
+// Config.KeyAttribute and Config.Key; later ones at Debug.
 //
 // # Sending
 //

@@ -79,3 +79,22 @@ func TestPanickingKeyIsAnError(t *testing.T) {
 		require.ErrorContains(t, err, "panicked")
 	}
 }
+
+// TestOnlyTheBodyHashIsADefaultKey: a standard queue's key made of the
+// body's hash is marked Job.DefaultKey, so its first skip is logged at Info;
+// a FIFO message's MessageId, a key attribute and Config.Key are not.
+func TestOnlyTheBodyHashIsADefaultKey(t *testing.T) {
+	t.Parallel()
+	body := fifoMessage("refresh cache", "id-1")
+	require.True(t, mustJob(t, testOptions(t, nil), body).DefaultKey, "a standard queue's body hash")
+	require.False(t, mustJob(t, testOptionsFor(t, testFIFOQueueURL, nil), body).DefaultKey, "a FIFO message's MessageId")
+	require.False(t, mustJob(t, testOptions(t, &Config{Key: func(types.Message) string { return "k" }}), body).DefaultKey)
+
+	attr := fifoMessage("refresh cache", "id-1")
+	attr.MessageAttributes = map[string]types.MessageAttributeValue{"job": {DataType: aws.String("String"), StringValue: aws.String("refresh-1")}}
+	byAttribute := testOptions(t, &Config{KeyAttribute: "job"})
+	require.False(t, mustJob(t, byAttribute, attr).DefaultKey, "a key attribute")
+	other := fifoMessage("refresh cache", "id-1")
+	other.MessageAttributes = map[string]types.MessageAttributeValue{"tenant": {DataType: aws.String("String"), StringValue: aws.String("a")}}
+	require.True(t, mustJob(t, byAttribute, other).DefaultKey, "without the attribute, the body hash again")
+}

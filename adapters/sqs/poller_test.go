@@ -3,6 +3,7 @@ package sqsonce_test
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"path"
 	"runtime/pprof"
 	"strings"
@@ -433,4 +434,30 @@ func TestPollerRecoversAPanickingReceive(t *testing.T) {
 	require.NoError(t, stop())
 	runs.requireEachOnce(t, 1)
 	require.GreaterOrEqual(t, client.calls.Load(), int32(2))
+}
+
+// TestPollerLogsTheFirstSkipAtInfo: one body sent three times to a standard
+// queue runs once under the default key; the first skip is logged at Info,
+// naming sqsonce's key settings, and the second at Debug.
+func TestPollerLogsTheFirstSkipAtInfo(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	q := createQueue(t, c, queueSpec{visibility: 10})
+	sendAll(t, c, q.url, []string{"refresh cache", "refresh cache", "refresh cache"})
+	var logs testenv.Records
+	g := testenv.RedisGuard(t, &core.Config{Logger: logs.Logger()})
+	var runs atomic.Int32
+	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, Concurrency: 1, WaitTime: time.Second,
+		Handler: func(context.Context, types.Message) error { runs.Add(1); return nil }}
+	stop := startPoller(t, p)
+	require.Eventually(t, func() bool { return p.Stats().Deleted == 3 }, time.Minute, 20*time.Millisecond)
+	require.NoError(t, stop())
+	require.EqualValues(t, 1, runs.Load())
+
+	skips := logs.Where("outcome", "duplicate")
+	require.Len(t, skips, 2)
+	require.Equal(t, slog.LevelInfo, skips[0].Level)
+	require.Contains(t, skips[0].Message, "sqsonce: set Config.KeyAttribute or Config.Key")
+	require.Equal(t, path.Base(q.url), skips[0].Attrs["kind"])
+	require.Equal(t, slog.LevelDebug, skips[1].Level)
 }

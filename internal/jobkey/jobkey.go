@@ -15,8 +15,9 @@ import "github.com/jobonce/jobonce/core"
 //
 // Otherwise the key is the default: kind, ":" and core.Fingerprint of the
 // payload (128 bits of SHA-256), so copies of one delivery share it and
-// different payloads do not. No fingerprint is stored with it, since the key
-// holds one already, unless fingerprint is set.
+// different payloads do not, and the job's DefaultKey is set: the same
+// payload sent again on purpose is a copy too. No fingerprint is stored with
+// it, since the key holds one already, unless fingerprint is set.
 func Job(source, kind string, payload []byte, key string, named bool, fingerprint func() string) core.Job {
 	var fp string
 	switch {
@@ -27,6 +28,20 @@ func Job(source, kind string, payload []byte, key string, named bool, fingerprin
 	}
 	if !named {
 		key = kind + ":" + core.Fingerprint(payload)
+	}
+	return core.Job{Key: key, Fingerprint: fp, Kind: kind, Source: source, DefaultKey: !named}
+}
+
+// Occurrence returns the job of one delivery of a periodic job from source,
+// under key, which an adapter's default made to name the occurrence (its
+// schedule's time, its task): copies of the occurrence share the key and
+// other occurrences do not, whatever their payloads, so the job's DefaultKey
+// is false and no fingerprint is stored unless fingerprint is set (the
+// user's Config.Fingerprint).
+func Occurrence(source, kind, key string, fingerprint func() string) core.Job {
+	var fp string
+	if fingerprint != nil {
+		fp = fingerprint()
 	}
 	return core.Job{Key: key, Fingerprint: fp, Kind: kind, Source: source}
 }

@@ -1,0 +1,56 @@
+package core
+
+import "sync"
+
+// firstSkips remembers the Source and Kind pairs of which a Duplicate under
+// an adapter's default key (Job.DefaultKey) has been seen, up to maxKinds
+// pairs, so that the first skip of each is logged at Info. Once maxKinds
+// pairs are remembered, the first skips of further pairs are logged at
+// Debug like later ones: Kind comes from a small fixed set (see Job.Kind).
+type firstSkips struct {
+	mu   sync.RWMutex
+	seen map[[2]string]struct{}
+}
+
+func newFirstSkips() *firstSkips {
+	return &firstSkips{seen: map[[2]string]struct{}{}}
+}
+
+// first reports whether this is the first skip of source and kind, and
+// remembers it.
+func (f *firstSkips) first(source, kind string) bool {
+	pair := [2]string{source, kind}
+	f.mu.RLock()
+	_, seen := f.seen[pair]
+	full := len(f.seen) >= maxKinds
+	f.mu.RUnlock()
+	if seen || full {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, seen := f.seen[pair]; seen || len(f.seen) >= maxKinds {
+		return false
+	}
+	f.seen[pair] = struct{}{}
+	return true
+}
+
+// firstSkipHints names, by Job.Source, the settings that key work which
+// repeats on purpose by occurrence.
+var firstSkipHints = map[string]string{
+	"asynq": "asynqonce: set Config.Key, or list the task type in Config.PeriodicTypes (tasks of an asynq.Scheduler) or Config.UnguardedTypes",
+	"river": "riveronce: set Config.Key, give the args a OnceKey (Keyer), or exempt the kind with Config.Skip",
+	"sqs":   "sqsonce: set Config.KeyAttribute or Config.Key",
+}
+
+// firstSkipMessage returns the message of the Info record of a kind's first
+// skip under an adapter's default key.
+func firstSkipMessage(source string) string {
+	hint, ok := firstSkipHints[source]
+	if !ok {
+		hint = "give the job a Key that names each occurrence"
+	}
+	return "jobonce: skipped a duplicate under the default key (kind and payload hash), the first of its kind; " +
+		"later ones are logged at Debug. If this work repeats on purpose, key it by occurrence: " + hint
+}

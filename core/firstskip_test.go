@@ -1,0 +1,96 @@
+package core_test
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// runTwice runs job, then each of its copies, returning the outcomes.
+func runTwice(t *testing.T, g *core.Guard, job core.Job, copies int) []core.Outcome {
+	t.Helper()
+	ctx := context.Background()
+	var outs []core.Outcome
+	for i := range copies + 1 {
+		res, err := g.Run(ctx, job, func(context.Context) ([]byte, error) { return nil, nil })
+		require.NoError(t, err)
+		outs = append(outs, res.Outcome)
+		if i == 0 {
+			time.Sleep(20 * time.Millisecond) // the copy's delay, which its lag reports; not a synchronisation
+		}
+	}
+	return outs
+}
+
+// TestFirstSkipUnderTheDefaultKeyIsLoggedAtInfo: the first Duplicate of a
+// kind under an adapter's default key is logged at Info with its kind, its
+// lag and the adapter's setting to key it otherwise; later ones at Debug; a
+// key the user named never logs a skip at Info.
+func TestFirstSkipUnderTheDefaultKeyIsLoggedAtInfo(t *testing.T) {
+	t.Parallel()
+	var logs testenv.Records
+	g := testenv.NewGuard(t, memstore.New(), &core.Config{Retention: time.Hour, Logger: logs.Logger()})
+	refresh := core.Job{Key: "cache:refresh:" + core.Fingerprint(nil), Kind: "cache:refresh", Source: "asynq", DefaultKey: true}
+	require.Equal(t, []core.Outcome{core.Ran, core.Duplicate, core.Duplicate}, runTwice(t, g, refresh, 2))
+
+	skips := logs.Where("outcome", "duplicate")
+	require.Len(t, skips, 2)
+	first := skips[0]
+	require.Equal(t, slog.LevelInfo, first.Level)
+	require.Equal(t, "cache:refresh", first.Attrs["kind"])
+	require.Equal(t, "asynq", first.Attrs["source"])
+	require.Contains(t, first.Message, "default key")
+	require.Contains(t, first.Message, "Config.PeriodicTypes", "names the adapter's setting")
+	lag, err := time.ParseDuration(first.Attrs["lag"])
+	require.NoError(t, err, "the first copy's lag is logged")
+	require.GreaterOrEqual(t, lag, 20*time.Millisecond)
+	require.Less(t, lag, time.Minute)
+	require.Equal(t, slog.LevelDebug, skips[1].Level, "later skips of the kind stay at Debug")
+	require.Equal(t, "jobonce: duplicate", skips[1].Message)
+
+	other := core.Job{Key: "sitemap:" + core.Fingerprint(nil), Kind: "sitemap", Source: "river", DefaultKey: true}
+	runTwice(t, g, other, 1)
+	sitemap := logs.Where("kind", "sitemap")
+	require.Equal(t, slog.LevelInfo, sitemap[len(sitemap)-1].Level, "each kind's first skip is logged at Info")
+	require.Contains(t, sitemap[len(sitemap)-1].Message, "Config.Skip")
+
+	named := core.Job{Key: "report:2024-05-01", Fingerprint: "fp", Kind: "report", Source: "asynq"}
+	runTwice(t, g, named, 2)
+	for _, r := range logs.Where("kind", "report") {
+		require.Equal(t, slog.LevelDebug, r.Level, "a named key's skips stay at Debug: %s", r.Message)
+	}
+}
+
+// TestFirstSkipsAreRememberedForABoundedSetOfKinds: past 100 kinds, a new
+// kind's first skip is logged at Debug, like later skips.
+func TestFirstSkipsAreRememberedForABoundedSetOfKinds(t *testing.T) {
+	t.Parallel()
+	var logs testenv.Records
+	g := testenv.NewGuard(t, memstore.New(), &core.Config{Logger: logs.Logger()})
+	ctx := context.Background()
+	nop := func(context.Context) ([]byte, error) { return nil, nil }
+	for i := range 101 {
+		job := core.Job{Key: "k" + strconv.Itoa(i), Kind: "kind" + strconv.Itoa(i), Source: "sqs", DefaultKey: true}
+		for range 2 {
+			_, err := g.Run(ctx, job, nop)
+			require.NoError(t, err)
+		}
+	}
+	var info int
+	for _, r := range logs.All() {
+		if r.Level == slog.LevelInfo {
+			info++
+		}
+	}
+	require.Equal(t, 100, info)
+	last := logs.Where("kind", "kind100")
+	require.Equal(t, slog.LevelDebug, last[len(last)-1].Level)
+}
