@@ -20,7 +20,7 @@ var columns = []column{
 	{"duplicate effects", "effects beyond a job's first", 18},
 	{"missing jobs", "jobs with no effect at all", 13},
 	{"crash gap", "deliveries the killed consumer had made the effect of but not acknowledged", 10},
-	{"took", "until every delivery was acknowledged: the jobonce rows first wait out the killed consumer's 1s leases", 6},
+	{"took", "until every delivery was acknowledged: the leased rows first wait out the killed consumer's 1s leases", 6},
 }
 
 const strategyWidth = 40

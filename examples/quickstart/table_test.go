@@ -14,11 +14,12 @@ import (
 // The README shows the demo's table between these markers. Each cell of a
 // row is a bound the demo's figure must meet:
 //
-//	2,000               exactly
-//	0–20                a range, both ends included
-//	4,000 + crash gap   that number plus the row's crash gap (a figure may be "crash gap" alone)
-//	0.5–2 s             seconds; the upper end is checked only without -race, which slows
-//	                    the embedded Redis's interpreted Lua many times over
+//	2,000                      exactly
+//	0–20                       a range, both ends included
+//	4,000 + crash gap          that number plus the row's crash gap
+//	0 to 2,000 + crash gap     a range whose ends are such figures ("crash gap" alone is one)
+//	0.5–2 s                    seconds; the upper end is checked only without -race, which
+//	                           slows the embedded Redis's interpreted Lua many times over
 //
 // Text in parentheses after a bound is a note, not checked.
 const (
@@ -127,7 +128,10 @@ func parseBound(t *testing.T, cell string, gap int) bound {
 	if s, ok := strings.CutSuffix(expr, " s"); ok {
 		expr, b.seconds = s, true
 	}
-	lo, hi, isRange := strings.Cut(expr, "–")
+	lo, hi, isRange := strings.Cut(expr, " to ")
+	if !isRange {
+		lo, hi, isRange = strings.Cut(expr, "–")
+	}
 	if !isRange {
 		hi = lo
 	}
@@ -210,4 +214,21 @@ func demoFigure(t *testing.T, s string, seconds bool) float64 {
 	v, err := strconv.Atoi(s)
 	require.NoError(t, err, "figure %q", s)
 	return float64(v)
+}
+
+// TestREADMECellBounds pins the grammar of the README's cells.
+func TestREADMECellBounds(t *testing.T) {
+	const gap = 3
+	for cell, want := range map[string]bound{
+		"2,000":                              {lo: 2000, hi: 2000},
+		"0–20":                               {lo: 0, hi: 20},
+		"0–20 (held by the killed consumer)": {lo: 0, hi: 20},
+		"4,000 + crash gap":                  {lo: 4003, hi: 4003},
+		"2,000 to 2,000 + crash gap":         {lo: 2000, hi: 2003},
+		"0 to crash gap (the effect→marker gap)":       {lo: 0, hi: 3},
+		"0 to 2,000 + crash gap (copies that overlap)": {lo: 0, hi: 2003},
+		"0.5–2 s": {lo: 0.5, hi: 2, seconds: true},
+	} {
+		require.Equal(t, want, parseBound(t, cell, gap), "%q", cell)
+	}
 }
