@@ -46,6 +46,7 @@ func run(users int) error {
 	if err != nil {
 		return fmt.Errorf("REDIS_URL: %w", err)
 	}
+	opt.ContextTimeoutEnabled = true // calls end with their context, not ReadTimeout (redisstore's docs)
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	if err := rdb.Ping(ctx).Err(); err != nil {

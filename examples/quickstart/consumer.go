@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,8 +14,8 @@ import (
 	"github.com/jobonce/jobonce/core/redisstore"
 )
 
-// consumer is one worker process: its own connections and Guards, and a
-// dead channel closed when it is killed.
+// consumer is one worker process: its own connections and Guards, the
+// deliveries its handlers hold, and a dead channel closed when it is killed.
 type consumer struct {
 	t      *trial
 	client *redis.Client
@@ -22,6 +24,20 @@ type consumer struct {
 	txg    *core.TxGuard[pgx.Tx] // a Guard on pool, in its transactional mode
 	cut    func()                // drops pool's connections
 	dead   chan struct{}
+
+	// mu orders effects and the kill: act holds it shared while it makes an
+	// effect, kill holds it alone, so every effect happens wholly before or
+	// after the kill.
+	mu       sync.RWMutex
+	inflight map[*delivery]struct{} // guarded by mu
+	handlers sync.WaitGroup         // this consumer's handler goroutines
+	killed   atomic.Bool
+}
+
+// delivery is one delivery a handler holds.
+type delivery struct {
+	id    int
+	acted bool // its effect was made; written under consumer.mu held shared, read under it held alone
 }
 
 func (c *consumer) isDead() bool {
@@ -33,49 +49,100 @@ func (c *consumer) isDead() bool {
 	}
 }
 
-// kill stops c as a crash would: its handlers stop and its connections drop.
+// kill stops c as a SIGKILL would: the deliveries its handlers hold come
+// back after the visibility timeout, counted in the crash gap when their
+// effect was made, and its connections drop. Its handlers' calls still in
+// flight are abandoned: what they do afterwards reaches neither the queue
+// nor, with the connections gone, any store.
 func (c *consumer) kill() {
+	c.mu.Lock()
+	c.killed.Store(true)
 	close(c.dead)
+	for d := range c.inflight {
+		if d.acted {
+			c.t.gap.Add(1)
+		}
+		c.t.q.redeliver(d.id, visibility)
+	}
+	c.inflight = nil
+	c.mu.Unlock()
 	_ = c.client.Close()
 	if c.cut != nil {
 		c.cut()
 	}
 }
 
-// act does a job's own work and then, unless c was killed meanwhile, its
-// effect; a third of the way in, it kills consumer 1.
-func (c *consumer) act(effect func() error) error {
-	time.Sleep(workTime)
-	if c.isDead() {
-		return errKilled // killed before the effect
+// stop ends c's handlers once the queue drained; a killed c is stopped
+// already.
+func (c *consumer) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.isDead() {
+		close(c.dead)
 	}
-	if err := effect(); err != nil {
-		return err
-	}
-	if c.t.made.Add(1) == jobs/3 {
-		c.t.crash.Do(c.t.cs[1].kill)
-	}
-	return nil
 }
 
-// effect makes job id's effect, sending key with it when it is not empty.
-func (c *consumer) effect(id int, key string) error {
-	return c.act(func() error {
-		c.t.effects.apply(id, key)
+// hold records that a handler took d; false when c is dead.
+func (c *consumer) hold(d *delivery) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.isDead() {
+		return false
+	}
+	c.inflight[d] = struct{}{}
+	return true
+}
+
+// done removes d from the held deliveries once its handler answered; false
+// when c was killed meanwhile (kill handed d back already).
+func (c *consumer) done(d *delivery) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.isDead() {
+		return false
+	}
+	delete(c.inflight, d)
+	return true
+}
+
+// act does a job's own work and then, unless c was killed meanwhile, its
+// effect; a third of the way in, it kills consumer 1.
+func (c *consumer) act(d *delivery, effect func() error) error {
+	time.Sleep(workTime)
+	c.mu.RLock()
+	if c.isDead() {
+		c.mu.RUnlock()
+		return errKilled // killed before the effect
+	}
+	err := effect()
+	if err == nil {
+		d.acted = true
+	}
+	c.mu.RUnlock()
+	if err == nil && c.t.made.Add(1) == jobs/3 {
+		c.t.crash.Do(c.t.cs[1].kill)
+	}
+	return err
+}
+
+// effect makes job d's effect, sending key with it when it is not empty.
+func (c *consumer) effect(d *delivery, key string) error {
+	return c.act(d, func() error {
+		c.t.effects.apply(d.id, key)
 		return nil
 	})
 }
 
-// insert makes job id's effect as a row inserted in tx.
-func (c *consumer) insert(ctx context.Context, tx pgx.Tx, id int) error {
-	return c.act(func() error { return c.t.db.insert(ctx, tx, id) })
+// insert makes job d's effect as a row inserted in tx.
+func (c *consumer) insert(ctx context.Context, tx pgx.Tx, d *delivery) error {
+	return c.act(d, func() error { return c.t.db.insert(ctx, tx, d.id) })
 }
 
 // connect starts a consumer with its own connections: to Redis, and to
 // PostgreSQL for the transactional row. Its Guards share the trial's key
 // prefix.
 func (t *trial) connect(ctx context.Context, opt *redis.Options) (*consumer, error) {
-	c := &consumer{t: t, client: redis.NewClient(opt), dead: make(chan struct{})}
+	c := &consumer{t: t, client: redis.NewClient(opt), dead: make(chan struct{}), inflight: map[*delivery]struct{}{}}
 	cfg := &core.Config{Lease: lease, KeyPrefix: t.prefix, MaxRetryAfter: 200 * time.Millisecond}
 	store, err := redisstore.New(c.client, &redisstore.Config{SkipEvictionCheck: true})
 	if err != nil {
@@ -91,7 +158,9 @@ func (t *trial) connect(ctx context.Context, opt *redis.Options) (*consumer, err
 	return c, err
 }
 
+// close waits for c's handlers to return, then closes its connections.
 func (c *consumer) close() {
+	c.handlers.Wait()
 	_ = c.client.Close()
 	if c.pool != nil {
 		c.pool.Close()
@@ -107,15 +176,15 @@ func work(ctx context.Context, q *queue, c *consumer, h handle) {
 		case <-q.drained:
 			return
 		case id := <-q.ch:
-			if c.isDead() {
+			d := &delivery{id: id}
+			if !c.hold(d) {
 				q.redeliver(id, visibility) // never handled: back after the visibility timeout
 				return
 			}
-			ack, delay := h(ctx, c, id)
+			ack, delay := h(ctx, c, d)
 			switch {
-			case c.isDead():
-				q.redeliver(id, visibility) // abandoned mid-run by the crash
-				return
+			case !c.done(d):
+				return // killed mid-run: kill handed the delivery back
 			case ack:
 				q.ack()
 			default:

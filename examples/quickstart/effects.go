@@ -3,6 +3,7 @@ package main
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // effects stands for the system a job acts on, and counts the effects made
@@ -32,7 +33,13 @@ func (e *effects) apply(id int, key string) {
 	e.made[id].Add(1)
 }
 
-type result struct{ effects, duplicates, missing, keyed, absorbed int }
+// result is one row of the table.
+type result struct {
+	effects, duplicates, missing int
+	gap                          int // deliveries the killed consumer acted on and never acknowledged
+	keyed, absorbed              int // requests with an idempotency key, and the repeats absorbed
+	took                         time.Duration
+}
 
 // tally counts the effects, the jobs with more than one, and the jobs with
 // none.
