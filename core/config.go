@@ -107,8 +107,9 @@ type Config struct {
 	Observer Observer
 
 	// Logger receives one record per outcome: Debug for the ordinary ones, Warn
-	// for Conflict, LeaseLost, Unrecorded, Unguarded and Unavailable, and for
-	// Ran when the result was too large to store (MaxResultSize), and Info for
+	// for Conflict, LeaseLost, Unrecorded, Unavailable and Rejected, for
+	// Unguarded when FailOpen ran a job on a store failure, and for Ran when
+	// the result was too large to store (MaxResultSize), and Info for
 	// the first Duplicate of each kind under an adapter's default key
 	// (Job.DefaultKey), which names the setting that keys work repeated on
 	// purpose by occurrence. Defaults to slog.Default().
