@@ -52,6 +52,7 @@ func main() {
 	if err != nil {
 		fail("REDIS_URL: %v", err)
 	}
+	opt.ContextTimeoutEnabled = true // calls end with their context, not after ReadTimeout
 	b := backends{redis: opt, pgURL: os.Getenv("DATABASE_URL")}
 	rows := strategies()
 	n := 0
