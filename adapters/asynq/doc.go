@@ -8,11 +8,18 @@
 // One middleware line, and two fields of the server's configuration:
 //
 //	srv := asynq.NewServer(redisOpt, asynq.Config{
-//		IsFailure:      asynqonce.IsFailure,
-//		RetryDelayFunc: asynqonce.RetryDelay(asynq.DefaultRetryDelayFunc),
+//		IsFailure:      asynqonce.IsFailure,  // without these two, jobs still run once, but
+//		RetryDelayFunc: asynqonce.RetryDelay, // a running copy counts as a failed retry
 //	})
 //	mux := asynq.NewServeMux()
 //	mux.Use(asynqonce.MustMiddleware(guard, nil))
+//
+// Without them, a copy that finds its job running is charged a retry and
+// counted as failed, and comes back after Asynq's delay for failures (15s or
+// more) rather than the running claim's remaining lease. The middleware
+// notices it when such a copy comes back, and logs it once at Warn on the
+// Guard's Logger, naming the missing field. RetryDelayOr takes a retry
+// policy of your own for the other errors.
 //
 // MustMiddleware panics on a nil Guard or an invalid Config, at start-up;
 // NewMiddleware returns the error instead. Without a ServeMux, wrap the

@@ -54,7 +54,8 @@ func TestRunningCopyIsNotAFailure(t *testing.T) {
 	require.True(t, ok)
 	require.InDelta(t, 10*time.Second, hint, float64(time.Second))
 	fallback := func(int, error, *asynq.Task) time.Duration { return time.Hour }
-	require.Equal(t, hint, asynqonce.RetryDelay(fallback)(0, err, nil))
+	require.Equal(t, hint, asynqonce.RetryDelayOr(fallback)(0, err, nil))
+	require.Equal(t, hint, asynqonce.RetryDelay(0, err, nil))
 
 	close(release)
 	require.NoError(t, <-first)
@@ -226,10 +227,12 @@ func TestIsFailureAndRetryDelay(t *testing.T) {
 	require.True(t, asynqonce.IsFailure(core.ErrStoreUnavailable))
 	require.True(t, asynqonce.IsFailure(asynq.ErrLeaseExpired))
 
-	delay := asynqonce.RetryDelay(func(n int, _ error, _ *asynq.Task) time.Duration { return time.Duration(n) * time.Minute })
+	delay := asynqonce.RetryDelayOr(func(n int, _ error, _ *asynq.Task) time.Duration { return time.Duration(n) * time.Minute })
 	require.Equal(t, 3*time.Second, delay(5, running, nil))
 	require.Equal(t, 5*time.Minute, delay(5, errors.New("x"), nil))
-	require.Positive(t, asynqonce.RetryDelay(nil)(1, errors.New("x"), asynq.NewTask("x", nil)), "nil means Asynq's default")
+	require.Positive(t, asynqonce.RetryDelayOr(nil)(1, errors.New("x"), asynq.NewTask("x", nil)), "nil means Asynq's default")
+	require.Equal(t, 3*time.Second, asynqonce.RetryDelay(5, running, nil))
+	require.GreaterOrEqual(t, asynqonce.RetryDelay(1, errors.New("x"), asynq.NewTask("x", nil)), 15*time.Second, "Asynq's default for the rest")
 }
 
 // A copy delivered while a handler still runs past the Guard's lease (as
