@@ -199,24 +199,40 @@ func TestSetResultIsStored(t *testing.T) {
 	require.ErrorIs(t, asynqonce.SetResult(context.Background(), []byte("x")), asynqonce.ErrNoTask)
 }
 
+// Every bad argument and Config field gets an error of its own that names
+// the package and the field.
 func TestBadInput(t *testing.T) {
 	t.Parallel()
 	g := testenv.MemGuard(t, nil)
-	_, err := asynqonce.NewMiddleware(nil, nil)
-	require.ErrorContains(t, err, "Guard")
-	_, err = asynqonce.NewMiddleware(g, &asynqonce.Config{WaitRunning: -time.Second})
-	require.ErrorContains(t, err, "Config.WaitRunning")
-	_, err = asynqonce.NewMiddleware(g, &asynqonce.Config{PollInterval: -time.Second})
-	require.ErrorContains(t, err, "Config.PollInterval")
-	require.Panics(t, func() { asynqonce.MustMiddleware(nil, nil) })
-
-	err = asynqonce.MustMiddleware(g, nil)(nil).ProcessTask(context.Background(), asynq.NewTask("x", nil))
-	require.ErrorContains(t, err, "nil handler")
-
-	_, err = asynqonce.EnqueueOnce(context.Background(), g, nil, asynq.NewTask("x", nil), "", time.Minute)
-	require.Error(t, err)
-	_, err = asynqonce.EnqueueOnce(context.Background(), g, enqueuerFunc(nil), asynq.NewTask("x", nil), "", 0)
-	require.ErrorContains(t, err, "window")
+	ctx, task := context.Background(), asynq.NewTask("x", nil)
+	for _, tc := range []struct {
+		call func() error
+		want string
+	}{
+		{func() error { _, err := asynqonce.NewMiddleware(nil, nil); return err }, "jobonce: asynqonce: NewMiddleware: Guard is nil"},
+		{func() error {
+			_, err := asynqonce.NewMiddleware(g, &asynqonce.Config{WaitRunning: -time.Second})
+			return err
+		}, "jobonce: asynqonce: Config.WaitRunning must not be negative, got -1s"},
+		{func() error {
+			_, err := asynqonce.NewMiddleware(g, &asynqonce.Config{PollInterval: -time.Second})
+			return err
+		}, "jobonce: asynqonce: Config.PollInterval must not be negative, got -1s"},
+		{func() error {
+			_, err := asynqonce.EnqueueOnce(ctx, nil, enqueuerFunc(nil), task, "", time.Minute)
+			return err
+		}, "jobonce: asynqonce: EnqueueOnce: Guard is nil"},
+		{func() error { _, err := asynqonce.EnqueueOnce(ctx, g, nil, task, "", time.Minute); return err }, "jobonce: asynqonce: EnqueueOnce: client is nil"},
+		{func() error {
+			_, err := asynqonce.EnqueueOnce(ctx, g, enqueuerFunc(nil), nil, "", time.Minute)
+			return err
+		}, "jobonce: asynqonce: EnqueueOnce: task is nil"},
+		{func() error { _, err := asynqonce.EnqueueOnce(ctx, g, enqueuerFunc(nil), task, "", 0); return err }, "jobonce: core: Enqueue: window must be at least 1ms, got 0s"},
+		{func() error { return asynqonce.MustMiddleware(g, nil)(nil).ProcessTask(ctx, task) }, "jobonce: asynqonce: the middleware was given a nil handler"},
+	} {
+		require.EqualError(t, tc.call(), tc.want)
+	}
+	require.PanicsWithError(t, "jobonce: asynqonce: NewMiddleware: Guard is nil", func() { asynqonce.MustMiddleware(nil, nil) })
 }
 
 func TestIsFailureAndRetryDelay(t *testing.T) {

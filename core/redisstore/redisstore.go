@@ -119,7 +119,8 @@ var _ driver.BatchStore = (*Store)(nil)
 
 // New returns a Store on client, which may be a single-node, Sentinel
 // (failover) or Cluster client. Unless cfg.SkipEvictionCheck is set, it reads
-// the server's settings (ReadServerInfo, bounded by 2s) and logs at Warn each
+// the server's settings (ReadServerInfo, bounded by 2s, or by the client's
+// ReadTimeout without ContextTimeoutEnabled) and logs at Warn each
 // risk that can lose done markers (an eviction policy but noeviction, no
 // persistence); a read that fails is logged at Warn with its reason, and the
 // first claim reads them again. It also logs at Warn a client made without
@@ -129,7 +130,7 @@ var _ driver.BatchStore = (*Store)(nil)
 // Config.WaitAOF, a WAITAOF probe that got no answer.
 func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 	if client == nil {
-		return nil, errors.New("jobonce: redis client is nil")
+		return nil, errors.New("jobonce: redisstore: New: client is nil")
 	}
 	var c Config
 	if cfg != nil {
@@ -138,16 +139,24 @@ func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.WaitReplicas < 0 || c.WaitTimeout < 0 {
-		return nil, fmt.Errorf("jobonce: redisstore: Config.WaitReplicas (%d) and WaitTimeout (%s) must not be negative", c.WaitReplicas, c.WaitTimeout)
+	if c.WaitReplicas < 0 {
+		return nil, fmt.Errorf("jobonce: redisstore: Config.WaitReplicas must not be negative, got %d", c.WaitReplicas)
+	}
+	if c.WaitTimeout < 0 {
+		return nil, fmt.Errorf("jobonce: redisstore: Config.WaitTimeout must not be negative, got %s", c.WaitTimeout)
 	}
 	if c.WaitTimeout == 0 {
 		c.WaitTimeout = time.Second
 	}
-	if _, ring := client.(*redis.Ring); ring && (c.WaitReplicas > 0 || c.WaitAOF) {
+	if _, ring := client.(*redis.Ring); ring {
 		// A Ring routes a key-less WAIT to any shard, not to the connection
 		// of the writes it must cover.
-		return nil, errors.New("jobonce: redisstore: Config.WaitReplicas and WaitAOF need a single-node, Sentinel or Cluster client, not a Ring")
+		if c.WaitReplicas > 0 {
+			return nil, errors.New("jobonce: redisstore: Config.WaitReplicas needs a single-node, Sentinel or Cluster client, not a Ring")
+		}
+		if c.WaitAOF {
+			return nil, errors.New("jobonce: redisstore: Config.WaitAOF needs a single-node, Sentinel or Cluster client, not a Ring")
+		}
 	}
 	s := &Store{client: client, logger: c.Logger, wait: waitFor{replicas: c.WaitReplicas, aof: c.WaitAOF, timeout: c.WaitTimeout}, legacy: c.LegacyMarkers, retries: retries(client)}
 	if c.CheckEvery == 0 {
@@ -158,7 +167,7 @@ func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 	}
 	w, err := newWatch(c.CheckEvery, c.Logger, c.MeterProvider)
 	if err != nil {
-		return nil, fmt.Errorf("jobonce: redisstore: metrics: %w", err)
+		return nil, fmt.Errorf("jobonce: redisstore: Config.MeterProvider: %w", err)
 	}
 	s.watch = w
 	warnContextTimeouts(c.Logger, client)
@@ -245,7 +254,7 @@ func claimReply(v any) (driver.ClaimReply, error) {
 			}
 		}
 	}
-	return driver.ClaimReply{}, fmt.Errorf("jobonce: unexpected claim reply %T", v)
+	return driver.ClaimReply{}, fmt.Errorf("jobonce: redisstore: unexpected claim reply %T", v)
 }
 
 // Extend implements driver.Store.
