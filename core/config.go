@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -159,29 +158,35 @@ func (c *Config) withDefaults() (Config, error) {
 	if c != nil {
 		cfg = *c
 	}
-	if cfg.Lease < 0 {
-		return cfg, fmt.Errorf("jobonce: Config.Lease must be positive, got %s", cfg.Lease)
+	if err := notNegative("Lease", cfg.Lease); err != nil {
+		return cfg, err
 	}
 	if cfg.Lease == 0 {
 		cfg.Lease = 30 * time.Second
 	}
 	if cfg.Lease < 3*time.Millisecond {
-		return cfg, fmt.Errorf("jobonce: Config.Lease must be at least 3ms, got %s", cfg.Lease)
+		return cfg, fmt.Errorf("jobonce: core: Config.Lease must be at least 3ms, got %s", cfg.Lease)
 	}
-	if cfg.Retention < 0 {
-		return cfg, fmt.Errorf("jobonce: Config.Retention must be positive, got %s", cfg.Retention)
+	if err := notNegative("Retention", cfg.Retention); err != nil {
+		return cfg, err
 	}
 	if cfg.Retention == 0 {
 		cfg.Retention = 24 * time.Hour
 	}
 	if cfg.Retention < cfg.Lease {
-		return cfg, fmt.Errorf("jobonce: Config.Retention (%s) must be at least Config.Lease (%s)", cfg.Retention, cfg.Lease)
+		return cfg, fmt.Errorf("jobonce: core: Config.Retention must be at least Config.Lease (%s), got %s", cfg.Lease, cfg.Retention)
 	}
 	if cfg.KeyPrefix == "" {
 		cfg.KeyPrefix = "jobonce:"
 	}
-	if cfg.MinRetryAfter < 0 || cfg.MaxRetryAfter < 0 || cfg.StoreTimeout < 0 {
-		return cfg, errors.New("jobonce: Config.MinRetryAfter, MaxRetryAfter and StoreTimeout must not be negative")
+	if err := notNegative("MinRetryAfter", cfg.MinRetryAfter); err != nil {
+		return cfg, err
+	}
+	if err := notNegative("MaxRetryAfter", cfg.MaxRetryAfter); err != nil {
+		return cfg, err
+	}
+	if err := notNegative("StoreTimeout", cfg.StoreTimeout); err != nil {
+		return cfg, err
 	}
 	if cfg.MinRetryAfter == 0 {
 		cfg.MinRetryAfter = 100 * time.Millisecond
@@ -190,13 +195,13 @@ func (c *Config) withDefaults() (Config, error) {
 		cfg.MaxRetryAfter = max(cfg.Lease/3, cfg.MinRetryAfter)
 	}
 	if cfg.MaxRetryAfter < cfg.MinRetryAfter {
-		return cfg, fmt.Errorf("jobonce: Config.MaxRetryAfter (%s) must be at least Config.MinRetryAfter (%s)", cfg.MaxRetryAfter, cfg.MinRetryAfter)
+		return cfg, fmt.Errorf("jobonce: core: Config.MaxRetryAfter must be at least Config.MinRetryAfter (%s), got %s", cfg.MinRetryAfter, cfg.MaxRetryAfter)
 	}
 	if cfg.StoreTimeout == 0 {
 		cfg.StoreTimeout = 5 * time.Second
 	}
 	if cfg.MaxResultSize < 0 {
-		return cfg, fmt.Errorf("jobonce: Config.MaxResultSize must not be negative, got %d", cfg.MaxResultSize)
+		return cfg, fmt.Errorf("jobonce: core: Config.MaxResultSize must not be negative, got %d", cfg.MaxResultSize)
 	}
 	if cfg.MaxResultSize == 0 {
 		cfg.MaxResultSize = DefaultMaxResultSize
@@ -205,4 +210,12 @@ func (c *Config) withDefaults() (Config, error) {
 		cfg.Logger = slog.Default()
 	}
 	return cfg, nil
+}
+
+// notNegative returns an error naming Config.field when d is negative.
+func notNegative(field string, d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("jobonce: core: Config.%s must not be negative, got %s", field, d)
+	}
+	return nil
 }

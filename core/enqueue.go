@@ -35,10 +35,10 @@ const enqueueSource = "enqueue"
 // enforcement would give: Duplicate, Rejected or Unavailable.
 func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, publish func(context.Context) error) (bool, error) {
 	if window < time.Millisecond {
-		return false, fmt.Errorf("jobonce: Enqueue window must be at least 1ms, got %s", window)
+		return false, fmt.Errorf("jobonce: core: Enqueue: window must be at least 1ms, got %s", window)
 	}
 	if publish == nil {
-		return false, errors.New("jobonce: Enqueue publish function is nil")
+		return false, errors.New("jobonce: core: Enqueue: publish function is nil")
 	}
 	skey, err := enqueueKey(g.cfg.KeyPrefix, key)
 	if err != nil {

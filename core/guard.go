@@ -74,11 +74,11 @@ type Result struct {
 // defaults; an invalid field gives an error naming it.
 func New(store driver.Store, cfg *Config) (*Guard, error) {
 	if store == nil {
-		return nil, errors.New("jobonce: store is nil")
+		return nil, errors.New("jobonce: core: New: store is nil")
 	}
 	if v := reflect.ValueOf(store); v.Kind() == reflect.Pointer && v.IsNil() {
 		// What a store's constructor returns beside its error.
-		return nil, fmt.Errorf("jobonce: store is a nil %T: check the error its constructor returned", store)
+		return nil, fmt.Errorf("jobonce: core: New: store is a nil %T: check the error its constructor returned", store)
 	}
 	c, err := cfg.withDefaults()
 	if err != nil {
@@ -86,7 +86,7 @@ func New(store driver.Store, cfg *Config) (*Guard, error) {
 	}
 	m, err := newMetrics(c.MeterProvider, c.Consumer)
 	if err != nil {
-		return nil, fmt.Errorf("jobonce: metrics: %w", err)
+		return nil, fmt.Errorf("jobonce: core: Config.MeterProvider: %w", err)
 	}
 	g := &Guard{store: store, cfg: c, metrics: m, skipped: newFirstSkips()}
 	g.batch, _ = store.(driver.BatchStore)

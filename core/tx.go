@@ -31,12 +31,12 @@ type TxGuard[TTx any] struct {
 // g is nil or its store has no transactional mode for TTx.
 func NewTxGuard[TTx any](g *Guard) (*TxGuard[TTx], error) {
 	if g == nil {
-		return nil, errors.New("jobonce: NewTxGuard: Guard is nil")
+		return nil, errors.New("jobonce: core: NewTxGuard: Guard is nil")
 	}
 	s, ok := g.store.(driver.TxStore[TTx])
 	if !ok {
 		var tx TTx
-		return nil, fmt.Errorf("jobonce: NewTxGuard: the Guard's store (%T) has no transactional mode for %T", g.store, &tx)
+		return nil, fmt.Errorf("jobonce: core: NewTxGuard: the Guard's store (%T) has no transactional mode for %T", g.store, &tx)
 	}
 	return &TxGuard[TTx]{g: g, store: s}, nil
 }

@@ -8,19 +8,25 @@
 // One middleware line, and two fields of the server's configuration:
 //
 //	srv := asynq.NewServer(redisOpt, asynq.Config{
-//		IsFailure:      asynqonce.IsFailure,
-//		RetryDelayFunc: asynqonce.RetryDelay(asynq.DefaultRetryDelayFunc),
+//		IsFailure:      asynqonce.IsFailure,  // without these two, jobs still run once, but
+//		RetryDelayFunc: asynqonce.RetryDelay, // a running copy counts as a failed retry
 //	})
 //	mux := asynq.NewServeMux()
 //	mux.Use(asynqonce.MustMiddleware(guard, nil))
 //
+// Without them, a copy that finds its job running is charged a retry and
+// counted as failed, and comes back after Asynq's delay for failures (15s or
+// more) rather than the running claim's remaining lease. The middleware
+// notices it when such a copy comes back, and logs it once at Warn on the
+// Guard's Logger, naming the missing field. RetryDelayOr takes a retry
+// policy of your own for the other errors.
+//
 // A task's default key is its type and a hash of its payload, so a task
 // enqueued again with the same type and payload within the Guard's Retention
 // (24h by default) is skipped as a copy. Work that repeats on purpose takes
-// one of these instead:
+// one of these instead (or a Config.Key that names the occurrence):
 //
 //	mux.Use(asynqonce.MustMiddleware(guard, &asynqonce.Config{PeriodicTypes: []string{"report:daily"}}))   // each task an asynq.Scheduler enqueues runs
-//	mux.Use(asynqonce.MustMiddleware(guard, &asynqonce.Config{Key: func(t *asynq.Task) string { return t.ResultWriter().TaskID() }})) // every task runs once
 //	mux.Use(asynqonce.MustMiddleware(guard, &asynqonce.Config{UnguardedTypes: []string{"cache:refresh"}})) // runs unguarded
 //
 // MustMiddleware panics on a nil Guard or an invalid Config, at start-up;

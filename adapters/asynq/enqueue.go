@@ -56,8 +56,13 @@ type Enqueuer interface {
 // (nothing is enqueued); and the client's error unchanged when enqueueing
 // fails.
 func EnqueueOnce(ctx context.Context, g *core.Guard, client Enqueuer, task *asynq.Task, key string, window time.Duration, opts ...asynq.Option) (*asynq.TaskInfo, error) {
-	if g == nil || client == nil || task == nil {
-		return nil, errors.New("jobonce: asynqonce: EnqueueOnce needs a Guard, a client and a task")
+	switch {
+	case g == nil:
+		return nil, errors.New("jobonce: asynqonce: EnqueueOnce: Guard is nil")
+	case client == nil:
+		return nil, errors.New("jobonce: asynqonce: EnqueueOnce: client is nil")
+	case task == nil:
+		return nil, errors.New("jobonce: asynqonce: EnqueueOnce: task is nil")
 	}
 	if key == "" {
 		key = DefaultKey(task)

@@ -41,7 +41,7 @@ func Example() {
 
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		IsFailure:      asynqonce.IsFailure,
-		RetryDelayFunc: asynqonce.RetryDelay(asynq.DefaultRetryDelayFunc),
+		RetryDelayFunc: asynqonce.RetryDelay,
 		Queues:         map[string]int{queue: 1},
 		// One task at a time, so that the copy finds the job done; with more,
 		// a copy that finds it running is retried after RetryDelay.
@@ -129,11 +129,22 @@ func ExampleConfig_key() {
 // A copy that finds its job running is not a failure, and is retried after
 // the claim's remaining lease.
 func ExampleRetryDelay() {
-	delay := asynqonce.RetryDelay(asynq.DefaultRetryDelayFunc)
 	running := &core.RunningError{RetryAfter: 3 * time.Second}
-	fmt.Println(asynqonce.IsFailure(running), delay(0, running, nil))
+	fmt.Println(asynqonce.IsFailure(running), asynqonce.RetryDelay(0, running, nil))
 	// Output:
 	// false 3s
+}
+
+// A policy of your own for the other errors: RetryDelayOr keeps the running
+// claim's hint for the copies that found their job running.
+func ExampleRetryDelayOr() {
+	delay := asynqonce.RetryDelayOr(func(n int, err error, t *asynq.Task) time.Duration {
+		return time.Duration(n+1) * time.Minute
+	})
+	running := &core.RunningError{RetryAfter: 3 * time.Second}
+	fmt.Println(delay(0, running, nil), delay(2, errors.New("smtp: 421"), nil))
+	// Output:
+	// 3s 3m0s
 }
 
 // SetResult hands a result to the middleware: it is written to the task's
@@ -191,6 +202,7 @@ func exampleRedis() *redis.Client {
 	if err != nil {
 		log.Fatal(err)
 	}
+	opt.ContextTimeoutEnabled = true // calls end with their context
 	return redis.NewClient(opt)
 }
 

@@ -50,7 +50,7 @@ func (e *asynqEnv) serverConfig(concurrency int) asynq.Config {
 		Concurrency:              concurrency,
 		Queues:                   map[string]int{e.queue: 1},
 		IsFailure:                asynqonce.IsFailure,
-		RetryDelayFunc:           asynqonce.RetryDelay(func(int, error, *asynq.Task) time.Duration { return time.Second }),
+		RetryDelayFunc:           asynqonce.RetryDelayOr(func(int, error, *asynq.Task) time.Duration { return time.Second }),
 		DelayedTaskCheckInterval: time.Second,
 		TaskCheckInterval:        50 * time.Millisecond,
 		LogLevel:                 asynq.ErrorLevel,

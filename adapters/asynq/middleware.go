@@ -16,7 +16,9 @@ import (
 // asynq.MiddlewareFunc is a func(asynq.Handler) asynq.Handler. cfg may be nil
 // for the defaults. Set IsFailure and RetryDelay in the server's asynq.Config
 // as well, so copies that find their job running are retried without being
-// charged a retry.
+// charged a retry, after the claim's remaining lease: when a copy sent back
+// as running comes back showing that Asynq did not ask them, the middleware
+// logs it once at Warn on the Guard's Logger, naming the missing field.
 //
 // For each task the middleware derives a key (Config.Key) and claims it:
 //
@@ -48,7 +50,7 @@ func NewMiddleware(g *core.Guard, cfg *Config) (asynq.MiddlewareFunc, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &middleware{g: g, cfg: c, unguarded: newTypeSet(c.UnguardedTypes), periodic: newTypeSet(c.PeriodicTypes)}
+	m := &middleware{g: g, cfg: c, unguarded: newTypeSet(c.UnguardedTypes), periodic: newTypeSet(c.PeriodicTypes), check: serverCheck{logger: g.Logger()}}
 	if err := checkPeriodicTypes(c.PeriodicTypes, m.unguarded); err != nil {
 		return nil, err
 	}
@@ -73,6 +75,7 @@ type middleware struct {
 	cfg       Config
 	unguarded typeSet
 	periodic  typeSet
+	check     serverCheck
 }
 
 func (m *middleware) wrap(next asynq.Handler) asynq.Handler {
@@ -87,6 +90,7 @@ func (m *middleware) wrap(next asynq.Handler) asynq.Handler {
 }
 
 func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Handler) error {
+	m.check.redelivered(ctx)
 	rs := &taskResult{task: t}
 	ctx = context.WithValue(ctx, taskResultKey{}, rs)
 	job := m.job(ctx, t)
@@ -112,6 +116,8 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Hand
 		return nil
 	case errors.Is(err, core.ErrInvalidKey) && m.periodic.has(t.Type()):
 		return errNoTaskID(t, err)
+	case errors.Is(err, core.ErrRunning):
+		return m.check.sentBack(ctx, err)
 	case errors.Is(err, core.ErrConflict), errors.Is(err, core.ErrInvalidKey):
 		return fmt.Errorf("%w (%w)", err, asynq.SkipRetry)
 	default:

@@ -54,7 +54,8 @@ func TestRunningCopyIsNotAFailure(t *testing.T) {
 	require.True(t, ok)
 	require.InDelta(t, 10*time.Second, hint, float64(time.Second))
 	fallback := func(int, error, *asynq.Task) time.Duration { return time.Hour }
-	require.Equal(t, hint, asynqonce.RetryDelay(fallback)(0, err, nil))
+	require.Equal(t, hint, asynqonce.RetryDelayOr(fallback)(0, err, nil))
+	require.Equal(t, hint, asynqonce.RetryDelay(0, err, nil))
 
 	close(release)
 	require.NoError(t, <-first)
@@ -198,24 +199,40 @@ func TestSetResultIsStored(t *testing.T) {
 	require.ErrorIs(t, asynqonce.SetResult(context.Background(), []byte("x")), asynqonce.ErrNoTask)
 }
 
+// Every bad argument and Config field gets an error of its own that names
+// the package and the field.
 func TestBadInput(t *testing.T) {
 	t.Parallel()
 	g := testenv.MemGuard(t, nil)
-	_, err := asynqonce.NewMiddleware(nil, nil)
-	require.ErrorContains(t, err, "Guard")
-	_, err = asynqonce.NewMiddleware(g, &asynqonce.Config{WaitRunning: -time.Second})
-	require.ErrorContains(t, err, "Config.WaitRunning")
-	_, err = asynqonce.NewMiddleware(g, &asynqonce.Config{PollInterval: -time.Second})
-	require.ErrorContains(t, err, "Config.PollInterval")
-	require.Panics(t, func() { asynqonce.MustMiddleware(nil, nil) })
-
-	err = asynqonce.MustMiddleware(g, nil)(nil).ProcessTask(context.Background(), asynq.NewTask("x", nil))
-	require.ErrorContains(t, err, "nil handler")
-
-	_, err = asynqonce.EnqueueOnce(context.Background(), g, nil, asynq.NewTask("x", nil), "", time.Minute)
-	require.Error(t, err)
-	_, err = asynqonce.EnqueueOnce(context.Background(), g, enqueuerFunc(nil), asynq.NewTask("x", nil), "", 0)
-	require.ErrorContains(t, err, "window")
+	ctx, task := context.Background(), asynq.NewTask("x", nil)
+	for _, tc := range []struct {
+		call func() error
+		want string
+	}{
+		{func() error { _, err := asynqonce.NewMiddleware(nil, nil); return err }, "jobonce: asynqonce: NewMiddleware: Guard is nil"},
+		{func() error {
+			_, err := asynqonce.NewMiddleware(g, &asynqonce.Config{WaitRunning: -time.Second})
+			return err
+		}, "jobonce: asynqonce: Config.WaitRunning must not be negative, got -1s"},
+		{func() error {
+			_, err := asynqonce.NewMiddleware(g, &asynqonce.Config{PollInterval: -time.Second})
+			return err
+		}, "jobonce: asynqonce: Config.PollInterval must not be negative, got -1s"},
+		{func() error {
+			_, err := asynqonce.EnqueueOnce(ctx, nil, enqueuerFunc(nil), task, "", time.Minute)
+			return err
+		}, "jobonce: asynqonce: EnqueueOnce: Guard is nil"},
+		{func() error { _, err := asynqonce.EnqueueOnce(ctx, g, nil, task, "", time.Minute); return err }, "jobonce: asynqonce: EnqueueOnce: client is nil"},
+		{func() error {
+			_, err := asynqonce.EnqueueOnce(ctx, g, enqueuerFunc(nil), nil, "", time.Minute)
+			return err
+		}, "jobonce: asynqonce: EnqueueOnce: task is nil"},
+		{func() error { _, err := asynqonce.EnqueueOnce(ctx, g, enqueuerFunc(nil), task, "", 0); return err }, "jobonce: core: Enqueue: window must be at least 1ms, got 0s"},
+		{func() error { return asynqonce.MustMiddleware(g, nil)(nil).ProcessTask(ctx, task) }, "jobonce: asynqonce: the middleware was given a nil handler"},
+	} {
+		require.EqualError(t, tc.call(), tc.want)
+	}
+	require.PanicsWithError(t, "jobonce: asynqonce: NewMiddleware: Guard is nil", func() { asynqonce.MustMiddleware(nil, nil) })
 }
 
 func TestIsFailureAndRetryDelay(t *testing.T) {
@@ -226,10 +243,12 @@ func TestIsFailureAndRetryDelay(t *testing.T) {
 	require.True(t, asynqonce.IsFailure(core.ErrStoreUnavailable))
 	require.True(t, asynqonce.IsFailure(asynq.ErrLeaseExpired))
 
-	delay := asynqonce.RetryDelay(func(n int, _ error, _ *asynq.Task) time.Duration { return time.Duration(n) * time.Minute })
+	delay := asynqonce.RetryDelayOr(func(n int, _ error, _ *asynq.Task) time.Duration { return time.Duration(n) * time.Minute })
 	require.Equal(t, 3*time.Second, delay(5, running, nil))
 	require.Equal(t, 5*time.Minute, delay(5, errors.New("x"), nil))
-	require.Positive(t, asynqonce.RetryDelay(nil)(1, errors.New("x"), asynq.NewTask("x", nil)), "nil means Asynq's default")
+	require.Positive(t, asynqonce.RetryDelayOr(nil)(1, errors.New("x"), asynq.NewTask("x", nil)), "nil means Asynq's default")
+	require.Equal(t, 3*time.Second, asynqonce.RetryDelay(5, running, nil))
+	require.GreaterOrEqual(t, asynqonce.RetryDelay(1, errors.New("x"), asynq.NewTask("x", nil)), 15*time.Second, "Asynq's default for the rest")
 }
 
 // A copy delivered while a handler still runs past the Guard's lease (as

@@ -33,6 +33,10 @@ import (
 // that is discarded. A copy that never ran is thus never charged a retry by
 // a shutdown.
 func IsFailure(err error) bool {
+	var rc *runningCopy
+	if errors.As(err, &rc) {
+		rc.asked.Store(true) // the server uses IsFailure (see serverCheck)
+	}
 	var ce *canceledError
 	return !errors.Is(err, core.ErrRunning) && !errors.As(err, &ce)
 }
@@ -45,22 +49,36 @@ type canceledError struct{ err error }
 func (e *canceledError) Error() string { return e.err.Error() }
 func (e *canceledError) Unwrap() error { return e.err }
 
-// RetryDelay returns an asynq.Config.RetryDelayFunc that retries a copy that
-// found its job running after the claim's remaining lease (the RetryAfter
-// hint of core.RunningError), and asks fallback for every other error.
-// fallback nil means asynq.DefaultRetryDelayFunc.
+// RetryDelay is an asynq.Config.RetryDelayFunc, IsFailure's pair: it
+// retries a copy that found its job running after the claim's remaining
+// lease (the RetryAfter hint of core.RunningError), and every other error
+// after asynq.DefaultRetryDelayFunc's delay. RetryDelayOr takes another
+// policy for the other errors.
 //
 // Asynq stores retry times in whole seconds and moves due retries back to
 // their queue every asynq.Config.DelayedTaskCheckInterval (5s by default), so
 // a retry comes up to that much later than the hint.
-func RetryDelay(fallback asynq.RetryDelayFunc) asynq.RetryDelayFunc {
+func RetryDelay(n int, err error, t *asynq.Task) time.Duration {
+	return retryDelay(n, err, t, asynq.DefaultRetryDelayFunc)
+}
+
+// RetryDelayOr returns RetryDelay with fallback in place of
+// asynq.DefaultRetryDelayFunc for the errors of copies that did not find
+// their job running. fallback nil means asynq.DefaultRetryDelayFunc.
+func RetryDelayOr(fallback asynq.RetryDelayFunc) asynq.RetryDelayFunc {
 	if fallback == nil {
 		fallback = asynq.DefaultRetryDelayFunc
 	}
-	return func(n int, err error, t *asynq.Task) time.Duration {
-		if d, ok := core.RetryAfter(err); ok {
-			return d
-		}
-		return fallback(n, err, t)
+	return func(n int, err error, t *asynq.Task) time.Duration { return retryDelay(n, err, t, fallback) }
+}
+
+func retryDelay(n int, err error, t *asynq.Task, fallback asynq.RetryDelayFunc) time.Duration {
+	var rc *runningCopy
+	if errors.As(err, &rc) {
+		rc.delayed.Store(true) // the server uses RetryDelay (see serverCheck)
 	}
+	if d, ok := core.RetryAfter(err); ok {
+		return d
+	}
+	return fallback(n, err, t)
 }

@@ -66,8 +66,11 @@ type txWrapped[T river.JobArgs] struct {
 //
 // It returns an error when tg or w is nil; MustWrapTx is the one-line form.
 func WrapTx[T river.JobArgs](tg *core.TxGuard[pgx.Tx], w TxWorker[T], cfg *Config) (river.Worker[T], error) {
-	if tg == nil || w == nil {
-		return nil, errors.New("jobonce: riveronce: WrapTx: TxGuard and worker must not be nil")
+	if tg == nil {
+		return nil, errors.New("jobonce: riveronce: WrapTx: TxGuard is nil")
+	}
+	if w == nil {
+		return nil, errors.New("jobonce: riveronce: WrapTx: worker is nil")
 	}
 	return &txWrapped[T]{inner: w, tg: tg, cfg: cfg.withDefaults()}, nil
 }
@@ -101,8 +104,13 @@ func (w *txWrapped[T]) Work(ctx context.Context, job *river.Job[T]) error {
 func WorkTx[T river.JobArgs](ctx context.Context, tg *core.TxGuard[pgx.Tx], job *river.Job[T],
 	fn func(ctx context.Context, tx pgx.Tx) error,
 ) error {
-	if tg == nil || job == nil || fn == nil {
-		return errors.New("jobonce: riveronce: WorkTx: TxGuard, job and fn must not be nil")
+	switch {
+	case tg == nil:
+		return errors.New("jobonce: riveronce: WorkTx: TxGuard is nil")
+	case job == nil:
+		return errors.New("jobonce: riveronce: WorkTx: job is nil")
+	case fn == nil:
+		return errors.New("jobonce: riveronce: WorkTx: fn is nil")
 	}
 	var cfg Config
 	return workTx(ctx, tg, job, cfg.job(job.JobRow, job.Args),

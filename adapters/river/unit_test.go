@@ -268,13 +268,18 @@ func TestMisconfiguration(t *testing.T) {
 		{"NewMiddleware", func() error { _, err := NewMiddleware(nil, nil); return err }, func() { MustMiddleware(nil, nil) }, "jobonce: riveronce: NewMiddleware: Guard is nil"},
 		{"Wrap guard", func() error { _, err := Wrap[noopArgs](nil, &tunedWorker{}, nil); return err }, func() { MustWrap[noopArgs](nil, &tunedWorker{}, nil) }, "jobonce: riveronce: Wrap: Guard is nil"},
 		{"Wrap worker", func() error { _, err := Wrap[noopArgs](g, nil, nil); return err }, func() { MustWrap[noopArgs](g, nil, nil) }, "jobonce: riveronce: Wrap: worker is nil"},
-		{"WrapTx guard", func() error { _, err := WrapTx[noopArgs](nil, txTuned{}, nil); return err }, func() { MustWrapTx[noopArgs](nil, txTuned{}, nil) }, "jobonce: riveronce: WrapTx: TxGuard and worker must not be nil"},
-		{"WrapTx worker", func() error { _, err := WrapTx[noopArgs](tg, nil, nil); return err }, func() { MustWrapTx[noopArgs](tg, nil, nil) }, "jobonce: riveronce: WrapTx: TxGuard and worker must not be nil"},
+		{"WrapTx guard", func() error { _, err := WrapTx[noopArgs](nil, txTuned{}, nil); return err }, func() { MustWrapTx[noopArgs](nil, txTuned{}, nil) }, "jobonce: riveronce: WrapTx: TxGuard is nil"},
+		{"WrapTx worker", func() error { _, err := WrapTx[noopArgs](tg, nil, nil); return err }, func() { MustWrapTx[noopArgs](tg, nil, nil) }, "jobonce: riveronce: WrapTx: worker is nil"},
 	} {
 		err := c.new()
 		require.EqualError(t, err, c.want, c.name)
 		require.PanicsWithError(t, c.want, c.must, c.name)
 	}
+	ctx, job := context.Background(), &river.Job[noopArgs]{JobRow: &rivertype.JobRow{Kind: "noop"}}
+	fn := func(context.Context, pgx.Tx) error { return nil }
+	require.EqualError(t, WorkTx(ctx, nil, job, fn), "jobonce: riveronce: WorkTx: TxGuard is nil")
+	require.EqualError(t, WorkTx[noopArgs](ctx, tg, nil, fn), "jobonce: riveronce: WorkTx: job is nil")
+	require.EqualError(t, WorkTx(ctx, tg, job, nil), "jobonce: riveronce: WorkTx: fn is nil")
 }
 
 // txTuned is tunedWorker as a TxWorker.

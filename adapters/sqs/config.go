@@ -99,8 +99,13 @@ func (c *Config) options(g *core.Guard, queueURL string) (*options, error) {
 	if c != nil {
 		o.Config = *c
 	}
-	if o.RunningDelay < 0 || o.FailureDelay < 0 || o.UnavailableDelay < 0 || o.MaxDelay < 0 {
-		return nil, errors.New("jobonce: sqsonce: Config.RunningDelay, FailureDelay, UnavailableDelay and MaxDelay must not be negative")
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"RunningDelay", o.RunningDelay}, {"FailureDelay", o.FailureDelay}, {"UnavailableDelay", o.UnavailableDelay}, {"MaxDelay", o.MaxDelay}} {
+		if f.d < 0 {
+			return nil, fmt.Errorf("jobonce: sqsonce: Config.%s must not be negative, got %s", f.name, f.d)
+		}
 	}
 	if o.RunningDelay == 0 {
 		o.RunningDelay = time.Second

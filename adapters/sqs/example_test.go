@@ -167,6 +167,7 @@ func exampleGuard() (*core.Guard, func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
+	opt.ContextTimeoutEnabled = true // calls end with their context
 	rdb := redis.NewClient(opt)
 	store, err := redisstore.New(rdb, nil)
 	if err != nil {

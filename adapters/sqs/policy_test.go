@@ -195,14 +195,17 @@ func TestConfigErrors(t *testing.T) {
 		g    *core.Guard
 		want string
 	}{
-		{nil, testQueueURL, nil, "Guard is nil"},
-		{nil, "", g, "queue URL is empty"},
-		{nil, "http://127.0.0.1:4566/", g, "has no queue name"},
-		{&Config{RunningDelay: -1}, testQueueURL, g, "must not be negative"},
-		{&Config{MaxDelay: 13 * time.Hour}, testQueueURL, g, "Config.MaxDelay"},
+		{nil, testQueueURL, nil, "jobonce: sqsonce: Guard is nil"},
+		{nil, "", g, "jobonce: sqsonce: queue URL is empty"},
+		{nil, "http://127.0.0.1:4566/", g, `jobonce: sqsonce: queue URL "http://127.0.0.1:4566/" has no queue name`},
+		{&Config{RunningDelay: -1}, testQueueURL, g, "jobonce: sqsonce: Config.RunningDelay must not be negative, got -1ns"},
+		{&Config{FailureDelay: -1}, testQueueURL, g, "jobonce: sqsonce: Config.FailureDelay must not be negative, got -1ns"},
+		{&Config{UnavailableDelay: -1}, testQueueURL, g, "jobonce: sqsonce: Config.UnavailableDelay must not be negative, got -1ns"},
+		{&Config{MaxDelay: -1}, testQueueURL, g, "jobonce: sqsonce: Config.MaxDelay must not be negative, got -1ns"},
+		{&Config{MaxDelay: 13 * time.Hour}, testQueueURL, g, "jobonce: sqsonce: Config.MaxDelay must not exceed SQS's 12h limit, got 13h0m0s"},
 	} {
 		_, err := tc.cfg.options(tc.g, tc.url)
-		require.ErrorContains(t, err, tc.want)
+		require.EqualError(t, err, tc.want)
 	}
 
 	cfg := &Config{}
@@ -264,13 +267,13 @@ func TestPollerErrors(t *testing.T) {
 		{func(p *Poller) { p.VisibilityTimeout = 13 * time.Hour }, "Poller.VisibilityTimeout"},
 		{func(p *Poller) { p.ShutdownTimeout = -1 }, "Poller.ShutdownTimeout"},
 		{func(p *Poller) { p.FlushDelay = -1 }, "Poller.FlushDelay"},
-		{func(p *Poller) { p.Config = &Config{UnavailableDelay: -1} }, "must not be negative"},
+		{func(p *Poller) { p.Config = &Config{UnavailableDelay: -1} }, "Config.UnavailableDelay"},
 	} {
 		p := valid()
 		tc.change(p)
 		err := p.Run(context.Background())
 		require.Error(t, err)
-		require.True(t, strings.Contains(err.Error(), tc.want), "%q does not name %s", err, tc.want)
+		require.True(t, strings.HasPrefix(err.Error(), "jobonce: sqsonce: "+tc.want+" "), "%q does not name %s", err, tc.want)
 	}
 }
 

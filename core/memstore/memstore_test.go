@@ -58,3 +58,25 @@ func TestCompleteSentAgainAfterItsAnswerWasLostIsRan(t *testing.T) {
 	require.Equal(t, core.Duplicate, res.Outcome)
 	require.Equal(t, []byte("r"), res.Value)
 }
+
+// Every bad request field gets an error that names the package and the
+// field, and the value given.
+func TestBadRequestFieldsNameThePackageAndTheField(t *testing.T) {
+	t.Parallel()
+	s, ctx := memstore.New(), context.Background()
+	for _, tc := range []struct {
+		call func() error
+		want string
+	}{
+		{func() error {
+			_, err := s.Claim(ctx, driver.ClaimRequest{Key: "k", Token: driver.NewToken(), Lease: time.Microsecond})
+			return err
+		}, "jobonce: memstore: ClaimRequest.Lease must be at least 1ms, got 1µs"},
+		{func() error { return s.Extend(ctx, "k", driver.NewToken(), -time.Second) }, "jobonce: memstore: Extend lease must be at least 1ms, got -1s"},
+		{func() error {
+			return s.Complete(ctx, driver.CompleteRequest{Key: "k", Token: driver.NewToken()})
+		}, "jobonce: memstore: CompleteRequest.Retention must be at least 1ms, got 0s"},
+	} {
+		require.EqualError(t, tc.call(), tc.want)
+	}
+}

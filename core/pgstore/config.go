@@ -102,7 +102,7 @@ func (c *Config) withDefaults() (Config, error) {
 		}
 	}
 	if cfg.LockTimeout < 0 {
-		return cfg, fmt.Errorf("jobonce: pgstore.Config.LockTimeout must be positive, got %s", cfg.LockTimeout)
+		return cfg, fmt.Errorf("jobonce: pgstore: Config.LockTimeout must not be negative, got %s", cfg.LockTimeout)
 	}
 	if cfg.LockTimeout == 0 {
 		cfg.LockTimeout = 100 * time.Millisecond
@@ -110,25 +110,25 @@ func (c *Config) withDefaults() (Config, error) {
 	if cfg.LockTimeout < time.Millisecond || cfg.LockTimeout > maxLockTimeout {
 		// lock_timeout is a whole number of milliseconds in an int, and 0
 		// would mean "wait forever".
-		return cfg, fmt.Errorf("jobonce: pgstore.Config.LockTimeout must be between 1ms and %s (PostgreSQL's lock_timeout range), got %s", maxLockTimeout, cfg.LockTimeout)
+		return cfg, fmt.Errorf("jobonce: pgstore: Config.LockTimeout must be between 1ms and %s (PostgreSQL's lock_timeout range), got %s", maxLockTimeout, cfg.LockTimeout)
 	}
 	if cfg.MigrateLockTimeout < 0 {
-		return cfg, fmt.Errorf("jobonce: pgstore.Config.MigrateLockTimeout must be positive, got %s", cfg.MigrateLockTimeout)
+		return cfg, fmt.Errorf("jobonce: pgstore: Config.MigrateLockTimeout must not be negative, got %s", cfg.MigrateLockTimeout)
 	}
 	if cfg.MigrateLockTimeout == 0 {
 		cfg.MigrateLockTimeout = 2 * time.Second
 	}
 	if cfg.MigrateLockTimeout < time.Millisecond || cfg.MigrateLockTimeout > maxLockTimeout {
-		return cfg, fmt.Errorf("jobonce: pgstore.Config.MigrateLockTimeout must be between 1ms and %s (PostgreSQL's lock_timeout range), got %s", maxLockTimeout, cfg.MigrateLockTimeout)
+		return cfg, fmt.Errorf("jobonce: pgstore: Config.MigrateLockTimeout must be between 1ms and %s (PostgreSQL's lock_timeout range), got %s", maxLockTimeout, cfg.MigrateLockTimeout)
 	}
 	if cfg.RetryAfter < 0 {
-		return cfg, fmt.Errorf("jobonce: pgstore.Config.RetryAfter must be positive, got %s", cfg.RetryAfter)
+		return cfg, fmt.Errorf("jobonce: pgstore: Config.RetryAfter must not be negative, got %s", cfg.RetryAfter)
 	}
 	if cfg.RetryAfter == 0 {
 		cfg.RetryAfter = time.Second
 	}
 	if cfg.PruneBatch < 0 {
-		return cfg, fmt.Errorf("jobonce: pgstore.Config.PruneBatch must be positive, got %d", cfg.PruneBatch)
+		return cfg, fmt.Errorf("jobonce: pgstore: Config.PruneBatch must not be negative, got %d", cfg.PruneBatch)
 	}
 	if cfg.PruneBatch == 0 {
 		cfg.PruneBatch = 1000
@@ -141,10 +141,10 @@ func (c *Config) withDefaults() (Config, error) {
 
 func checkIdentifier(field, name string, maxLen int) error {
 	if len(name) > maxLen {
-		return fmt.Errorf("jobonce: pgstore.Config.%s %q is longer than %d bytes", field, name, maxLen)
+		return fmt.Errorf("jobonce: pgstore: Config.%s %q is longer than %d bytes", field, name, maxLen)
 	}
 	if !utf8.ValidString(name) || strings.IndexByte(name, 0) >= 0 {
-		return fmt.Errorf("jobonce: pgstore.Config.%s %q must be valid UTF-8 without NUL bytes", field, name)
+		return fmt.Errorf("jobonce: pgstore: Config.%s %q must be valid UTF-8 without NUL bytes", field, name)
 	}
 	return nil
 }

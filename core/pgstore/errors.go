@@ -10,7 +10,7 @@ import (
 
 // ErrNotMigrated reports that the keys table, or one of its columns, does
 // not exist: run Migrate (or set Config.Migrate) first.
-var ErrNotMigrated = errors.New("jobonce: pgstore table is missing or out of date; run pgstore.Migrate or set pgstore.Config.Migrate")
+var ErrNotMigrated = errors.New("jobonce: pgstore: table is missing or out of date; run pgstore.Migrate or set pgstore.Config.Migrate")
 
 // ErrMigrationBlocked reports that a migration gave up waiting for a lock
 // (Config.MigrateLockTimeout): the error names the lock and what holds it.

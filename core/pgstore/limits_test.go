@@ -30,7 +30,7 @@ func TestLockTimeoutRange(t *testing.T) {
 	const largest = math.MaxInt32 * time.Millisecond
 	for _, lt := range []time.Duration{largest + time.Millisecond, largest + time.Nanosecond, 90 * 24 * time.Hour, time.Duration(math.MaxInt64)} {
 		_, err := pgstore.MigrationSQL(&pgstore.Config{LockTimeout: lt})
-		require.ErrorContains(t, err, "pgstore.Config.LockTimeout must be between 1ms and 596h31m23.647s", "%s", lt)
+		require.ErrorContains(t, err, "jobonce: pgstore: Config.LockTimeout must be between 1ms and 596h31m23.647s", "%s", lt)
 		require.ErrorContains(t, err, lt.String())
 	}
 	_, pool := newStore(t, nil)

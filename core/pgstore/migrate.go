@@ -23,7 +23,7 @@ import (
 // cfg may be nil for the defaults.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, cfg *Config) error {
 	if pool == nil {
-		return errors.New("jobonce: pgstore.Migrate: pool is nil")
+		return errors.New("jobonce: pgstore: Migrate: pool is nil")
 	}
 	c, err := cfg.withDefaults()
 	if err != nil {
@@ -116,7 +116,7 @@ func (s *Store) steps(m *migrationState) []migrationStep {
 func (s *Store) migrate(ctx context.Context) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("jobonce: pgstore migrate %s: %w", s.table, err)
+		return fmt.Errorf("jobonce: pgstore: migrate %s: %w", s.table, err)
 	}
 	waiting, lockName, err := s.migrateOn(ctx, conn.Conn())
 	if err != nil || lockName != "" && s.unlock(ctx, conn.Conn(), lockName) != nil {
@@ -131,7 +131,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	if lockTimedOut(err) && waiting != nil {
 		return s.blocked(ctx, waiting, lockName, err)
 	}
-	return fmt.Errorf("jobonce: pgstore migrate %s: %w", s.table, err)
+	return fmt.Errorf("jobonce: pgstore: migrate %s: %w", s.table, err)
 }
 
 // migrateOn is migrate on conn. It returns the step whose lock it waited

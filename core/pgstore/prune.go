@@ -59,7 +59,7 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 // errors are logged to Config.Logger and do not stop it.
 func (s *Store) RunPruner(ctx context.Context, every time.Duration) error {
 	if every <= 0 {
-		return fmt.Errorf("jobonce: pgstore.RunPruner: interval must be positive, got %s", every)
+		return fmt.Errorf("jobonce: pgstore: RunPruner: interval must be positive, got %s", every)
 	}
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()

@@ -41,7 +41,7 @@ const claimAttempts = 4
 // invalid Config field gives an error naming it.
 func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if pool == nil {
-		return nil, errors.New("jobonce: pgstore.New: pool is nil")
+		return nil, errors.New("jobonce: pgstore: New: pool is nil")
 	}
 	c, err := cfg.withDefaults()
 	if err != nil {
@@ -63,7 +63,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 		if err := s.wrap(err); errors.Is(err, ErrNotMigrated) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("jobonce: pgstore.New: checking table %s: %w", s.table, err)
+		return nil, fmt.Errorf("jobonce: pgstore: New: checking table %s: %w", s.table, err)
 	}
 	return s, nil
 }

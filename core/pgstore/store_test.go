@@ -21,11 +21,14 @@ import (
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
+// Every bad Config field gets an error of its own that names the package
+// and the field, from New, Migrate and MigrationSQL, before any I/O.
 func TestNewRejectsBadInput(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, err := pgstore.New(ctx, nil, nil)
-	require.ErrorContains(t, err, "pool is nil")
+	require.EqualError(t, err, "jobonce: pgstore: New: pool is nil")
+	require.EqualError(t, pgstore.Migrate(ctx, nil, nil), "jobonce: pgstore: Migrate: pool is nil")
 
 	// A pool connects lazily: validation fails before any I/O.
 	pool, err := pgxpool.New(ctx, "postgres://nobody@127.0.0.1:1/none")
@@ -34,25 +37,27 @@ func TestNewRejectsBadInput(t *testing.T) {
 	cases := []struct {
 		cfg   pgstore.Config
 		field string
+		why   string
 	}{
-		{pgstore.Config{Table: strings.Repeat("t", 60)}, "Table"},
-		{pgstore.Config{Table: "a\x00b"}, "Table"},
-		{pgstore.Config{Schema: "\xff"}, "Schema"},
-		{pgstore.Config{Schema: strings.Repeat("s", 64)}, "Schema"},
-		{pgstore.Config{LockTimeout: -1}, "LockTimeout"},
-		{pgstore.Config{LockTimeout: time.Microsecond}, "LockTimeout"},
-		{pgstore.Config{MigrateLockTimeout: -1}, "MigrateLockTimeout"},
-		{pgstore.Config{MigrateLockTimeout: time.Microsecond}, "MigrateLockTimeout"},
-		{pgstore.Config{RetryAfter: -1}, "RetryAfter"},
-		{pgstore.Config{PruneBatch: -1}, "PruneBatch"},
+		{pgstore.Config{Table: strings.Repeat("t", 60)}, "Table", "is longer than 48 bytes"},
+		{pgstore.Config{Table: "a\x00b"}, "Table", "must be valid UTF-8 without NUL bytes"},
+		{pgstore.Config{Schema: "\xff"}, "Schema", "must be valid UTF-8 without NUL bytes"},
+		{pgstore.Config{Schema: strings.Repeat("s", 64)}, "Schema", "is longer than 63 bytes"},
+		{pgstore.Config{LockTimeout: -1}, "LockTimeout", "must not be negative, got -1ns"},
+		{pgstore.Config{LockTimeout: time.Microsecond}, "LockTimeout", "must be between 1ms and"},
+		{pgstore.Config{MigrateLockTimeout: -1}, "MigrateLockTimeout", "must not be negative, got -1ns"},
+		{pgstore.Config{MigrateLockTimeout: time.Microsecond}, "MigrateLockTimeout", "must be between 1ms and"},
+		{pgstore.Config{RetryAfter: -1}, "RetryAfter", "must not be negative, got -1ns"},
+		{pgstore.Config{PruneBatch: -1}, "PruneBatch", "must not be negative, got -1"},
 	}
 	for _, tc := range cases {
 		_, err := pgstore.New(ctx, pool, &tc.cfg)
-		require.ErrorContains(t, err, "pgstore.Config."+tc.field, "%+v", tc.cfg)
+		require.ErrorContains(t, err, "jobonce: pgstore: Config."+tc.field+" ", "%+v", tc.cfg)
+		require.ErrorContains(t, err, tc.why)
+		require.ErrorContains(t, pgstore.Migrate(ctx, pool, &tc.cfg), "jobonce: pgstore: Config."+tc.field+" ")
 		_, err = pgstore.MigrationSQL(&tc.cfg)
-		require.ErrorContains(t, err, "pgstore.Config."+tc.field)
+		require.ErrorContains(t, err, "jobonce: pgstore: Config."+tc.field+" ")
 	}
-	require.ErrorContains(t, pgstore.Migrate(ctx, nil, nil), "pool is nil")
 }
 
 func TestMigrationSQLQuotesIdentifiers(t *testing.T) {

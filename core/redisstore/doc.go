@@ -2,6 +2,16 @@
 //
 //	import "github.com/jobonce/jobonce/core/redisstore"
 //
+// A Store on a go-redis client whose calls end with their context:
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+//	store, err := redisstore.New(rdb, nil)
+//
+// Without ContextTimeoutEnabled, a call to a server that does not answer
+// waits for the client's ReadTimeout (5s by default) whatever its context
+// says: New warns of such a client (a *redis.Client, *redis.ClusterClient or
+// *redis.Ring, failover clients included).
+//
 // # Operations
 //
 // Every operation is one round trip: one embedded Lua script each for claim,
@@ -53,7 +63,9 @@
 // A done marker that Redis evicts lets a duplicate run. New reads the
 // server's maxmemory-policy and warns under any policy but noeviction:
 // volatile-* policies evict keys with a TTL, which every claim and done
-// marker has. ReadServerInfo and ServerInfo.Risks report eviction,
+// marker has. A server New cannot read (refused, or no answer within 2s)
+// gets a warning saying so and why, never silence, and the first claim
+// reads it again. ReadServerInfo and ServerInfo.Risks report eviction,
 // persistence and replication risks; cmd/jobonce check prints them.
 //
 // # Replication and failover

@@ -20,7 +20,8 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	rdb := redis.NewClient(opt) // or a Sentinel or Cluster client
+	opt.ContextTimeoutEnabled = true // calls end with their context
+	rdb := redis.NewClient(opt)      // or a Sentinel or Cluster client
 	defer rdb.Close()
 
 	store, err := redisstore.New(rdb, nil)
@@ -110,6 +111,7 @@ func exampleClient() *redis.Client {
 	if err != nil {
 		log.Fatal(err)
 	}
+	opt.ContextTimeoutEnabled = true
 	return redis.NewClient(opt)
 }
 

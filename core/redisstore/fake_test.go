@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 type fakeRedis struct {
 	ln     net.Listener
 	answer func(n int) string
+	auth   string // the reply to AUTH; "" for +OK
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	conns  []net.Conn
@@ -25,11 +27,17 @@ type fakeRedis struct {
 
 func startFakeRedis(t *testing.T, answer func(n int) string) *fakeRedis {
 	t.Helper()
+	return startFake(t, &fakeRedis{answer: answer})
+}
+
+// startFake starts f, whose answer and auth are set.
+func startFake(t *testing.T, f *fakeRedis) *fakeRedis {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeRedis{ln: ln, answer: answer}
+	f.ln = ln
 	f.wg.Go(func() {
 		for {
 			c, err := ln.Accept()
@@ -72,6 +80,8 @@ func (f *fakeRedis) serve(c net.Conn) {
 			scripts++
 		case "HELLO":
 			reply = "-ERR unknown command 'HELLO'\r\n"
+		case "AUTH":
+			reply = cmp.Or(f.auth, "+OK\r\n")
 		default:
 			reply = "+OK\r\n"
 		}

@@ -130,7 +130,7 @@ func parseDone(v, d string, remaining time.Duration) (driver.ClaimReply, error) 
 			return doneReply(d, 1+size, int(n), remaining)
 		}
 	}
-	return driver.ClaimReply{}, fmt.Errorf("jobonce: key holds a value jobonce did not write (%d bytes); is another program using the key prefix?", len(v))
+	return driver.ClaimReply{}, fmt.Errorf("jobonce: redisstore: key holds a value jobonce did not write (%d bytes); is another program using the key prefix?", len(v))
 }
 
 // doneReply decodes a done marker with a result: the fingerprint is the n

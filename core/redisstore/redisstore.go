@@ -36,8 +36,9 @@ var (
 
 // Config configures a Store. A nil *Config gives the defaults.
 type Config struct {
-	// Logger receives the warning about an eviction policy that can drop done
-	// markers. Defaults to slog.Default().
+	// Logger receives New's warnings (a risk that can lose done markers, a
+	// check that could not run, a client without ContextTimeoutEnabled) and
+	// the watch's (see CheckEvery). Defaults to slog.Default().
 	Logger *slog.Logger
 
 	// SkipEvictionCheck skips reading the server's settings in New; the
@@ -118,11 +119,18 @@ var _ driver.BatchStore = (*Store)(nil)
 
 // New returns a Store on client, which may be a single-node, Sentinel
 // (failover) or Cluster client. Unless cfg.SkipEvictionCheck is set, it reads
-// the server's maxmemory-policy and logs a warning when it could evict done
-// markers (allkeys-*); see CheckEviction.
+// the server's settings (ReadServerInfo, bounded by 2s, or by the client's
+// ReadTimeout without ContextTimeoutEnabled) and logs at Warn each
+// risk that can lose done markers (an eviction policy but noeviction, no
+// persistence); a read that fails is logged at Warn with its reason, and the
+// first claim reads them again. It also logs at Warn a client made without
+// ContextTimeoutEnabled (a *redis.Client, *redis.ClusterClient or
+// *redis.Ring; another UniversalClient is not inspected), whose calls to a
+// server that does not answer outlast their context, and, with
+// Config.WaitAOF, a WAITAOF probe that got no answer.
 func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 	if client == nil {
-		return nil, errors.New("jobonce: redis client is nil")
+		return nil, errors.New("jobonce: redisstore: New: client is nil")
 	}
 	var c Config
 	if cfg != nil {
@@ -131,16 +139,24 @@ func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.WaitReplicas < 0 || c.WaitTimeout < 0 {
-		return nil, fmt.Errorf("jobonce: redisstore: Config.WaitReplicas (%d) and WaitTimeout (%s) must not be negative", c.WaitReplicas, c.WaitTimeout)
+	if c.WaitReplicas < 0 {
+		return nil, fmt.Errorf("jobonce: redisstore: Config.WaitReplicas must not be negative, got %d", c.WaitReplicas)
+	}
+	if c.WaitTimeout < 0 {
+		return nil, fmt.Errorf("jobonce: redisstore: Config.WaitTimeout must not be negative, got %s", c.WaitTimeout)
 	}
 	if c.WaitTimeout == 0 {
 		c.WaitTimeout = time.Second
 	}
-	if _, ring := client.(*redis.Ring); ring && (c.WaitReplicas > 0 || c.WaitAOF) {
+	if _, ring := client.(*redis.Ring); ring {
 		// A Ring routes a key-less WAIT to any shard, not to the connection
 		// of the writes it must cover.
-		return nil, errors.New("jobonce: redisstore: Config.WaitReplicas and WaitAOF need a single-node, Sentinel or Cluster client, not a Ring")
+		if c.WaitReplicas > 0 {
+			return nil, errors.New("jobonce: redisstore: Config.WaitReplicas needs a single-node, Sentinel or Cluster client, not a Ring")
+		}
+		if c.WaitAOF {
+			return nil, errors.New("jobonce: redisstore: Config.WaitAOF needs a single-node, Sentinel or Cluster client, not a Ring")
+		}
 	}
 	s := &Store{client: client, logger: c.Logger, wait: waitFor{replicas: c.WaitReplicas, aof: c.WaitAOF, timeout: c.WaitTimeout}, legacy: c.LegacyMarkers, retries: retries(client)}
 	if c.CheckEvery == 0 {
@@ -151,25 +167,16 @@ func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 	}
 	w, err := newWatch(c.CheckEvery, c.Logger, c.MeterProvider)
 	if err != nil {
-		return nil, fmt.Errorf("jobonce: redisstore: metrics: %w", err)
+		return nil, fmt.Errorf("jobonce: redisstore: Config.MeterProvider: %w", err)
 	}
 	s.watch = w
+	warnContextTimeouts(c.Logger, client)
 	if !c.SkipEvictionCheck {
-		// The first check: the settings that can lose done markers (a
-		// policy but noeviction evicts them: every jobonce key has a TTL).
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s.watch.next.Store(time.Now().Add(c.CheckEvery).UnixNano())
-		s.watch.check(ctx, client)
+		s.checkAtStart(c.CheckEvery)
 	}
 	if c.WaitAOF {
-		// A server without WAITAOF, or without an append-only file, would
-		// answer every write unacknowledged: every job would fail closed.
-		// Say so now.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if err := client.Do(ctx, "WAITAOF", 1, 0, 1).Err(); err != nil && redis.HasErrorPrefix(err, "ERR") {
-			return nil, fmt.Errorf("jobonce: redisstore: Config.WaitAOF needs WAITAOF (Redis 7.2 or later) and appendonly yes: %w", err)
+		if err := s.probeWaitAOF(); err != nil {
+			return nil, err
 		}
 	}
 	return s, nil
@@ -247,23 +254,8 @@ func claimReply(v any) (driver.ClaimReply, error) {
 			}
 		}
 	}
-	return driver.ClaimReply{}, fmt.Errorf("jobonce: unexpected claim reply %T", v)
+	return driver.ClaimReply{}, fmt.Errorf("jobonce: redisstore: unexpected claim reply %T", v)
 }
-
-// checkIfDue checks the servers' state (see Config.CheckEvery) when a check
-// is due, within the caller's call and context.
-func (s *Store) checkIfDue(ctx context.Context) {
-	if s.watch.due() {
-		// The call's answer waits for the check: a slow server delays it
-		// by checkTimeout at most, and the check waits for the next period.
-		ctx, cancel := context.WithTimeout(ctx, checkTimeout)
-		defer cancel()
-		s.watch.check(ctx, s.client)
-	}
-}
-
-// checkTimeout bounds a check of the servers' state within a call.
-const checkTimeout = 250 * time.Millisecond
 
 // Extend implements driver.Store.
 func (s *Store) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) error {

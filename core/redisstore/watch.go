@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -23,10 +24,12 @@ const (
 // change that makes duplicates possible once: a restart, a failover, a
 // setting that can lose done markers (Risks of kind eviction or
 // persistence). It holds no state a caller waits for: a check that fails
-// is skipped until the next period.
+// is skipped until the next period, but for the check at New, which the
+// first claim makes again.
 type watch struct {
 	every  time.Duration
 	next   atomic.Int64 // UnixNano of the next check
+	again  atomic.Bool  // the check at New could not run: the next claim makes it
 	logger *slog.Logger
 	events metric.Int64Counter
 
@@ -45,26 +48,36 @@ func newWatch(every time.Duration, logger *slog.Logger, mp metric.MeterProvider)
 }
 
 // due reports whether a check is due now, and if so books it, so that one
-// caller per period checks.
-func (w *watch) due() bool {
-	if w == nil || w.every <= 0 {
-		return false
+// caller per period checks. retry is true for the check at New made again.
+func (w *watch) due() (due, retry bool) {
+	if w == nil {
+		return false, false
+	}
+	if w.again.Load() && w.again.CompareAndSwap(true, false) {
+		return true, true
+	}
+	if w.every <= 0 {
+		return false, false
 	}
 	now := time.Now().UnixNano()
 	next := w.next.Load()
-	return now >= next && w.next.CompareAndSwap(next, now+int64(w.every))
+	return now >= next && w.next.CompareAndSwap(next, now+int64(w.every)), false
 }
 
-// check reads the servers and reports what changed since the last check.
-func (w *watch) check(ctx context.Context, client redis.UniversalClient) {
+// errChecking is check's error while another call is checking.
+var errChecking = errors.New("jobonce: redisstore: another call is checking the servers")
+
+// check reads the servers and reports what changed since the last check. Its
+// error says why it could not read them (errChecking: another call is
+// checking); it reported nothing then.
+func (w *watch) check(ctx context.Context, client redis.UniversalClient) error {
 	if !w.mu.TryLock() {
-		return // another call is checking
+		return errChecking
 	}
 	defer w.mu.Unlock()
 	infos, err := ReadServerInfo(ctx, client)
 	if err != nil {
-		w.logger.DebugContext(ctx, "jobonce: redisstore: could not read the server's state", "error", err)
-		return
+		return err
 	}
 	now := make(map[string]ServerInfo, len(infos))
 	for _, info := range infos {
@@ -87,6 +100,7 @@ func (w *watch) check(ctx context.Context, client redis.UniversalClient) {
 		w.compareRisks(ctx, info)
 	}
 	w.last = now
+	return nil
 }
 
 // compareRisks reports the risks of kind eviction and persistence that

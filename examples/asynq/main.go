@@ -46,7 +46,7 @@ func run(users int) error {
 	if err != nil {
 		return fmt.Errorf("REDIS_URL: %w", err)
 	}
-	opt.ContextTimeoutEnabled = true // calls end with their context, not ReadTimeout (redisstore's docs)
+	opt.ContextTimeoutEnabled = true // calls end with their context, not after ReadTimeout
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	if err := rdb.Ping(ctx).Err(); err != nil {
@@ -87,7 +87,7 @@ func run(users int) error {
 		Concurrency:              8,
 		Queues:                   map[string]int{queue: 1},
 		IsFailure:                asynqonce.IsFailure,
-		RetryDelayFunc:           asynqonce.RetryDelay(asynq.DefaultRetryDelayFunc),
+		RetryDelayFunc:           asynqonce.RetryDelay,
 		DelayedTaskCheckInterval: time.Second,
 		LogLevel:                 asynq.WarnLevel,
 	})

@@ -65,7 +65,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("REDIS_URL: %w", err)
 	}
-	opt.ContextTimeoutEnabled = true // calls end with their context, not ReadTimeout (redisstore's docs)
+	opt.ContextTimeoutEnabled = true // calls end with their context, not after ReadTimeout
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	store, err := redisstore.New(rdb, nil)

@@ -1,0 +1,38 @@
+package redisstore_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// Every bad Config field gets an error of its own that names the package and
+// the field; New reads nothing of the server before refusing it.
+func TestNewNamesThePackageAndTheBadField(t *testing.T) {
+	t.Parallel()
+	addr := testenv.ClosedAddr(t)
+	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr}, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _, _ = client.Close(), ring.Close() })
+	for _, tc := range []struct {
+		client redis.UniversalClient
+		cfg    redisstore.Config
+		want   string
+	}{
+		{client, redisstore.Config{WaitReplicas: -1}, "jobonce: redisstore: Config.WaitReplicas must not be negative, got -1"},
+		{client, redisstore.Config{WaitTimeout: -time.Second}, "jobonce: redisstore: Config.WaitTimeout must not be negative, got -1s"},
+		{ring, redisstore.Config{WaitReplicas: 1}, "jobonce: redisstore: Config.WaitReplicas needs a single-node, Sentinel or Cluster client, not a Ring"},
+		{ring, redisstore.Config{WaitAOF: true}, "jobonce: redisstore: Config.WaitAOF needs a single-node, Sentinel or Cluster client, not a Ring"},
+	} {
+		tc.cfg.Logger = quiet
+		_, err := redisstore.New(tc.client, &tc.cfg)
+		require.EqualError(t, err, tc.want)
+	}
+	_, err := redisstore.New(nil, nil)
+	require.EqualError(t, err, "jobonce: redisstore: New: client is nil")
+}
