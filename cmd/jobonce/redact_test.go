@@ -1,51 +1,14 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"net"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/internal/testenv"
 )
-
-// mainEnv, when set, makes the test binary run the command's main with its
-// arguments instead of the tests.
-const mainEnv = "JOBONCE_TEST_RUN_MAIN"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(mainEnv) != "" {
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
-// runCommand runs the command in a process of its own, as an operator does,
-// with REDIS_URL set to redisURL, and returns what it printed on stdout and
-// stderr, and its exit status.
-func runCommand(t *testing.T, redisURL string, args ...string) (stdout, stderr string, status int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), mainEnv+"=1", "REDIS_URL="+redisURL)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	if err != nil {
-		exit, ok := err.(*exec.ExitError)
-		require.True(t, ok, "%v", err)
-		status = exit.ExitCode()
-	}
-	return out.String(), errOut.String(), status
-}
 
 // closedPort returns a loopback port where nothing listens.
 func closedPort(t *testing.T) string {
