@@ -125,7 +125,11 @@ func checkTable(ctx context.Context, pool *pgxpool.Pool, table pgTable, out io.W
 		return fmt.Errorf("check: reading table %s from the catalog: %w", table.quoted(), err)
 	}
 	if !t.exists {
-		fmt.Fprintf(out, "table %s: missing\n", table.quoted())
+		where := ""
+		if table.schema == "" {
+			where = " (looked up through the connection's search_path)"
+		}
+		fmt.Fprintf(out, "table %s: missing%s\n", table.quoted(), where)
 		return fmt.Errorf("check: table %s is missing: run pgstore.Migrate (or set pgstore.Config.Migrate), or give the Guard's -schema and -table", table.quoted())
 	}
 	rows := "not yet analyzed"

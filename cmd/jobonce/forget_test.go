@@ -81,7 +81,7 @@ func TestForgetKeepsAClaimTakenWhileItAsks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, commandPath, e.args("forget", "job-1")...)
-	cmd.Env = environWithout("REDIS_URL", "DATABASE_URL")
+	cmd.Env = commandEnv()
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	out, errOut := newSignalWriter("delete? [y/N]"), newSignalWriter("\n")

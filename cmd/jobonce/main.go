@@ -129,9 +129,11 @@ func main() {
 }
 
 // errorLine returns err as the command's one line on stderr: prefixed with
-// "jobonce: " and with the lines of a joined error joined by "; ".
+// "jobonce: " and with the lines of a joined error joined by "; " (or by a
+// space after a colon).
 func errorLine(err error) string {
-	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+	msg := strings.NewReplacer(":\n", ": ", "\n", "; ").Replace(err.Error())
+	msg = strings.Join(strings.Fields(msg), " ")
 	if !strings.HasPrefix(msg, "jobonce: ") {
 		msg = "jobonce: " + msg
 	}

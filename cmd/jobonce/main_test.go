@@ -124,3 +124,9 @@ func TestHelpPrintsTheUsageAndExitsZero(t *testing.T) {
 		require.NotContains(t, stdout, password, "%q", args)
 	}
 }
+
+func TestAnErrorIsOneLine(t *testing.T) {
+	err := errors.Join(errors.New("failed to connect:\nfirst: refused"), errors.New("second:  refused"))
+	require.Equal(t, "jobonce: failed to connect: first: refused; second: refused", errorLine(err))
+	require.Equal(t, "jobonce: redisstore: down", errorLine(errors.New("jobonce: redisstore: down")))
+}

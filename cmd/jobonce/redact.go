@@ -127,11 +127,15 @@ func userInfoCredentials(rawURL string) []string {
 	if !ok || info == "" {
 		return nil
 	}
+	_, pass, found := strings.Cut(info, ":")
+	if !found && isPostgresURL(rawURL) && !strings.ContainsAny(info, "/?") {
+		// A PostgreSQL URL's user info without ":" is a user name, where
+		// Redis reads a password.
+		return nil
+	}
 	parts := []string{info}
-	if _, pass, found := strings.Cut(info, ":"); found {
-		if pass != "" {
-			parts = append(parts, pass)
-		}
+	if found && pass != "" {
+		parts = append(parts, pass)
 	}
 	if end := strings.IndexAny(info, "/?"); end >= 0 {
 		authority := info[:end]
@@ -154,6 +158,11 @@ func userInfoCredentials(rawURL string) []string {
 		}
 	}
 	return parts
+}
+
+// isPostgresURL reports whether rawURL has a PostgreSQL scheme.
+func isPostgresURL(rawURL string) bool {
+	return strings.HasPrefix(rawURL, "postgres://") || strings.HasPrefix(rawURL, "postgresql://")
 }
 
 // parameterPasswords returns the passwords rawURL gives as parameters, as

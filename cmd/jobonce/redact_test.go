@@ -81,3 +81,53 @@ func TestRedactURL(t *testing.T) {
 		require.Equal(t, want, redactURL(raw), raw)
 	}
 }
+
+func TestNoMessageShowsThePostgresPassword(t *testing.T) {
+	const password = "s3cr3t-pw"
+	down := "127.0.0.1:" + closedPort(t)
+	for _, c := range []struct {
+		name, url string
+		secrets   []string // besides password
+		want      string   // in the output, so the case ran as meant
+	}{
+		{"in the user info", "postgres://app:" + password + "@" + down + "/test?sslmode=disable", nil, "connection refused"},
+		{"as a parameter", "postgres://app@" + down + "/test?sslmode=disable&password=" + password, nil, "connection refused"},
+		{"escaped, as a parameter", "postgresql://app@" + down + "/test?password=s3cr3t%21pw", []string{"s3cr3t!pw", "s3cr3t%21pw"}, "connection refused"},
+		{"in key=value settings", "host=127.0.0.1 port=" + strings.TrimPrefix(down, "127.0.0.1:") + " user=app password=" + password + " dbname=test sslmode=disable", nil, "connection refused"},
+		{"quoted in key=value settings", "host=127.0.0.1 port=" + strings.TrimPrefix(down, "127.0.0.1:") + " password='s3cr3t pw' dbname=test", []string{"s3cr3t pw"}, "connection refused"},
+		{"bad port", "postgres://app:" + password + "@127.0.0.1:notaport/test", nil, "-postgres: "},
+		{"a database that does not exist", "postgres://postgres:" + password + "@127.0.0.1:5432/nosuchdb?sslmode=disable", nil, "nosuchdb"},
+		{"hash in the password", "postgres://alice:Tr0ub4dor#3xyz@db.internal:5432/test", []string{"Tr0ub4dor", "3xyz"}, `-postgres: "postgres://xxxxx@db.internal:5432/test" holds a '#'`},
+	} {
+		for _, cmd := range [][]string{{"check"}, {"inspect", "job-1"}, {"release", "job-1"}, {"forget", "-yes", "job-1"}} {
+			t.Run(c.name+", "+cmd[0], func(t *testing.T) {
+				for _, r := range []cliRun{
+					runCLI(t, nil, nil, append([]string{"-postgres", c.url}, cmd...)...),
+					runCLI(t, nil, []string{"DATABASE_URL=" + c.url}, cmd...),
+				} {
+					all := r.stdout + r.stderr
+					for _, s := range append([]string{password}, c.secrets...) {
+						require.NotContains(t, all, s, "%s", r)
+					}
+					requireOneErrorLine(t, r, c.want)
+				}
+			})
+		}
+	}
+}
+
+func TestParameterPasswordsAreCredentials(t *testing.T) {
+	for raw, want := range map[string][]string{
+		"postgres://u@h/db?sslmode=disable&password=pw": {"pw"},
+		"postgres://u@h/db?password=p%40w":              {"p%40w", "p@w"},
+		"host=h password=pw user=u":                     {"pw"},
+		"host=h password = 'p w' user=u":                {"p w"},
+		"host=h user=u":                                 nil,
+		"postgres://u@h/db":                             nil,
+		"postgres://u:pw@h/db":                          {"u:pw", "pw"},
+		"redis://pw@h:6379/0":                           {"pw"},
+		"postgres://h/db?sslpassword=key&password=pw":   {"key", "pw"},
+	} {
+		require.Equal(t, want, credentials(raw), raw)
+	}
+}
