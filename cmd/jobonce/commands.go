@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"time"
 )
@@ -180,7 +179,7 @@ func foreignFlag(err error, cmd *command) error {
 	if len(owners) == 0 {
 		return err
 	}
-	return fmt.Errorf("%w (a flag of %s, not of %s)", err, strings.Join(owners, " and "), cmd.name)
+	return fmt.Errorf("%w (a flag of %s, not of %s)", err, joinAnd(owners), cmd.name)
 }
 
 // overview prints jobonce's usage: its commands and what they share.
@@ -240,11 +239,20 @@ func runHelp(args []string, out io.Writer) error {
 
 // commandNames returns the commands' names, for a message.
 func commandNames() string {
-	names := []string{}
+	var names []string
 	for _, c := range commands {
 		names = append(names, c.name)
 	}
 	names = append(names, "help")
 	last := len(names) - 1
-	return strings.Join(slices.Clip(names[:last]), ", ") + " or " + names[last]
+	return strings.Join(names[:last], ", ") + " or " + names[last]
+}
+
+// joinAnd joins names as a sentence does: "a", "a and b", "a, b and c".
+func joinAnd(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	last := len(names) - 1
+	return strings.Join(names[:last], ", ") + " and " + names[last]
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,22 +29,13 @@ func TestHelpPrintsEachCommandsUsageAndFlagsAndExitsZero(t *testing.T) {
 					continue
 				}
 				for _, f := range otherFlags {
-					if !contains(flags, f) {
+					if !slices.Contains(flags, f) {
 						require.NotContains(t, r.stdout, "  "+f+" ", "%q: only %s's flags: %s", args, name, r)
 					}
 				}
 			}
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func TestHelpAndDashHPrintTheOverviewAndExitZero(t *testing.T) {
@@ -81,6 +73,9 @@ func TestAFlagOfAnotherCommandIsRefusedNamingItsCommand(t *testing.T) {
 
 	r = runCLI(t, nil, nil, "inspect", "job-1", "-prefix", "app:", "-lease", "1m")
 	requireOneErrorLine(t, r, "-lease (a flag of release, not of inspect)")
+
+	r = runCLI(t, nil, nil, "check", "-prefix", "app:")
+	requireOneErrorLine(t, r, "-prefix (a flag of inspect, release and forget, not of check)")
 }
 
 func TestAWrongNumberOfArgumentsNamesWhatTheCommandTakes(t *testing.T) {
