@@ -12,7 +12,13 @@ import (
 // argument after "--" is never a flag. An unknown flag stays a flag, for
 // fs.Parse to name.
 func flagsFirst(fs *flag.FlagSet, args []string) []string {
-	var flags, rest []string
+	flags, rest := splitArgs(fs, args)
+	return append(append(flags, "--"), rest...)
+}
+
+// splitArgs returns the flags of args (with their values) and the other
+// arguments, as flagsFirst reads them.
+func splitArgs(fs *flag.FlagSet, args []string) (flags, rest []string) {
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
 		if arg == "--" {
@@ -33,11 +39,21 @@ func flagsFirst(fs *flag.FlagSet, args []string) []string {
 			flags = append(flags, args[i])
 		}
 	}
-	return append(append(flags, "--"), rest...)
+	return flags, rest
 }
 
 // isBoolFlag reports whether f takes no value, as flag.FlagSet decides it.
 func isBoolFlag(f *flag.Flag) bool {
 	b, ok := f.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
+}
+
+// commandName returns the command args name: their first argument that is
+// neither a flag of any command nor a flag's value; "" when there is none.
+func commandName(args []string) string {
+	_, rest := splitArgs(everyFlag(new(options)), args)
+	if len(rest) == 0 {
+		return ""
+	}
+	return rest[0]
 }

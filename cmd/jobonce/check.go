@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -13,6 +14,54 @@ import (
 
 	"github.com/jobonce/jobonce/core/redisstore"
 )
+
+var checkCommand = &command{
+	name:    "check",
+	summary: "report whether the store keeps done markers; exit 2 on a risk",
+	about: `check reports what decides whether the store keeps done markers, with a RISK line for each way
+they can be lost and duplicates run. On Redis, for each server: the eviction policy, persistence
+(AOF, RDB) and replication (role, replicas, largest lag). On PostgreSQL: the version and role, fsync
+and synchronous_commit, the standbys and whether commits wait for one, the largest flush lag, the
+table, its fence column and expiry index (a missing table or column fails check, exit 1: workers
+cannot start on it), and the expired rows waiting for Prune. It exits 2 when a risk is of a
+-fail-on kind, so it can run as a readiness probe or a CI step.`,
+	flags: func(fs *flag.FlagSet, o *options) {
+		fs.StringVar(&o.failOn, "fail-on", "all", "risk kinds that fail it (exit 2), comma-separated among eviction, persistence, replication; or all, or none")
+		fs.DurationVar(&o.maxLag, "max-lag", 10*time.Second, "replica lag above which replication is a risk")
+	},
+	run: runCheck,
+}
+
+func runCheck(ctx context.Context, c *invocation) error {
+	failOn, err := parseFailOn(c.opt.failOn)
+	if err != nil {
+		return err
+	}
+	b, err := pickBackend(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if b.postgres {
+		t := pgTable{schema: c.opt.schema, name: c.opt.table}
+		if err := t.check(); err != nil {
+			return err
+		}
+		pool, err := openPool(ctx, b.url)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		return checkPostgres(ctx, pool, t, c.out, failOn, c.opt.maxLag)
+	}
+	r, err := openRedis(b.url)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	return check(ctx, r.client, c.out, failOn, c.opt.maxLag)
+}
 
 // errRisk is wrapped by check's error when it found a risk of a -fail-on
 // kind; main exits 2 on it.
@@ -39,6 +88,25 @@ func parseFailOn(s string) ([]redisstore.RiskKind, error) {
 	return kinds, nil
 }
 
+// failing returns the kinds of risks in failOn, each once.
+func failing(risks []redisstore.Risk, failOn []redisstore.RiskKind, seen []string) []string {
+	for _, r := range risks {
+		if slices.Contains(failOn, r.Kind) && !slices.Contains(seen, string(r.Kind)) {
+			seen = append(seen, string(r.Kind))
+		}
+	}
+	return seen
+}
+
+// riskError returns the error of a check that found risks of the kinds
+// failing, or nil when there are none.
+func riskError(failing []string) error {
+	if len(failing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s (-fail-on)", errRisk, strings.Join(failing, ", "))
+}
+
 // check prints what decides whether each server keeps done markers and a
 // RISK line per way it can lose them. Its error wraps errRisk when a risk is
 // of a kind in failOn.
@@ -47,24 +115,39 @@ func check(ctx context.Context, client redis.UniversalClient, out io.Writer, fai
 	if err != nil {
 		return err
 	}
-	var failing []string
+	var found []string
 	for _, info := range infos {
 		printServer(out, info)
-		risks := info.Risks(maxLag)
-		for _, r := range risks {
-			fmt.Fprintf(out, "  RISK: %s: %s\n", r.Kind, r.Detail)
-			if slices.Contains(failOn, r.Kind) && !slices.Contains(failing, string(r.Kind)) {
-				failing = append(failing, string(r.Kind))
-			}
-		}
+		risks := append(info.Risks(maxLag), unchecked(info)...)
+		printRisks(out, risks)
 		if len(risks) == 0 {
 			fmt.Fprintln(out, "  ok: done markers survive eviction, restarts and failovers")
 		}
+		found = failing(risks, failOn, found)
 	}
-	if len(failing) > 0 {
-		return fmt.Errorf("%w: %s (-fail-on)", errRisk, strings.Join(failing, ", "))
+	return riskError(found)
+}
+
+// unchecked returns, as risks, the settings check could not read: a server
+// that refuses CONFIG GET may evict done markers or keep none across a
+// restart, and a check that cannot tell must not pass.
+func unchecked(info redisstore.ServerInfo) []redisstore.Risk {
+	var risks []redisstore.Risk
+	if info.MaxmemoryPolicy == "" {
+		risks = append(risks, redisstore.Risk{Kind: redisstore.RiskEviction,
+			Detail: "maxmemory-policy unknown (CONFIG GET refused): could not check that done markers are never evicted"})
 	}
-	return nil
+	if !info.ConfigKnown && !info.AppendOnly {
+		risks = append(risks, redisstore.Risk{Kind: redisstore.RiskPersistence,
+			Detail: "RDB save settings unknown (CONFIG GET refused) and no AOF: could not check that done markers survive a restart"})
+	}
+	return risks
+}
+
+func printRisks(out io.Writer, risks []redisstore.Risk) {
+	for _, r := range risks {
+		fmt.Fprintf(out, "  RISK: %s: %s\n", r.Kind, r.Detail)
+	}
 }
 
 func printServer(out io.Writer, info redisstore.ServerInfo) {

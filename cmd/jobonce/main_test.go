@@ -28,7 +28,7 @@ func TestInspectAndRelease(t *testing.T) {
 	}
 
 	var out bytes.Buffer
-	require.NoError(t, run(ctx, args("inspect", "job-1"), &out))
+	require.NoError(t, run(ctx, args("inspect", "job-1"), nil, &out))
 	require.Contains(t, out.String(), "absent")
 
 	started, stop := make(chan struct{}), make(chan struct{})
@@ -39,10 +39,10 @@ func TestInspectAndRelease(t *testing.T) {
 	}()
 	<-started
 	out.Reset()
-	require.NoError(t, run(ctx, args("inspect", "job-1"), &out))
+	require.NoError(t, run(ctx, args("inspect", "job-1"), nil, &out))
 	require.Contains(t, out.String(), "running")
 	out.Reset()
-	require.NoError(t, run(ctx, args("-force", "-watch", "100ms", "release", "job-1"), &out))
+	require.NoError(t, run(ctx, args("-force", "-watch", "100ms", "release", "job-1"), nil, &out))
 	require.Contains(t, out.String(), "released although")
 	ran := false
 	o, err := g.Do(ctx, "job-1", func(context.Context) error { ran = true; return nil })
@@ -53,12 +53,12 @@ func TestInspectAndRelease(t *testing.T) {
 	require.Equal(t, core.LeaseLost, <-done, "the released holder learns it lost its claim")
 
 	out.Reset()
-	require.NoError(t, run(ctx, args("inspect", "job-1"), &out))
+	require.NoError(t, run(ctx, args("inspect", "job-1"), nil, &out))
 	require.Contains(t, out.String(), "done")
-	require.ErrorContains(t, run(ctx, args("release", "job-1"), &out), "no running claim")
+	require.ErrorContains(t, run(ctx, args("release", "job-1"), nil, &out), "no running claim")
 
-	require.Error(t, run(ctx, args("bogus"), &out))
-	require.Error(t, run(ctx, args("inspect", ""), &out))
+	require.Error(t, run(ctx, args("bogus"), nil, &out))
+	require.Error(t, run(ctx, args("inspect", ""), nil, &out))
 }
 
 func TestCheck(t *testing.T) {
@@ -66,7 +66,7 @@ func TestCheck(t *testing.T) {
 	ctx := context.Background()
 	check := func(flags ...string) (string, error) {
 		var out bytes.Buffer
-		err := run(ctx, append(append([]string{"-redis", testenv.RedisURL()}, flags...), "check"), &out)
+		err := run(ctx, append(append([]string{"-redis", testenv.RedisURL()}, flags...), "check"), nil, &out)
 		return out.String(), err
 	}
 
@@ -101,14 +101,14 @@ func TestCheck(t *testing.T) {
 
 func TestCheckUnreachable(t *testing.T) {
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"-redis", "redis://127.0.0.1:1/0?dial_timeout=100ms&max_retries=-1", "check"}, &out)
+	err := run(context.Background(), []string{"-redis", "redis://127.0.0.1:1/0?dial_timeout=100ms&max_retries=-1", "check"}, nil, &out)
 	require.ErrorContains(t, err, "jobonce: redisstore: INFO on 127.0.0.1:1")
 	require.False(t, errors.Is(err, errRisk), "an unreachable Redis is exit 1, not 2")
 }
 
 func TestHelp(t *testing.T) {
 	var out bytes.Buffer
-	require.ErrorIs(t, run(context.Background(), []string{"-h"}, &out), flag.ErrHelp)
+	require.ErrorIs(t, run(context.Background(), []string{"-h", "check"}, nil, &out), flag.ErrHelp)
 	require.Contains(t, out.String(), "-fail-on")
 	require.Contains(t, out.String(), "-max-lag")
 }
@@ -123,4 +123,24 @@ func TestHelpPrintsTheUsageAndExitsZero(t *testing.T) {
 		require.Empty(t, stderr, "%q", args)
 		require.NotContains(t, stdout, password, "%q", args)
 	}
+}
+
+func TestAnErrorIsOneLine(t *testing.T) {
+	err := errors.Join(errors.New("failed to connect:\nfirst: refused"), errors.New("second:  refused"))
+	require.Equal(t, "jobonce: failed to connect: first: refused; second: refused", errorLine(err))
+	require.Equal(t, "jobonce: redisstore: down", errorLine(errors.New("jobonce: redisstore: down")))
+}
+
+func TestCheckFailsWhenItCouldNotReadTheSettings(t *testing.T) {
+	// A server that refuses CONFIG GET (a managed Redis often does) with no
+	// AOF: whether it keeps any done marker across a restart is unknown
+	// (INFO still tells the eviction policy), and a check that cannot tell
+	// must not pass.
+	srv := testenv.StartRedisServer(t, "--rename-command", "CONFIG", "")
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"-redis", "redis://" + srv.Addr + "/0", "-fail-on", "eviction,persistence", "check"}, nil, &out)
+	require.ErrorIs(t, err, errRisk, out.String())
+	require.Contains(t, out.String(), "maxmemory-policy: noeviction")
+	require.Contains(t, out.String(), "RISK: persistence: RDB save settings unknown")
+	require.NotContains(t, out.String(), "ok: done markers survive")
 }

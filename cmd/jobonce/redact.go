@@ -36,10 +36,17 @@ func checkFragment(rawURL string) error {
 	return fmt.Errorf("%q holds a '#', where a URL ends (its fragment), so a password holding one would be cut there: percent-encode '#' as %%23 in the password", redactURL(rawURL))
 }
 
-// redactError returns err with rawURL's credentials taken out of its
-// message: errors from url.Parse, go-redis or pgx may quote the URL. The
-// result still wraps err.
-func redactError(err error, rawURL string) error {
+// redactError returns err with the credentials of each of rawURLs taken
+// out of its message: errors from url.Parse, go-redis or pgx may quote a
+// URL. The result still wraps err.
+func redactError(err error, rawURLs ...string) error {
+	for _, u := range rawURLs {
+		err = redactOne(err, u)
+	}
+	return err
+}
+
+func redactOne(err error, rawURL string) error {
 	if err == nil {
 		return nil
 	}
@@ -104,22 +111,31 @@ func redactText(s, rawURL string) string {
 	return strings.NewReplacer(pairs...).Replace(s)
 }
 
-// credentials returns the secret parts of rawURL's user info, as written and
-// decoded: all of it, the password (after the first ":") or, with no
-// password, the user. A '/' or '?' in it ends the authority url.Parse reads,
+// credentials returns the secret parts of rawURL: those of its user info,
+// and the passwords it gives as parameters (see parameterPasswords). Those
+// of its user info, as written and decoded: all of it, the password (after
+// the first ":") or, with no password, the user. A '/' or '?' in it ends the authority url.Parse reads,
 // so go-redis may quote what comes before as a host and port, or what comes
 // after, up to the "@" and on, as a path or query: those pieces, and each
 // tail of the user info with its "@", are secret too.
 func credentials(rawURL string) []string {
+	return append(userInfoCredentials(rawURL), parameterPasswords(rawURL)...)
+}
+
+func userInfoCredentials(rawURL string) []string {
 	info, _, ok := userInfo(rawURL)
 	if !ok || info == "" {
 		return nil
 	}
+	_, pass, found := strings.Cut(info, ":")
+	if !found && isPostgresURL(rawURL) && !strings.ContainsAny(info, "/?") {
+		// A PostgreSQL URL's user info without ":" is a user name, where
+		// Redis reads a password.
+		return nil
+	}
 	parts := []string{info}
-	if _, pass, found := strings.Cut(info, ":"); found {
-		if pass != "" {
-			parts = append(parts, pass)
-		}
+	if found && pass != "" {
+		parts = append(parts, pass)
 	}
 	if end := strings.IndexAny(info, "/?"); end >= 0 {
 		authority := info[:end]
@@ -142,6 +158,55 @@ func credentials(rawURL string) []string {
 		}
 	}
 	return parts
+}
+
+// isPostgresURL reports whether rawURL has a PostgreSQL scheme.
+func isPostgresURL(rawURL string) bool {
+	return strings.HasPrefix(rawURL, "postgres://") || strings.HasPrefix(rawURL, "postgresql://")
+}
+
+// parameterPasswords returns the passwords rawURL gives as parameters, as
+// written and decoded, which pgx reads from a URL's query
+// (postgres://host/db?password=...) and from key=value settings
+// ("host=... password=..."; quoted with ' when it holds spaces).
+func parameterPasswords(rawURL string) []string {
+	var found []string
+	if _, query, ok := strings.Cut(rawURL, "?"); ok && strings.Contains(rawURL, "://") {
+		for pair := range strings.SplitSeq(query, "&") {
+			name, value, _ := strings.Cut(pair, "=")
+			if strings.HasSuffix(name, "password") && value != "" {
+				found = append(found, value)
+			}
+		}
+	} else {
+		rest := rawURL
+		for {
+			i := strings.Index(rest, "password")
+			if i < 0 {
+				break
+			}
+			rest = strings.TrimLeft(rest[i+len("password"):], " \t")
+			value, ok := strings.CutPrefix(rest, "=")
+			if !ok {
+				continue
+			}
+			value = strings.TrimLeft(value, " \t")
+			if quoted, ok := strings.CutPrefix(value, "'"); ok {
+				value, _, _ = strings.Cut(quoted, "'")
+			} else if end := strings.IndexAny(value, " \t"); end >= 0 {
+				value = value[:end]
+			}
+			if value != "" {
+				found = append(found, value)
+			}
+		}
+	}
+	for _, p := range slices.Clone(found) {
+		if dec, err := url.QueryUnescape(p); err == nil && dec != p {
+			found = append(found, dec)
+		}
+	}
+	return found
 }
 
 // userInfo returns the user info of rawURL as written, and where it starts:

@@ -1,51 +1,14 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"net"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/internal/testenv"
 )
-
-// mainEnv, when set, makes the test binary run the command's main with its
-// arguments instead of the tests.
-const mainEnv = "JOBONCE_TEST_RUN_MAIN"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(mainEnv) != "" {
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
-// runCommand runs the command in a process of its own, as an operator does,
-// with REDIS_URL set to redisURL, and returns what it printed on stdout and
-// stderr, and its exit status.
-func runCommand(t *testing.T, redisURL string, args ...string) (stdout, stderr string, status int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], args...)
-	cmd.Env = append(os.Environ(), mainEnv+"=1", "REDIS_URL="+redisURL)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	if err != nil {
-		exit, ok := err.(*exec.ExitError)
-		require.True(t, ok, "%v", err)
-		status = exit.ExitCode()
-	}
-	return out.String(), errOut.String(), status
-}
 
 // closedPort returns a loopback port where nothing listens.
 func closedPort(t *testing.T) string {
@@ -116,5 +79,55 @@ func TestRedactURL(t *testing.T) {
 		"redis://app:pw@host:6379/0?a@b": "redis://xxxxx@b",
 	} {
 		require.Equal(t, want, redactURL(raw), raw)
+	}
+}
+
+func TestNoMessageShowsThePostgresPassword(t *testing.T) {
+	const password = "s3cr3t-pw"
+	down := "127.0.0.1:" + closedPort(t)
+	for _, c := range []struct {
+		name, url string
+		secrets   []string // besides password
+		want      string   // in the output, so the case ran as meant
+	}{
+		{"in the user info", "postgres://app:" + password + "@" + down + "/test?sslmode=disable", nil, "connection refused"},
+		{"as a parameter", "postgres://app@" + down + "/test?sslmode=disable&password=" + password, nil, "connection refused"},
+		{"escaped, as a parameter", "postgresql://app@" + down + "/test?password=s3cr3t%21pw", []string{"s3cr3t!pw", "s3cr3t%21pw"}, "connection refused"},
+		{"in key=value settings", "host=127.0.0.1 port=" + strings.TrimPrefix(down, "127.0.0.1:") + " user=app password=" + password + " dbname=test sslmode=disable", nil, "connection refused"},
+		{"quoted in key=value settings", "host=127.0.0.1 port=" + strings.TrimPrefix(down, "127.0.0.1:") + " password='s3cr3t pw' dbname=test", []string{"s3cr3t pw"}, "connection refused"},
+		{"bad port", "postgres://app:" + password + "@127.0.0.1:notaport/test", nil, "-postgres: "},
+		{"a database that does not exist", "postgres://postgres:" + password + "@127.0.0.1:5432/nosuchdb?sslmode=disable", nil, "nosuchdb"},
+		{"hash in the password", "postgres://alice:Tr0ub4dor#3xyz@db.internal:5432/test", []string{"Tr0ub4dor", "3xyz"}, `-postgres: "postgres://xxxxx@db.internal:5432/test" holds a '#'`},
+	} {
+		for _, cmd := range [][]string{{"check"}, {"inspect", "job-1"}, {"release", "job-1"}, {"forget", "-yes", "job-1"}} {
+			t.Run(c.name+", "+cmd[0], func(t *testing.T) {
+				for _, r := range []cliRun{
+					runCLI(t, nil, nil, append([]string{"-postgres", c.url}, cmd...)...),
+					runCLI(t, nil, []string{"DATABASE_URL=" + c.url}, cmd...),
+				} {
+					all := r.stdout + r.stderr
+					for _, s := range append([]string{password}, c.secrets...) {
+						require.NotContains(t, all, s, "%s", r)
+					}
+					requireOneErrorLine(t, r, c.want)
+				}
+			})
+		}
+	}
+}
+
+func TestParameterPasswordsAreCredentials(t *testing.T) {
+	for raw, want := range map[string][]string{
+		"postgres://u@h/db?sslmode=disable&password=pw": {"pw"},
+		"postgres://u@h/db?password=p%40w":              {"p%40w", "p@w"},
+		"host=h password=pw user=u":                     {"pw"},
+		"host=h password = 'p w' user=u":                {"p w"},
+		"host=h user=u":                                 nil,
+		"postgres://u@h/db":                             nil,
+		"postgres://u:pw@h/db":                          {"u:pw", "pw"},
+		"redis://pw@h:6379/0":                           {"pw"},
+		"postgres://h/db?sslpassword=key&password=pw":   {"key", "pw"},
+	} {
+		require.Equal(t, want, credentials(raw), raw)
 	}
 }

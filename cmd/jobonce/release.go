@@ -3,14 +3,59 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
-	"github.com/jobonce/jobonce/core/redisstore"
 )
+
+var releaseCommand = &command{
+	name:    "release",
+	args:    []string{"KEY"},
+	keyed:   true,
+	summary: "delete a stuck running claim, only with -force",
+	about: `release deletes a key's running claim by hand, for example when a job must run again before its
+lease expires, but only with -force: no observation made from outside proves a holder dead before
+its lease ends, since a holder cut off from the store runs its job on until its own deadline. It
+first watches the lease (a third of the lease left plus 250ms, at most -watch) and says what it
+saw: the holder renewing, no renewal, a claim never renewed, or one it cannot date. Without -force
+it refuses (exit 1) and says when the claim expires by itself. The delete is token-checked: it
+never deletes a claim taken after the inspection, nor a done marker (forget deletes those).`,
+	flags: func(fs *flag.FlagSet, o *options) {
+		fs.BoolVar(&o.force, "force", false, "delete the running claim, at the risk of a second copy running beside a holder alive but cut off from the store; without it, release only says what it saw")
+		fs.DurationVar(&o.watch, "watch", defaultWatch, "the longest it watches the lease for a renewal by a live holder (it watches for a third of the lease left plus 250ms); 0 skips the watch")
+		fs.DurationVar(&o.lease, "lease", defaultLease, "the Guard's Config.Lease, by which it tells a claim renewed before from one never renewed")
+	},
+	run: runRelease,
+}
+
+func runRelease(ctx context.Context, c *invocation) error {
+	o := c.opt
+	if o.watch < 0 {
+		return fmt.Errorf("-watch: %s is negative", o.watch)
+	}
+	if o.lease <= 0 {
+		return fmt.Errorf("-lease: %s is not positive", o.lease)
+	}
+	t, err := readKey(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer t.store.close()
+	switch t.rec.State {
+	case 0:
+		t.explainAbsent(ctx, c.out)
+		return errors.New("release: nothing is stored under the key; nothing released")
+	case driver.StateDone:
+		return errors.New("release: the key holds no running claim but a done marker (forget deletes those); nothing released")
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout+o.watch)
+	defer cancel()
+	return release(ctx, t.store, c.out, t.lookup.stored, t.rec, releaseOptions{force: o.force, watch: o.watch, lease: o.lease})
+}
 
 // A live holder's heartbeat renews its lease every Lease/3, so it renews
 // within a third of the remaining lease read at any moment, and first a
@@ -28,12 +73,6 @@ const defaultWatch = 11 * time.Second
 // defaultLease is -lease's default: core.Config.Lease's.
 const defaultLease = 30 * time.Second
 
-// claimStore is what release needs of a store.
-type claimStore interface {
-	Inspect(ctx context.Context, key string) (redisstore.Record, error)
-	Release(ctx context.Context, key string, token driver.Token) error
-}
-
 // releaseOptions are release's flags.
 type releaseOptions struct {
 	force bool          // delete the running claim
@@ -50,7 +89,7 @@ func leaseTolerance(lease time.Duration) time.Duration {
 
 // release deletes the running claim rec, just read from key, only with
 // opt.force: no observation made from outside proves a holder dead before
-// its lease ends, since a holder cut off from Redis (a partition, a hung
+// its lease ends, since a holder cut off from the store (a partition, a hung
 // call, an exhausted pool) runs its job on until its own deadline and looks
 // the same as a crashed one. It first watches the lease for a third of what
 // is left plus renewalMargin (a live holder renews within that), at most
@@ -59,7 +98,7 @@ func leaseTolerance(lease time.Duration) time.Duration {
 // opt.lease), or one it cannot date (no fence); and when the claim expires
 // by itself. The delete is token-checked: it removes only the claim it
 // watched, never one taken since, nor a done marker.
-func release(ctx context.Context, store claimStore, out io.Writer, key string, rec redisstore.Record, opt releaseOptions) error {
+func release(ctx context.Context, store claimStore, out io.Writer, key string, rec record, opt releaseOptions) error {
 	if rec.State != driver.StateRunning {
 		return errors.New("release: the key holds no running claim; nothing released")
 	}
@@ -91,29 +130,30 @@ func release(ctx context.Context, store claimStore, out io.Writer, key string, r
 		last = w.last
 	}
 	var diagnosis string
+	cutOff := "cut off from " + store.name()
 	switch {
 	case alive:
 		diagnosis = seen
 	case rec.Fence == 0:
 		diagnosis = "the claim is undated: it has no fence (a version before fences wrote it)"
 	case last.Age+last.TTL <= opt.lease+leaseTolerance(opt.lease):
-		diagnosis = fmt.Sprintf("the claim was taken %s ago and never renewed: its holder died before its first renewal, runs with Config.DisableHeartbeat, or is cut off from Redis", last.Age.Round(time.Millisecond))
+		diagnosis = fmt.Sprintf("the claim was taken %s ago and never renewed: its holder died before its first renewal, runs with Config.DisableHeartbeat, or is %s", last.Age.Round(time.Millisecond), cutOff)
 	default:
-		diagnosis = "its holder is probably dead, cut off from Redis, or runs with Config.DisableHeartbeat"
+		diagnosis = "its holder is probably dead, " + cutOff + ", or runs with Config.DisableHeartbeat"
 	}
 	if !alive {
 		diagnosis = seen + ": " + diagnosis
 	}
 	if !opt.force {
-		return fmt.Errorf("release: refused: %s; the claim expires by itself in %s; -force deletes it now, at the risk of a second copy running beside a holder that is alive but cut off from Redis", diagnosis, last.TTL)
+		return fmt.Errorf("release: refused: %s; the claim expires by itself in %s; -force deletes it now, at the risk of a second copy running beside a holder that is alive but %s", diagnosis, last.TTL, cutOff)
 	}
 	return releaseClaim(ctx, store, out, key, rec, diagnosis)
 }
 
 // releaseClaim deletes rec's claim on key, token-checked, and says so;
 // diagnosis is what release saw of its holder.
-func releaseClaim(ctx context.Context, store claimStore, out io.Writer, key string, rec redisstore.Record, diagnosis string) error {
-	if err := store.Release(ctx, key, rec.Token); err != nil {
+func releaseClaim(ctx context.Context, store claimStore, out io.Writer, key string, rec record, diagnosis string) error {
+	if err := store.release(ctx, key, rec.Token); err != nil {
 		if errors.Is(err, core.ErrLeaseLost) && rec.Fence == 0 {
 			return fmt.Errorf("release: the token-checked delete takes only claims with a fence, and this one has none (or it changed since it was read); nothing released: it expires by itself in %s at most", rec.TTL)
 		}
@@ -128,15 +168,15 @@ func releaseClaim(ctx context.Context, store claimStore, out io.Writer, key stri
 
 // watched is what watchLease saw.
 type watched struct {
-	last     redisstore.Record // the last read
-	watched  time.Duration     // how long it watched
-	renewed  bool              // the lease rose, from the read before
-	from, to time.Duration     // the lease before and after it rose
+	last     record        // the last read
+	watched  time.Duration // how long it watched
+	renewed  bool          // the lease rose, from the read before
+	from, to time.Duration // the lease before and after it rose
 }
 
 // watchLease reads key every pollEvery for window, and stops early when the
 // key no longer holds rec's claim or its lease rose.
-func watchLease(ctx context.Context, store claimStore, key string, rec redisstore.Record, window time.Duration) (watched, error) {
+func watchLease(ctx context.Context, store claimStore, key string, rec record, window time.Duration) (watched, error) {
 	start := time.Now()
 	timer := time.NewTimer(min(pollEvery, window))
 	defer timer.Stop()
@@ -147,7 +187,7 @@ func watchLease(ctx context.Context, store claimStore, key string, rec redisstor
 			return watched{}, fmt.Errorf("release: watching the lease: %w", ctx.Err())
 		case <-timer.C:
 		}
-		cur, err := store.Inspect(ctx, key)
+		cur, err := store.inspect(ctx, key)
 		if err != nil {
 			return watched{}, fmt.Errorf("release: watching the lease: %w", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,15 +47,19 @@ func newReleaseEnvOn(t *testing.T, cfg core.Config, wrap func(*redisstore.Store)
 	return releaseEnv{client: client, store: store, guard: g, prefix: prefix, lease: cmp.Or(cfg.Lease, 30*time.Second)}
 }
 
-// args are the CLI's arguments for e's Guard, then a; a later -lease in a
-// wins.
+// args are the CLI's arguments for e's Guard, then a: its -lease for
+// release (a later -lease in a wins).
 func (e releaseEnv) args(a ...string) []string {
-	return append([]string{"-redis", testenv.RedisURL(), "-prefix", e.prefix, "-lease", e.lease.String()}, a...)
+	args := []string{"-redis", testenv.RedisURL(), "-prefix", e.prefix}
+	if slices.Contains(a, "release") {
+		args = append(args, "-lease", e.lease.String())
+	}
+	return append(args, a...)
 }
 
 func (e releaseEnv) run(t *testing.T, a ...string) (string, error) {
 	var out bytes.Buffer
-	err := run(context.Background(), e.args(a...), &out)
+	err := run(context.Background(), e.args(a...), nil, &out)
 	return out.String(), err
 }
 
@@ -318,7 +323,7 @@ func TestReleaseLeavesTheDoneMarkerOfAJobThatFinishesWhileItWatches(t *testing.T
 	w := newSignalWriter("watching")
 	errc := make(chan error, 1)
 	go func() {
-		errc <- run(context.Background(), e.args("release", "job-1"), w)
+		errc <- run(context.Background(), e.args("release", "job-1"), nil, w)
 	}()
 	w.wait(t)
 	close(stop)
@@ -346,7 +351,7 @@ func TestReleaseKeepsAClaimTakenWhileItWatches(t *testing.T) {
 	w := newSignalWriter("watching")
 	errc := make(chan error, 1)
 	go func() {
-		errc <- run(ctx, e.args("-force", "release", "job-1"), w)
+		errc <- run(ctx, e.args("-force", "release", "job-1"), nil, w)
 	}()
 	w.wait(t)
 	// Another copy's claim replaces it in one step, as when the lease
@@ -370,10 +375,12 @@ func TestReleaseDeletesOnlyTheClaimItInspected(t *testing.T) {
 	ctx := context.Background()
 	first, second := driver.Token{1}, driver.Token{2}
 	e.claim(t, "job-1", first, time.Second, time.Second)
-	rec := e.inspect(t, "job-1")
+	keys := &redisKeys{client: e.client, store: e.store}
+	rec, err := keys.inspect(ctx, stored)
+	require.NoError(t, err)
 
 	// The claim changes hands between the last look and the delete.
-	swap := swapBeforeRelease{Store: e.store, swap: func() {
+	swap := swapBeforeRelease{redisKeys: keys, swap: func() {
 		require.NoError(t, e.store.Release(ctx, stored, first))
 		_, err := e.store.Claim(ctx, driver.ClaimRequest{Key: stored, Token: second, Lease: time.Minute})
 		require.NoError(t, err)
@@ -386,15 +393,15 @@ func TestReleaseDeletesOnlyTheClaimItInspected(t *testing.T) {
 	require.Equal(t, second, after.Token, "the claim taken meanwhile is kept")
 }
 
-// swapBeforeRelease runs swap just before each Release it passes on.
+// swapBeforeRelease runs swap just before each release it passes on.
 type swapBeforeRelease struct {
-	*redisstore.Store
+	*redisKeys
 	swap func()
 }
 
-func (s swapBeforeRelease) Release(ctx context.Context, key string, token driver.Token) error {
+func (s swapBeforeRelease) release(ctx context.Context, key string, token driver.Token) error {
 	s.swap()
-	return s.Store.Release(ctx, key, token)
+	return s.redisKeys.release(ctx, key, token)
 }
 
 // signalWriter collects output and closes seen once it contains want.

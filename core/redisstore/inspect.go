@@ -31,6 +31,9 @@ type Record struct {
 	// with only once its lease was renewed. Zero without a Fence. On a Ring,
 	// TIME may come from another shard's clock.
 	Age time.Duration
+	// Value is the key's value as stored, for a change made only if the key
+	// still holds it (the jobonce command's forget deletes a done marker so).
+	Value string
 }
 
 // Inspect reads a stored key (see core.Guard.StoredKey) without changing it.
@@ -55,7 +58,7 @@ func (s *Store) Inspect(ctx context.Context, key string) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	rec := Record{State: reply.State, Fingerprint: reply.Fingerprint, Result: reply.Result, TTL: ttl.Val()}
+	rec := Record{State: reply.State, Fingerprint: reply.Fingerprint, Result: reply.Result, TTL: ttl.Val(), Value: v}
 	if rec.State == driver.StateRunning {
 		copy(rec.Token[:], v[1:ownerLen])
 		rec.Fence = runningFence(v)

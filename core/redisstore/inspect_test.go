@@ -45,3 +45,34 @@ func TestInspectDatesAClaimByTheServersClock(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, rec.Age, "a claim without a fence cannot be dated")
 }
+
+// Value is the key's value as stored, running or done, so a caller can
+// change the key only while it still holds what was read.
+func TestInspectReturnsTheStoredValue(t *testing.T) {
+	t.Parallel()
+	prefix, client, s := prefixedStore(t)
+	ctx := context.Background()
+	key, tok := prefix+"k", driver.NewToken()
+	r, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: tok, Lease: time.Minute, Fingerprint: "fp"})
+	require.NoError(t, err)
+
+	rec, err := s.Inspect(ctx, key)
+	require.NoError(t, err)
+	v, err := client.Get(ctx, key).Result()
+	require.NoError(t, err)
+	require.Equal(t, v, rec.Value)
+
+	require.NoError(t, s.Complete(ctx, driver.CompleteRequest{Key: key, Token: tok, Fence: r.Fence, Fingerprint: "fp", Result: []byte("r"), Retention: time.Minute}))
+	rec, err = s.Inspect(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, driver.StateDone, rec.State)
+	v, err = client.Get(ctx, key).Result()
+	require.NoError(t, err)
+	require.Equal(t, v, rec.Value)
+	require.NotEqual(t, "", rec.Value)
+
+	require.NoError(t, client.Del(ctx, key).Err())
+	rec, err = s.Inspect(ctx, key)
+	require.NoError(t, err)
+	require.Empty(t, rec.Value, "an absent key has no value")
+}

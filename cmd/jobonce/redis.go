@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/core/redisstore"
+)
+
+//go:embed forget.lua
+var forgetLua string
+
+var forgetScript = redis.NewScript(forgetLua)
+
+// redisKeys is a Guard's Redis, as the commands act on it.
+type redisKeys struct {
+	client *redis.Client
+	store  *redisstore.Store
+	addr   string
+	db     int
+}
+
+var _ keyStore = (*redisKeys)(nil)
+
+// openRedis returns a client for the Redis at rawURL, which must hold no
+// '#'. It connects on the first command.
+func openRedis(rawURL string) (*redisKeys, error) {
+	if err := checkFragment(rawURL); err != nil {
+		return nil, fmt.Errorf("-redis: %w", err)
+	}
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("-redis: %w", err)
+	}
+	opt.ContextTimeoutEnabled = true // each command ends with its context
+	client := redis.NewClient(opt)
+	store, err := redisstore.New(client, &redisstore.Config{SkipEvictionCheck: true})
+	if err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	return &redisKeys{client: client, store: store, addr: opt.Addr, db: opt.DB}, nil
+}
+
+func (r *redisKeys) inspect(ctx context.Context, key string) (record, error) {
+	rec, err := r.store.Inspect(ctx, key)
+	if err != nil {
+		return record{}, err
+	}
+	return record{
+		State: rec.State, Token: rec.Token, Fence: rec.Fence, Fingerprint: rec.Fingerprint,
+		Result: rec.Result, TTL: rec.TTL, Age: rec.Age, value: rec.Value,
+	}, nil
+}
+
+func (r *redisKeys) release(ctx context.Context, key string, token driver.Token) error {
+	return r.store.Release(ctx, key, token)
+}
+
+func (r *redisKeys) forget(ctx context.Context, key string, rec record) (bool, error) {
+	if rec.State != driver.StateDone || rec.value == "" {
+		return false, nil
+	}
+	n, err := forgetScript.Run(ctx, r.client, []string{key}, rec.value).Int()
+	if err != nil {
+		return false, fmt.Errorf("forget: %w", err)
+	}
+	return n == 1, nil
+}
+
+func (r *redisKeys) name() string { return "Redis" }
+
+func (r *redisKeys) where() string { return fmt.Sprintf("Redis database %d at %s", r.db, r.addr) }
+
+func (r *redisKeys) databaseHint() string {
+	return "the Guard uses another Redis or database number (-redis, $REDIS_URL: redis://host:port/N)"
+}
+
+func (r *redisKeys) close() { _ = r.client.Close() }
+
+// quietClientLogs silences go-redis's logger, which prints a line of its own
+// (pool.go) for each failed dial before the command's error. pgx logs
+// nothing unless given a tracer, and the command gives it none.
+func quietClientLogs() { redis.SetLogger(quietLogger{}) }
+
+// quietLogger drops every message.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
