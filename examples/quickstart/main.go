@@ -1,8 +1,12 @@
 // Command quickstart shows jobonce absorbing duplicate deliveries. It runs the
 // experiment behind jobonce's design on a small in-process queue: every job is
 // delivered twice, three consumers of twenty handlers each work the queue, one
-// consumer is killed mid-run, and each strategy's duplicate effects and
-// missing jobs are counted.
+// consumer is killed a third of the way in, and each strategy's effects,
+// duplicate effects, missing jobs and crash gap (the deliveries the killed
+// consumer had acted on but not acknowledged) are counted. The killed
+// consumer's deliveries come back after the visibility timeout counted from
+// the kill, as a real crash would hand them back. README.md shows the same
+// table, which TestDemoTableAgreesWithTheREADME holds to the demo's run.
 //
 //	go -C examples run ./quickstart
 //
@@ -34,6 +38,16 @@ const (
 )
 
 func main() {
+	if err := demo(os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "quickstart: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// demo runs every row the servers allow and prints the table to w. It
+// silences the default slog logger and go-redis's logger: the killed
+// consumer's calls fail loudly, by design.
+func demo(w io.Writer) error {
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	redis.SetLogger(quietLogger{})
 	url, where := os.Getenv("REDIS_URL"), "REDIS_URL"
@@ -41,7 +55,7 @@ func main() {
 	if url == "" {
 		mr = miniredis.NewMiniRedis()
 		if err := mr.Start(); err != nil {
-			fail("%v", err)
+			return err
 		}
 		defer mr.Close()
 		stop := runClock(mr)
@@ -50,9 +64,9 @@ func main() {
 	}
 	opt, err := redis.ParseURL(url)
 	if err != nil {
-		fail("REDIS_URL: %v", err)
+		return fmt.Errorf("REDIS_URL: %w", err)
 	}
-	opt.ContextTimeoutEnabled = true // calls end with their context, not after ReadTimeout
+	opt.ContextTimeoutEnabled = true
 	b := backends{redis: opt, pgURL: os.Getenv("DATABASE_URL")}
 	rows := strategies()
 	n := 0
@@ -61,42 +75,39 @@ func main() {
 			n++
 		}
 	}
-	fmt.Printf("%d jobs, each delivered twice; %d consumers x %d handlers; one consumer killed mid-run\n", jobs, consumers, handlers)
-	fmt.Printf("Redis: %s\n\n", where)
-	fmt.Printf("%-40s %8s %18s %13s %9s\n", "strategy", "effects", "duplicate effects", "missing jobs", "took")
+	fmt.Fprintf(w, "%d jobs, each delivered twice; %d consumers x %d handlers; one consumer killed a third of the way in\n", jobs, consumers, handlers)
+	fmt.Fprintf(w, "Redis: %s\n\n", where)
+	printHeader(w)
+	var abandoned []func()
+	defer func() {
+		for _, wait := range abandoned {
+			wait()
+		}
+	}()
 	i := 0
 	for _, s := range rows {
 		if b.skips(s) {
-			fmt.Printf("%-40s skipped: set DATABASE_URL to a PostgreSQL database to run it\n", s.name)
+			fmt.Fprintf(w, "%-*s  skipped: set DATABASE_URL to a PostgreSQL database to run it\n", strategyWidth, s.name)
 			continue
 		}
 		i++
-		start := time.Now()
-		r, err := run(context.Background(), b, s, fmt.Sprintf("row %d/%d, %s", i, n, s.name))
+		r, wait, err := run(context.Background(), b, s, fmt.Sprintf("row %d/%d, %s", i, n, s.name))
+		abandoned = append(abandoned, wait)
 		if err != nil {
-			fail("%s: %v", s.name, err)
+			return fmt.Errorf("%s: %w", s.name, err)
 		}
-		fmt.Printf("%-40s %8d %18d %13d %9s\n", s.name, r.effects, r.duplicates, r.missing, time.Since(start).Round(10*time.Millisecond))
+		printRow(w, s.name, r)
 		if r.keyed > 0 {
-			fmt.Printf("  (the API absorbed %d of %d requests, repeats of an idempotency key it had applied)\n", r.absorbed, r.keyed)
+			fmt.Fprintf(w, "  (the API absorbed %d of %d requests, repeats of an idempotency key it had applied)\n", r.absorbed, r.keyed)
 		}
 		if mr != nil {
 			mr.FlushAll() // runClock's FastForward walks every key: start each row empty
 		}
 	}
-	fmt.Print(`
-Copies that check a done marker at the same moment both act. A claim without a lease
-outlives the killed consumer, so its jobs are never done. jobonce's lease expires with
-the dead consumer and a later copy runs; only a kill between an effect and its done
-marker repeats the effect, unless the API refuses a repeated idempotency key or one
-transaction commits the key with the effect (a kill rolls both back).
-
-Which row fits which effect:
-  a write to the database that keeps the keys  transactional (core.TxGuard): exactly once
-  an API that accepts idempotency keys         jobonce + core.IdempotencyKey: repeats absorbed there
-  an external effect without one               jobonce alone: a rare duplicate on a crash
-  one where skipping beats repeating           a claim with no lease: at most once
-`)
+	fmt.Fprintln(w)
+	printColumns(w)
+	fmt.Fprint(w, conclusion)
+	return nil
 }
 
 // runClock advances miniredis's clock with the wall clock, so TTLs expire.
@@ -133,10 +144,3 @@ func every(period time.Duration, fn func()) (stop func()) {
 type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
-
-// fail reports err and exits: the log package's output goes to slog, which
-// this program silences.
-func fail(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "quickstart: "+format+"\n", args...)
-	os.Exit(1)
-}
