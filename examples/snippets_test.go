@@ -28,57 +28,68 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	// Packages the snippets import and no example does, so that go mod tidy
+	// keeps their modules in go.mod and go.sum.
+	_ "github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	_ "github.com/riverqueue/river/rivertype"
 )
 
 // imports maps the names fragments use to their import paths.
 var imports = map[string]string{
-	"aws":          "github.com/aws/aws-sdk-go-v2/aws",
-	"asynq":        "github.com/hibiken/asynq",
-	"asynqonce":    "github.com/jobonce/jobonce/adapters/asynq",
-	"context":      "context",
-	"core":         "github.com/jobonce/jobonce/core",
-	"driver":       "github.com/jobonce/jobonce/core/driver",
-	"errors":       "errors",
-	"fmt":          "fmt",
-	"http":         "net/http",
-	"log":          "log",
-	"memstore":     "github.com/jobonce/jobonce/core/memstore",
-	"os":           "os",
-	"pgstore":      "github.com/jobonce/jobonce/core/pgstore",
-	"pgx":          "github.com/jackc/pgx/v5",
-	"pgxpool":      "github.com/jackc/pgx/v5/pgxpool",
-	"redis":        "github.com/redis/go-redis/v9",
-	"redisstore":   "github.com/jobonce/jobonce/core/redisstore",
-	"river":        "github.com/riverqueue/river",
-	"riveronce":    "github.com/jobonce/jobonce/adapters/river",
-	"riverpgxv5":   "github.com/riverqueue/river/riverdriver/riverpgxv5",
-	"rivertype":    "github.com/riverqueue/river/rivertype",
-	"slog":         "log/slog",
-	"sqs":          "github.com/aws/aws-sdk-go-v2/service/sqs",
-	"sqsonce":      "github.com/jobonce/jobonce/adapters/sqs",
-	"strconv":      "strconv",
-	"strings":      "strings",
-	"time":         "time",
-	"types":        "github.com/aws/aws-sdk-go-v2/service/sqs/types",
-	"bytes":        "bytes",
-	"storetest":    "github.com/jobonce/jobonce/core/storetest",
-	"testing":      "testing",
-	"io":           "io",
-	"json":         "encoding/json",
-	"sync":         "sync",
-	"atomic":       "sync/atomic",
-	"signal":       "os/signal",
-	"syscall":      "syscall",
-	"httptest":     "net/http/httptest",
-	"cmp":          "cmp",
-	"rand":         "crypto/rand",
-	"hex":          "encoding/hex",
-	"rivermigrate": "github.com/riverqueue/river/rivermigrate",
+	"aws":           "github.com/aws/aws-sdk-go-v2/aws",
+	"asynq":         "github.com/hibiken/asynq",
+	"asynqonce":     "github.com/jobonce/jobonce/adapters/asynq",
+	"context":       "context",
+	"core":          "github.com/jobonce/jobonce/core",
+	"driver":        "github.com/jobonce/jobonce/core/driver",
+	"errors":        "errors",
+	"fmt":           "fmt",
+	"http":          "net/http",
+	"log":           "log",
+	"memstore":      "github.com/jobonce/jobonce/core/memstore",
+	"os":            "os",
+	"pgstore":       "github.com/jobonce/jobonce/core/pgstore",
+	"pgx":           "github.com/jackc/pgx/v5",
+	"pgxpool":       "github.com/jackc/pgx/v5/pgxpool",
+	"redis":         "github.com/redis/go-redis/v9",
+	"redisstore":    "github.com/jobonce/jobonce/core/redisstore",
+	"river":         "github.com/riverqueue/river",
+	"riveronce":     "github.com/jobonce/jobonce/adapters/river",
+	"riverpgxv5":    "github.com/riverqueue/river/riverdriver/riverpgxv5",
+	"rivertype":     "github.com/riverqueue/river/rivertype",
+	"slog":          "log/slog",
+	"sqs":           "github.com/aws/aws-sdk-go-v2/service/sqs",
+	"sqsonce":       "github.com/jobonce/jobonce/adapters/sqs",
+	"strconv":       "strconv",
+	"strings":       "strings",
+	"time":          "time",
+	"types":         "github.com/aws/aws-sdk-go-v2/service/sqs/types",
+	"bytes":         "bytes",
+	"storetest":     "github.com/jobonce/jobonce/core/storetest",
+	"testing":       "testing",
+	"io":            "io",
+	"json":          "encoding/json",
+	"sync":          "sync",
+	"atomic":        "sync/atomic",
+	"signal":        "os/signal",
+	"syscall":       "syscall",
+	"httptest":      "net/http/httptest",
+	"cmp":           "cmp",
+	"rand":          "crypto/rand",
+	"hex":           "encoding/hex",
+	"rivermigrate":  "github.com/riverqueue/river/rivermigrate",
+	"watermill":     "github.com/ThreeDotsLabs/watermill",
+	"message":       "github.com/ThreeDotsLabs/watermill/message",
+	"middleware":    "github.com/ThreeDotsLabs/watermill/message/router/middleware",
+	"gochannel":     "github.com/ThreeDotsLabs/watermill/pubsub/gochannel",
+	"watermillonce": "github.com/jobonce/jobonce/adapters/watermill",
 }
 
 // prelude declares the values fragments may use without making them.
@@ -254,4 +265,29 @@ func packagesUsed(body string) ([]string, error) {
 	}
 	sort.Strings(names)
 	return names, nil
+}
+
+// TestREADMEStaysShortAndItsLinksResolve keeps the README a page a newcomer
+// reads in a minute, with the rest in docs/, and every relative link of the
+// README and docs/ pointing at a file that exists.
+func TestREADMEStaysShortAndItsLinksResolve(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	require.LessOrEqual(t, strings.Count(string(readme), "\n"), 250, "README.md: move detail to docs/")
+
+	docs, err := filepath.Glob("../docs/*.md")
+	require.NoError(t, err)
+	link := regexp.MustCompile(`(?:^|[^\w\]])\[[^\]]+\]\(([^)#\s]+)(#[^)]*)?\)`) // not a Go index expression
+	for _, path := range append([]string{"../README.md"}, docs...) {
+		text, err := os.ReadFile(path)
+		require.NoError(t, err)
+		for _, m := range link.FindAllStringSubmatch(string(text), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			_, err := os.Stat(filepath.Join(filepath.Dir(path), target))
+			require.NoError(t, err, "%s links to %s", path, target)
+		}
+	}
 }

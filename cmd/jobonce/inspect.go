@@ -82,7 +82,7 @@ func printRecord(out io.Writer, key string, rec record) {
 	default:
 		switch e := rec.expired; {
 		case e != nil && e.done:
-			fmt.Fprintf(out, "state: absent (its done row expired %s ago, at the end of its retention; Prune deletes it)\n", e.ago.Round(time.Millisecond))
+			fmt.Fprintf(out, "state: absent (its done row expired %s ago: its retention ran out, or forget deleted it; Prune deletes it)\n", e.ago.Round(time.Millisecond))
 		case e != nil:
 			fmt.Fprintf(out, "state: absent (its claim's row expired %s ago: the lease ended, or its holder or release let it go; Prune deletes it)\n", e.ago.Round(time.Millisecond))
 		default:
@@ -112,7 +112,7 @@ func (t *target) explainAbsent(ctx context.Context, out io.Writer) {
 	switch e := t.rec.expired; {
 	case found:
 	case e != nil && e.done:
-		fmt.Fprintln(out, "hint: the job ran, and its done marker outlived the Guard's Config.Retention: a copy delivered now runs again")
+		fmt.Fprintln(out, "hint: the job ran, and its done marker outlived the Guard's Config.Retention or was forgotten (jobonce forget): a copy delivered now runs again")
 	case e != nil:
 		fmt.Fprintln(out, "hint: the key was claimed, and the claim ended without a done marker (the job failed, or its lease ran out)")
 	case t.lookup.asStored:

@@ -230,7 +230,7 @@ func TestPostgresAbsentKeyHints(t *testing.T) {
 	require.Zero(t, r.status, "%s", r)
 	require.Contains(t, r.stdout, "state: absent (its done row expired 1m0")
 	require.Contains(t, r.stdout, `in PostgreSQL table "`+e.schema+`"."jobonce_keys" in database test at 127.0.0.1:5432`)
-	require.Contains(t, r.stdout, "hint: the job ran, and its done marker outlived the Guard's Config.Retention")
+	require.Contains(t, r.stdout, "hint: the job ran, and its done marker outlived the Guard's Config.Retention or was forgotten")
 
 	r = e.run(t, "forget", "job-9")
 	requireOneErrorLine(t, r, "forget: nothing is stored under the key")
