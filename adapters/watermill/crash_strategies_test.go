@@ -23,7 +23,7 @@ import (
 
 const (
 	workTime   = 50 * time.Millisecond // a job's own work, before its effect
-	crashLease = 2 * time.Second
+	crashLease = 3 * time.Second
 	// txWait bounds how long the transactional handler waits in the
 	// handler for a copy whose transaction holds the key, as the
 	// middleware's WaitRunning does.
