@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs jobonce's whole test suite with the race detector. It uses the Redis,
-# PostgreSQL and SQS servers named by TEST_REDIS_URL, TEST_DATABASE_URL and
-# TEST_SQS_ENDPOINT when they answer, and otherwise starts local ones on
-# loopback, installing Debian's packages (redis-server, postgresql, nodejs)
-# when they are missing. When moto_server is installed (it is never installed
+# PostgreSQL, SQS, RabbitMQ and NATS servers named by TEST_REDIS_URL,
+# TEST_DATABASE_URL, TEST_SQS_ENDPOINT, TEST_AMQP_URL and TEST_NATS_URL when
+# they answer, and otherwise starts local ones on loopback, installing
+# Debian's packages (redis-server, postgresql, nodejs, rabbitmq-server,
+# nats-server) when they are missing. When moto_server is installed (it is never installed
 # here), it is started too, and TEST_MOTO_ENDPOINT set, so the SQS behaviour
 # tests also run against a second implementation. Extra arguments go to the
 # library's `go test` (e.g. -run, -short). Then the examples module is vetted
@@ -69,6 +70,51 @@ ensure_postgres() {
   su postgres -c "psql -Atc \"select 1 from pg_database where datname='test'\"" | grep -q 1 ||
     su postgres -c "createdb test"
   wait_for "postgres at $TEST_DATABASE_URL" psql "$TEST_DATABASE_URL" -Atc 'select 1'
+}
+
+# Prints the host and port of a URL (scheme://[user[:password]@]host[:port]/…),
+# the port defaulting to $2.
+url_host_port() {
+  local rest=${1#*://}
+  rest=${rest%%/*}
+  rest=${rest##*@}
+  local host=${rest%%:*} port=$2
+  [ "$rest" = "$host" ] || port=${rest##*:}
+  echo "$host $port"
+}
+
+# Succeeds when a TCP connection to host $1, port $2 opens.
+tcp_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+# RabbitMQ, for the Watermill crash test on watermill-amqp.
+ensure_rabbitmq() {
+  export TEST_AMQP_URL=${TEST_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/}
+  local host port
+  read -r host port < <(url_host_port "$TEST_AMQP_URL" 5672)
+  tcp_open "$host" "$port" && return 0
+  have rabbitmq-server || apt_install rabbitmq-server
+  tcp_open "$host" "$port" && return 0  # the package's install started it
+  log "starting RabbitMQ on 127.0.0.1:5672"
+  RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT=5672 ERL_EPMD_ADDRESS=127.0.0.1 \
+    rabbitmq-server -detached
+  # Its first boot can take longer than wait_for's 30 s on a busy machine.
+  for _ in $(seq 900); do tcp_open 127.0.0.1 5672 && return 0; sleep 0.1; done
+  log "rabbitmq did not come up (see /var/log/rabbitmq)"; return 1
+}
+
+# NATS with JetStream, for the Watermill crash test on watermill-nats. A
+# server started here keeps running after the tests, as Redis does.
+ensure_nats() {
+  export TEST_NATS_URL=${TEST_NATS_URL:-nats://127.0.0.1:4222}
+  local host port
+  read -r host port < <(url_host_port "$TEST_NATS_URL" 4222)
+  tcp_open "$host" "$port" && return 0
+  log "starting nats-server -js on 127.0.0.1:4222"
+  have nats-server || apt_install nats-server
+  mkdir -p /tmp/jobonce-nats
+  nats-server -a 127.0.0.1 -p 4222 -js -sd /tmp/jobonce-nats -l /tmp/jobonce-nats.log \
+    </dev/null >/dev/null 2>&1 &
+  wait_for "nats-server" tcp_open 127.0.0.1 4222
 }
 
 sqs_pid=
@@ -143,6 +189,8 @@ trap cleanup EXIT
 
 ensure_redis
 ensure_postgres
+ensure_rabbitmq
+ensure_nats
 ensure_sqs
 ensure_moto
 export JOBONCE_REPORT="$(mktemp)"  # headline figures of passing tests (testenv.Report)

@@ -142,7 +142,7 @@ func (r route) add(router *message.Router) {
 }
 
 // runRouter runs router until the end of the test, and returns once it runs.
-func runRouter(t *testing.T, router *message.Router) {
+func runRouter(t testing.TB, router *message.Router) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

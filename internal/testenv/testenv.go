@@ -1,7 +1,8 @@
 // Package testenv connects jobonce's integration tests to their servers. The
-// addresses come from TEST_REDIS_URL, TEST_DATABASE_URL and TEST_SQS_ENDPOINT,
-// with local defaults. A missing server fails the test loudly: the test
-// script (scripts/test.sh) starts the servers.
+// addresses come from TEST_REDIS_URL, TEST_DATABASE_URL, TEST_SQS_ENDPOINT,
+// TEST_AMQP_URL and TEST_NATS_URL, with local defaults. A missing server
+// fails the test loudly: the test script (scripts/test.sh) starts the
+// servers.
 //
 // It also holds what several test packages share: Guards on those servers
 // and on memstore (guard.go), stores that hang or go away (hang.go,
@@ -31,6 +32,16 @@ func RedisURL() string {
 // DatabaseURL returns the test PostgreSQL URL.
 func DatabaseURL() string {
 	return cmp.Or(os.Getenv("TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+}
+
+// AMQPURL returns the test RabbitMQ URL.
+func AMQPURL() string {
+	return cmp.Or(os.Getenv("TEST_AMQP_URL"), "amqp://guest:guest@127.0.0.1:5672/")
+}
+
+// NATSURL returns the test NATS server's URL; the server runs JetStream.
+func NATSURL() string {
+	return cmp.Or(os.Getenv("TEST_NATS_URL"), "nats://127.0.0.1:4222")
 }
 
 // SQSEndpoint returns the test SQS endpoint. The test script starts the
