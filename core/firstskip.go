@@ -39,7 +39,7 @@ func (f *firstSkips) first(source, kind string) bool {
 // firstSkipHints names, by Job.Source, the settings that key work which
 // repeats on purpose by occurrence.
 var firstSkipHints = map[string]string{
-	"asynq":     "asynqonce: set Config.Key, or list the task type in Config.PeriodicTypes (tasks of an asynq.Scheduler) or Config.UnguardedTypes",
+	"asynq":     "asynqonce: set Config.Key, or list the task type in Config.PeriodicTypes (tasks of an asynq.Scheduler, or of EnqueueOnce once per window) or Config.UnguardedTypes",
 	"river":     "riveronce: set Config.Key, give the args a OnceKey (Keyer), or exempt the kind with Config.Skip",
 	"sqs":       "sqsonce: set Config.KeyAttribute or Config.Key",
 	"watermill": "watermillonce: set Config.Key (the message UUID, a metadata field), or exempt messages with Config.Skip",

@@ -100,12 +100,12 @@
 //
 // EnqueueOnce enqueues a task at most once per key within a window through
 // Guard.Enqueue; unlike Asynq's Unique option it takes any key and releases
-// the key at once when enqueueing fails. The task's asynq.TaskID is derived
-// from the key (unless you pass your own), so a retry after a failure whose
-// task went out anyway (a reply lost to a timeout) finds it in the queue and
-// enqueues no second one (ErrAlreadyEnqueued). Asynq holds a task ID while its
-// task exists in any state, completed tasks kept by Retention included: the
-// key goes out again once its window has passed and its task is gone.
+// the key at once when enqueueing fails. The task's asynq.TaskID names the
+// key and its window period (unless you pass your own), so a retry after a
+// failure whose task went out anyway (a reply lost to a timeout) finds it in
+// the queue and enqueues no second one (ErrAlreadyEnqueued), while a publish
+// after the window is a new task with a new ID: listed in
+// Config.PeriodicTypes, its type runs once per window even with one payload.
 //
 // # Batching
 //
