@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jobonce/jobonce/core/driver"
@@ -40,6 +41,10 @@ func NewTxGuard[TTx any](g *Guard) (*TxGuard[TTx], error) {
 	}
 	return &TxGuard[TTx]{g: g, store: s}, nil
 }
+
+// Logger returns the Guard's logger (Config.Logger), as Guard.Logger does,
+// for code that reports alongside the TxGuard.
+func (t *TxGuard[TTx]) Logger() *slog.Logger { return t.g.cfg.Logger }
 
 // Do runs fn exactly once for key, in a transaction of its own that it
 // begins on the store's database: it records key as done in the
