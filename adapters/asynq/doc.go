@@ -17,8 +17,10 @@
 // Without them, a copy that finds its job running is charged a retry and
 // counted as failed, and comes back after Asynq's delay for failures (15s or
 // more) rather than the running claim's remaining lease. The middleware
-// notices it when such a copy comes back, and logs it once at Warn on the
-// Guard's Logger, naming the missing field. RetryDelayOr takes a retry
+// notices it when such a copy comes back (charged a retry without IsFailure
+// being asked, or more than 7s after the claim's lease without RetryDelay
+// being asked), and logs it once at Warn on the Guard's Logger, naming the
+// missing field. RetryDelayOr takes a retry
 // policy of your own for the other errors.
 //
 // A task's default key is its type and a hash of its payload, so a task
