@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/nilcheck"
 )
 
 // ErrAlreadyEnqueued reports that EnqueueOnce enqueued nothing because the
@@ -65,7 +66,7 @@ func EnqueueOnce(ctx context.Context, g *core.Guard, client Enqueuer, task *asyn
 	switch {
 	case g == nil:
 		return nil, errors.New("jobonce: asynqonce: EnqueueOnce: Guard is nil")
-	case client == nil:
+	case nilcheck.IsNil(client):
 		return nil, errors.New("jobonce: asynqonce: EnqueueOnce: client is nil")
 	case task == nil:
 		return nil, errors.New("jobonce: asynqonce: EnqueueOnce: task is nil")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/internal/jobkey"
+	"github.com/jobonce/jobonce/internal/nilcheck"
 )
 
 // NewMiddleware returns an Asynq middleware that runs each job once through
@@ -82,7 +83,7 @@ type middleware struct {
 }
 
 func (m *middleware) wrap(next asynq.Handler) asynq.Handler {
-	if next == nil {
+	if nilcheck.IsNil(next) {
 		return asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 			return errors.New("jobonce: asynqonce: the middleware was given a nil handler")
 		})

@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/nilcheck"
 )
 
 // TxWorker is a River worker whose effect is written to the database in the
@@ -70,7 +71,7 @@ func WrapTx[T river.JobArgs](tg *core.TxGuard[pgx.Tx], w TxWorker[T], cfg *Confi
 	if tg == nil {
 		return nil, errors.New("jobonce: riveronce: WrapTx: TxGuard is nil")
 	}
-	if w == nil {
+	if nilcheck.IsNil(w) {
 		return nil, errors.New("jobonce: riveronce: WrapTx: worker is nil")
 	}
 	return &txWrapped[T]{inner: w, tg: tg, cfg: cfg.withDefaults()}, nil

@@ -270,6 +270,8 @@ func TestMisconfiguration(t *testing.T) {
 		{"Wrap worker", func() error { _, err := Wrap[noopArgs](g, nil, nil); return err }, func() { MustWrap[noopArgs](g, nil, nil) }, "jobonce: riveronce: Wrap: worker is nil"},
 		{"WrapTx guard", func() error { _, err := WrapTx[noopArgs](nil, txTuned{}, nil); return err }, func() { MustWrapTx[noopArgs](nil, txTuned{}, nil) }, "jobonce: riveronce: WrapTx: TxGuard is nil"},
 		{"WrapTx worker", func() error { _, err := WrapTx[noopArgs](tg, nil, nil); return err }, func() { MustWrapTx[noopArgs](tg, nil, nil) }, "jobonce: riveronce: WrapTx: worker is nil"},
+		{"Wrap typed-nil worker", func() error { _, err := Wrap[noopArgs](g, (*tunedWorker)(nil), nil); return err }, func() { MustWrap[noopArgs](g, (*tunedWorker)(nil), nil) }, "jobonce: riveronce: Wrap: worker is nil"},
+		{"WrapTx typed-nil worker", func() error { _, err := WrapTx[noopArgs](tg, (*txTuned)(nil), nil); return err }, func() { MustWrapTx[noopArgs](tg, (*txTuned)(nil), nil) }, "jobonce: riveronce: WrapTx: worker is nil"},
 	} {
 		err := c.new()
 		require.EqualError(t, err, c.want, c.name)

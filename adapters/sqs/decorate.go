@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/nilcheck"
 )
 
 // HandlerFunc handles one SQS message. An error leaves the message in the
@@ -78,7 +79,7 @@ func Decorate(g *core.Guard, client Client, queueURL string, h HandlerFunc, cfg 
 	switch {
 	case err != nil:
 		return nil, err
-	case client == nil:
+	case nilcheck.IsNil(client):
 		return nil, errors.New("jobonce: sqsonce: Decorate: client is nil")
 	case h == nil:
 		return nil, errors.New("jobonce: sqsonce: Decorate: handler is nil")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
@@ -231,6 +232,7 @@ func TestDecorateMisconfigured(t *testing.T) {
 	}{
 		{"guard", func() (HandlerFunc, error) { return Decorate(nil, nopClient{}, testQueueURL, noop, nil) }, "jobonce: sqsonce: Guard is nil"},
 		{"client", func() (HandlerFunc, error) { return Decorate(g, nil, testQueueURL, noop, nil) }, "jobonce: sqsonce: Decorate: client is nil"},
+		{"typed-nil client", func() (HandlerFunc, error) { return Decorate(g, (*sqs.Client)(nil), testQueueURL, noop, nil) }, "jobonce: sqsonce: Decorate: client is nil"},
 		{"handler", func() (HandlerFunc, error) { return Decorate(g, nopClient{}, testQueueURL, nil, nil) }, "jobonce: sqsonce: Decorate: handler is nil"},
 		{"queue", func() (HandlerFunc, error) { return Decorate(g, nopClient{}, "", noop, nil) }, "jobonce: sqsonce: queue URL is empty"},
 		{"config", func() (HandlerFunc, error) {
@@ -240,6 +242,32 @@ func TestDecorateMisconfigured(t *testing.T) {
 		h, err := c.h()
 		require.EqualError(t, err, c.want, c.name)
 		require.Nil(t, h, c.name)
+	}
+}
+
+// TestSendMisconfigured: Send returns an error naming the bad argument and
+// sends nothing.
+func TestSendMisconfigured(t *testing.T) {
+	t.Parallel()
+	g := testenv.MemGuard(t, nil)
+	ctx := context.Background()
+	in := &sqs.SendMessageInput{QueueUrl: aws.String(testQueueURL), MessageBody: aws.String("b")}
+	for _, c := range []struct {
+		name   string
+		g      *core.Guard
+		client Sender
+		in     *sqs.SendMessageInput
+		want   string
+	}{
+		{"guard", nil, nopClient{}, in, "jobonce: sqsonce: Send: Guard is nil"},
+		{"client", g, nil, in, "jobonce: sqsonce: Send: client is nil"},
+		{"typed-nil client", g, (*sqs.Client)(nil), in, "jobonce: sqsonce: Send: client is nil"},
+		{"input", g, nopClient{}, &sqs.SendMessageInput{}, "jobonce: sqsonce: Send: input has no QueueUrl"},
+	} {
+		sent, out, err := Send(ctx, c.g, c.client, "k", time.Minute, c.in)
+		require.EqualError(t, err, c.want, c.name)
+		require.False(t, sent, c.name)
+		require.Nil(t, out, c.name)
 	}
 }
 
@@ -255,6 +283,7 @@ func TestPollerErrors(t *testing.T) {
 		want   string
 	}{
 		{func(p *Poller) { p.Client = nil }, "Poller.Client"},
+		{func(p *Poller) { p.Client = (*sqs.Client)(nil) }, "Poller.Client"},
 		{func(p *Poller) { p.QueueURL = "" }, "Poller.QueueURL"},
 		{func(p *Poller) { p.Guard = nil }, "Poller.Guard"},
 		{func(p *Poller) { p.Handler = nil }, "Poller.Handler"},

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/nilcheck"
 )
 
 // Poller consumes a queue: it long-polls for batches, claims each batch in
@@ -131,7 +132,7 @@ type run struct {
 
 func (p *Poller) start() (*run, error) {
 	switch {
-	case p.Client == nil:
+	case nilcheck.IsNil(p.Client):
 		return nil, errors.New("jobonce: sqsonce: Poller.Client is nil")
 	case p.QueueURL == "":
 		return nil, errors.New("jobonce: sqsonce: Poller.QueueURL is empty")
