@@ -75,7 +75,7 @@ type HandlerFunc func(ctx context.Context, m types.Message) error
 // Decorate returns an error naming the problem for a nil Guard, client or
 // handler, an empty queue URL or an invalid Config.
 func Decorate(g *core.Guard, client Client, queueURL string, h HandlerFunc, cfg *Config) (HandlerFunc, error) {
-	o, err := cfg.options(g, queueURL)
+	o, err := cfg.options(g, queueURL, decorateNames)
 	switch {
 	case err != nil:
 		return nil, err
