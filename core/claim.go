@@ -202,9 +202,9 @@ func (c *Claim) failsOpen() bool {
 // Rejected.
 func (c *Claim) Work(ctx context.Context, fn RunFunc) (Result, error) {
 	if c == nil {
-		return Result{Outcome: Rejected}, errors.New("jobonce: the Claim is nil")
+		return Result{Outcome: Rejected}, errors.New("jobonce: core: Claim.Work: the Claim is nil")
 	}
-	res, err := c.work(ctx, fn)
+	res, err := c.work(ctx, fn, "Claim.Work")
 	if res.Outcome == awaitingMarker {
 		c.pending = true
 		return Result{Outcome: Ran, Value: c.value}, nil
@@ -215,9 +215,10 @@ func (c *Claim) Work(ctx context.Context, fn RunFunc) (Result, error) {
 	return res, err
 }
 
-// run is Work followed by Finish, for one claim: Guard.Run.
-func (c *Claim) run(ctx context.Context, fn RunFunc) (Result, error) {
-	res, err := c.work(ctx, fn)
+// run is Work followed by Finish, for one claim: Guard.Run, or Guard.Do
+// (caller names which, in errors).
+func (c *Claim) run(ctx context.Context, fn RunFunc, caller string) (Result, error) {
+	res, err := c.work(ctx, fn, caller)
 	if res.Outcome != awaitingMarker {
 		return res, err
 	}
@@ -231,20 +232,20 @@ func (c *Claim) run(ctx context.Context, fn RunFunc) (Result, error) {
 const awaitingMarker Outcome = 255
 
 // work runs fn when the claim holds the key, and reports the final outcome,
-// or pending.
-func (c *Claim) work(ctx context.Context, fn RunFunc) (Result, error) {
+// or pending. caller names the exported function, in errors.
+func (c *Claim) work(ctx context.Context, fn RunFunc, caller string) (Result, error) {
 	g := c.g
 	if g == nil {
-		return Result{Outcome: Rejected}, errors.New("jobonce: the Claim does not come from Guard.Claim")
+		return Result{Outcome: Rejected}, fmt.Errorf("jobonce: core: %s: the Claim does not come from Guard.Claim", caller)
 	}
 	if c.used {
-		err := errors.New("jobonce: claim already used by Work")
+		err := fmt.Errorf("jobonce: core: %s: the claim was used by Work already", caller)
 		c.report(ctx, Rejected, err, 0)
 		return Result{Outcome: Rejected}, err
 	}
 	c.used = true
 	if fn == nil {
-		err := errors.New("jobonce: job function is nil")
+		err := fmt.Errorf("jobonce: core: %s: job function is nil", caller)
 		c.report(ctx, Rejected, err, 0)
 		if c.err == nil && c.reply.State == driver.StateClaimed {
 			g.release(ctx, c.key, c.token)

@@ -1,6 +1,8 @@
 package core_test
 
 import (
+	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -50,4 +52,40 @@ func TestNewNamesThePackageAndTheBadField(t *testing.T) {
 	require.ErrorContains(t, err, "jobonce: core: New: store is nil")
 	_, err = core.NewTxGuard[struct{}](nil)
 	require.ErrorContains(t, err, "jobonce: core: NewTxGuard: Guard is nil")
+}
+
+// TestBadCallsAreNamedInErrors: a nil job function, a nil or foreign Claim
+// and a Claim worked twice are Rejected with an error naming the package
+// and the function called.
+func TestBadCallsAreNamedInErrors(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g, err := core.New(&fakeTxStore{Store: memstore.New()}, &core.Config{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	txg, err := core.NewTxGuard[*fakeTx](g)
+	require.NoError(t, err)
+	nop := func(context.Context) ([]byte, error) { return nil, nil }
+	claim := g.Claim(ctx, core.Job{Key: "claimed"})[0]
+	for _, tc := range []struct {
+		call func() (core.Outcome, error)
+		want string
+	}{
+		{func() (core.Outcome, error) { return g.Do(ctx, "k", nil) }, "jobonce: core: Guard.Do: job function is nil"},
+		{func() (core.Outcome, error) { res, err := g.Run(ctx, core.Job{Key: "k"}, nil); return res.Outcome, err },
+			"jobonce: core: Guard.Run: job function is nil"},
+		{func() (core.Outcome, error) { res, err := (*core.Claim)(nil).Work(ctx, nop); return res.Outcome, err },
+			"jobonce: core: Claim.Work: the Claim is nil"},
+		{func() (core.Outcome, error) { res, err := (&core.Claim{}).Work(ctx, nop); return res.Outcome, err },
+			"jobonce: core: Claim.Work: the Claim does not come from Guard.Claim"},
+		{func() (core.Outcome, error) { res, err := claim.Work(ctx, nil); return res.Outcome, err },
+			"jobonce: core: Claim.Work: job function is nil"},
+		{func() (core.Outcome, error) { res, err := claim.Work(ctx, nop); return res.Outcome, err },
+			"jobonce: core: Claim.Work: the claim was used by Work already"},
+		{func() (core.Outcome, error) { return txg.Do(ctx, "k", nil) }, "jobonce: core: TxGuard.Do: job function is nil"},
+		{func() (core.Outcome, error) { return txg.DoJob(ctx, core.Job{Key: "k"}, nil) }, "jobonce: core: TxGuard.DoJob: job function is nil"},
+	} {
+		out, err := tc.call()
+		require.EqualError(t, err, tc.want)
+		require.Equal(t, core.Rejected, out, tc.want)
+	}
 }

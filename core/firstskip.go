@@ -3,7 +3,8 @@ package core
 import "sync"
 
 // firstSkips remembers the Source and Kind pairs of which a Duplicate under
-// an adapter's default key (Job.DefaultKey) has been seen, up to maxKinds
+// an adapter's default key (Job.DefaultKey), or in shadow mode a job
+// enforcement would skip as one, has been seen, up to maxKinds
 // pairs, so that the first skip of each is logged at Info. Once maxKinds
 // pairs are remembered, the first skips of further pairs are logged at
 // Debug like later ones: Kind comes from a small fixed set (see Job.Kind).
@@ -39,19 +40,24 @@ func (f *firstSkips) first(source, kind string) bool {
 // firstSkipHints names, by Job.Source, the settings that key work which
 // repeats on purpose by occurrence.
 var firstSkipHints = map[string]string{
-	"asynq":     "asynqonce: set Config.Key, or list the task type in Config.PeriodicTypes (tasks of an asynq.Scheduler) or Config.UnguardedTypes",
+	"asynq":     "asynqonce: set Config.Key, or list the task type in Config.PeriodicTypes (tasks of an asynq.Scheduler, or of EnqueueOnce once per window) or Config.UnguardedTypes",
 	"river":     "riveronce: set Config.Key, give the args a OnceKey (Keyer), or exempt the kind with Config.Skip",
 	"sqs":       "sqsonce: set Config.KeyAttribute or Config.Key",
 	"watermill": "watermillonce: set Config.Key (the message UUID, a metadata field), or exempt messages with Config.Skip",
 }
 
 // firstSkipMessage returns the message of the Info record of a kind's first
-// skip under an adapter's default key.
-func firstSkipMessage(source string) string {
+// skip under an adapter's default key; shadow is true for a job that shadow
+// mode ran and enforcement would skip.
+func firstSkipMessage(source string, shadow bool) string {
 	hint, ok := firstSkipHints[source]
 	if !ok {
 		hint = "give the job a Key that names each occurrence"
 	}
-	return "jobonce: skipped a duplicate under the default key (kind and payload hash), the first of its kind; " +
+	what := "jobonce: skipped a duplicate"
+	if shadow {
+		what = "jobonce: shadow mode ran a job that enforcement would skip as a duplicate"
+	}
+	return what + " under the default key (kind and payload hash), the first of its kind; " +
 		"later ones are logged at Debug. If this work repeats on purpose, key it by occurrence: " + hint
 }

@@ -94,3 +94,38 @@ func TestFirstSkipsAreRememberedForABoundedSetOfKinds(t *testing.T) {
 	last := logs.Where("kind", "kind100")
 	require.Equal(t, slog.LevelDebug, last[len(last)-1].Level)
 }
+
+// TestShadowModeLogsTheFirstWouldBeSkipAtInfo: in shadow mode, the first job
+// of a kind that enforcement would skip as a duplicate under the default key
+// is logged at Info, in shadow's words and with the adapter's setting; later
+// ones at Debug.
+func TestShadowModeLogsTheFirstWouldBeSkipAtInfo(t *testing.T) {
+	t.Parallel()
+	var logs testenv.Records
+	g := testenv.NewGuard(t, memstore.New(), &core.Config{Shadow: true, Logger: logs.Logger()})
+	job := core.Job{Key: "report:" + core.Fingerprint([]byte("{}")), Kind: "report", Source: "asynq", DefaultKey: true}
+	runs := 0
+	for range 3 {
+		_, err := g.Run(context.Background(), job, func(context.Context) ([]byte, error) { runs++; return nil, nil })
+		require.NoError(t, err)
+	}
+	require.Equal(t, 3, runs, "shadow mode runs every copy")
+
+	would := logs.Where("would_skip", "duplicate")
+	require.Len(t, would, 2)
+	require.Equal(t, slog.LevelInfo, would[0].Level, "the first would-be skip of the kind")
+	require.Contains(t, would[0].Message, "enforcement would skip as a duplicate under the default key")
+	require.Contains(t, would[0].Message, "Config.PeriodicTypes", "names the adapter's setting")
+	require.NotContains(t, would[0].Message, "skipped a duplicate", "nothing was skipped")
+	require.Equal(t, "report", would[0].Attrs["kind"])
+	require.Equal(t, slog.LevelDebug, would[1].Level, "later ones stay at Debug")
+
+	named := core.Job{Key: "report:2024-05-01", Kind: "named", Source: "asynq"}
+	for range 2 {
+		_, err := g.Run(context.Background(), named, func(context.Context) ([]byte, error) { return nil, nil })
+		require.NoError(t, err)
+	}
+	for _, r := range logs.Where("kind", "named") {
+		require.Equal(t, slog.LevelDebug, r.Level, "a named key's would-be skips stay at Debug: %s", r.Message)
+	}
+}

@@ -123,12 +123,12 @@ func (g *Guard) Logger() *slog.Logger { return g.cfg.Logger }
 //   - An empty key: outcome Rejected and an error matching ErrInvalidKey.
 func (g *Guard) Do(ctx context.Context, key string, fn func(context.Context) error) (Outcome, error) {
 	if fn == nil {
-		res, err := g.Run(ctx, Job{Key: key}, nil)
+		res, err := g.run(ctx, Job{Key: key}, nil, "Guard.Do")
 		return res.Outcome, err
 	}
-	res, err := g.Run(ctx, Job{Key: key}, func(ctx context.Context) ([]byte, error) {
+	res, err := g.run(ctx, Job{Key: key}, func(ctx context.Context) ([]byte, error) {
 		return nil, fn(ctx)
-	})
+	}, "Guard.Do")
 	return res.Outcome, err
 }
 
@@ -138,11 +138,16 @@ func (g *Guard) Do(ctx context.Context, key string, fn func(context.Context) err
 // error means the delivery is handled (acknowledge it); any other outcome
 // comes with an error.
 func (g *Guard) Run(ctx context.Context, job Job, fn RunFunc) (Result, error) {
+	return g.run(ctx, job, fn, "Guard.Run")
+}
+
+// run is Run; caller names the exported function, in errors.
+func (g *Guard) run(ctx context.Context, job Job, fn RunFunc, caller string) (Result, error) {
 	var c Claim
 	if fn == nil {
 		c = Claim{g: g, job: job} // rejected below without claiming
-		return c.run(ctx, nil)
+		return c.run(ctx, nil, caller)
 	}
 	g.claimOne(ctx, &c, job)
-	return c.run(ctx, fn)
+	return c.run(ctx, fn, caller)
 }

@@ -7,16 +7,18 @@ import (
 
 // observe reports one outcome to the observer, the logger and the metrics.
 // defaultKey is the job's Job.DefaultKey: the first Duplicate of each kind
-// under an adapter's default key is logged at Info, saying how to key work
-// that repeats on purpose.
+// under an adapter's default key (in shadow mode, the first job enforcement
+// would skip as one) is logged at Info, saying how to key work that repeats
+// on purpose.
 func (g *Guard) observe(ctx context.Context, e Event, defaultKey bool) {
 	g.metrics.record(ctx, &e)
 	if g.cfg.Observer != nil {
 		g.cfg.Observer(ctx, e)
 	}
 	level, msg := logLevel(&e), ""
-	if defaultKey && e.Outcome == Duplicate && g.skipped.first(e.Source, e.Kind) {
-		level, msg = slog.LevelInfo, firstSkipMessage(e.Source)
+	shadowSkip := e.WouldSkip == Duplicate
+	if defaultKey && (e.Outcome == Duplicate || shadowSkip) && g.skipped.first(e.Source, e.Kind) {
+		level, msg = slog.LevelInfo, firstSkipMessage(e.Source, shadowSkip)
 	}
 	if !g.cfg.Logger.Enabled(ctx, level) {
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jobonce/jobonce/core/driver"
@@ -41,6 +42,10 @@ func NewTxGuard[TTx any](g *Guard) (*TxGuard[TTx], error) {
 	return &TxGuard[TTx]{g: g, store: s}, nil
 }
 
+// Logger returns the Guard's logger (Config.Logger), as Guard.Logger does,
+// for code that reports alongside the TxGuard.
+func (t *TxGuard[TTx]) Logger() *slog.Logger { return t.g.cfg.Logger }
+
 // Do runs fn exactly once for key, in a transaction of its own that it
 // begins on the store's database: it records key as done in the
 // transaction, runs fn in it, and commits, so the record and fn's writes
@@ -64,7 +69,7 @@ func NewTxGuard[TTx any](g *Guard) (*TxGuard[TTx], error) {
 //     ended first.
 //   - an empty key or a nil fn: Rejected.
 func (t *TxGuard[TTx]) Do(ctx context.Context, key string, fn func(ctx context.Context, tx TTx) error) (Outcome, error) {
-	return t.DoJob(ctx, Job{Key: key}, fn)
+	return t.doJob(ctx, Job{Key: key}, fn, "TxGuard.Do")
 }
 
 // DoJob is Do with a payload fingerprint: when job.Fingerprint is set and
@@ -72,7 +77,12 @@ func (t *TxGuard[TTx]) Do(ctx context.Context, key string, fn func(ctx context.C
 // job.Unguarded runs fn in a transaction without a record, reported as
 // Unguarded.
 func (t *TxGuard[TTx]) DoJob(ctx context.Context, job Job, fn func(ctx context.Context, tx TTx) error) (Outcome, error) {
-	e := t.doInTx(ctx, job, fn)
+	return t.doJob(ctx, job, fn, "TxGuard.DoJob")
+}
+
+// doJob is DoJob; caller names the exported function, in errors.
+func (t *TxGuard[TTx]) doJob(ctx context.Context, job Job, fn func(ctx context.Context, tx TTx) error, caller string) (Outcome, error) {
+	e := t.doInTx(ctx, job, fn, caller)
 	t.g.observe(ctx, e, job.DefaultKey)
 	if e.Outcome == Unguarded {
 		return Unguarded, nil // e.Err, if any, is the shadow mode's cause
@@ -82,10 +92,10 @@ func (t *TxGuard[TTx]) DoJob(ctx context.Context, job Job, fn func(ctx context.C
 
 // doInTx runs job in a transaction of its own and returns its outcome as an
 // Event, which it does not observe.
-func (t *TxGuard[TTx]) doInTx(ctx context.Context, job Job, fn func(ctx context.Context, tx TTx) error) Event {
+func (t *TxGuard[TTx]) doInTx(ctx context.Context, job Job, fn func(ctx context.Context, tx TTx) error, caller string) Event {
 	g := t.g
 	if fn == nil {
-		return job.event(Rejected, errors.New("jobonce: TxGuard: job function is nil"))
+		return job.event(Rejected, fmt.Errorf("jobonce: core: %s: job function is nil", caller))
 	}
 	if err := ctx.Err(); err != nil {
 		return job.event(Canceled, fmt.Errorf("jobonce: transaction not begun: stopped by the caller's context: %w", err))

@@ -75,3 +75,13 @@ func TestTxGuardReportsAFailedCommit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out)
 }
+
+// TestTxGuardLoggerIsTheGuards: a TxGuard reports on its Guard's logger.
+func TestTxGuardLoggerIsTheGuards(t *testing.T) {
+	t.Parallel()
+	g, err := core.New(&fakeTxStore{Store: memstore.New()}, nil)
+	require.NoError(t, err)
+	txg, err := core.NewTxGuard[*fakeTx](g)
+	require.NoError(t, err)
+	require.Same(t, g.Logger(), txg.Logger())
+}

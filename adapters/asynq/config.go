@@ -40,13 +40,15 @@ type Config struct {
 	UnguardedTypes []string
 
 	// PeriodicTypes lists task types that repeat on purpose with the same
-	// payload, such as those an asynq.Scheduler enqueues: each task of these
-	// types runs once, keyed by its type, queue and task ID
-	// (asynq.GetTaskID), instead of its payload. The Scheduler enqueues every
-	// occurrence as a new task with a new ID, and marks it in no way a worker
-	// can see, hence this list; Asynq's retries and recoveries of a task keep
-	// its ID, so they remain copies. Do not register such tasks with an
-	// asynq.TaskID option, which gives every occurrence the same ID. Two
+	// payload, such as those an asynq.Scheduler enqueues, or EnqueueOnce
+	// once per window: each task of these types runs once, keyed by its
+	// type, queue and task ID (asynq.GetTaskID), instead of its payload. The
+	// Scheduler enqueues every occurrence as a new task with a new ID, and
+	// marks it in no way a worker can see, hence this list; EnqueueOnce gives
+	// each window's task an ID of its own; Asynq's retries and recoveries of
+	// a task keep its ID, so they remain copies. Do not register or enqueue
+	// such tasks with an asynq.TaskID option, which gives every occurrence
+	// the same ID. Two
 	// Schedulers running one entry enqueue each occurrence twice, as two
 	// tasks that both run: register it with asynq.Unique to enqueue one.
 	// Config.Key does not apply to these types; UnguardedTypes comes first.

@@ -17,8 +17,10 @@
 // Without them, a copy that finds its job running is charged a retry and
 // counted as failed, and comes back after Asynq's delay for failures (15s or
 // more) rather than the running claim's remaining lease. The middleware
-// notices it when such a copy comes back, and logs it once at Warn on the
-// Guard's Logger, naming the missing field. RetryDelayOr takes a retry
+// notices it when such a copy comes back (charged a retry without IsFailure
+// being asked, or more than 7s after the claim's lease without RetryDelay
+// being asked), and logs it once at Warn on the Guard's Logger, naming the
+// missing field. RetryDelayOr takes a retry
 // policy of your own for the other errors.
 //
 // A task's default key is its type and a hash of its payload, so a task
@@ -100,12 +102,12 @@
 //
 // EnqueueOnce enqueues a task at most once per key within a window through
 // Guard.Enqueue; unlike Asynq's Unique option it takes any key and releases
-// the key at once when enqueueing fails. The task's asynq.TaskID is derived
-// from the key (unless you pass your own), so a retry after a failure whose
-// task went out anyway (a reply lost to a timeout) finds it in the queue and
-// enqueues no second one (ErrAlreadyEnqueued). Asynq holds a task ID while its
-// task exists in any state, completed tasks kept by Retention included: the
-// key goes out again once its window has passed and its task is gone.
+// the key at once when enqueueing fails. The task's asynq.TaskID names the
+// key and its window period (unless you pass your own), so a retry after a
+// failure whose task went out anyway (a reply lost to a timeout) finds it in
+// the queue and enqueues no second one (ErrAlreadyEnqueued), while a publish
+// after the window is a new task with a new ID: listed in
+// Config.PeriodicTypes, its type runs once per window even with one payload.
 //
 // # Batching
 //

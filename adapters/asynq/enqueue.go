@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hibiken/asynq"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/nilcheck"
 )
 
 // ErrAlreadyEnqueued reports that EnqueueOnce enqueued nothing because the
@@ -35,17 +37,22 @@ type Enqueuer interface {
 // (unlike Asynq's Unique option, which also cannot take a custom key). An
 // empty key means DefaultKey(task).
 //
-// The task is enqueued with an asynq.TaskID derived from the key, the same
-// on every call ("jobonce-" and core.Fingerprint of the key; TaskInfo.ID),
-// so that a retry after an ambiguous failure, such as a reply lost to a
-// timeout after Asynq had enqueued the task, finds the task and enqueues no
-// second one. Asynq keeps a task ID taken while its task exists in any state
-// (pending, scheduled, active, retry, archived, and completed while a
-// Retention option keeps it), per queue: while it does, EnqueueOnce of the
-// key enqueues nothing, even past the window; once the task is gone and the
-// window has passed, the key goes out again. An asynq.TaskID in opts is kept
-// instead, and means the same for its own ID; a TaskID given to
-// asynq.NewTask is replaced by the key's, since EnqueueOnce sees only opts.
+// The task is enqueued with an asynq.TaskID that names the key's window:
+// "jobonce-", core.Fingerprint of the key, "-" and the number of whole
+// windows from the Unix epoch to the publish, by this process's clock
+// (TaskInfo.ID). A publish after the window has passed is thus a new task
+// with a new ID, which runs under Config.PeriodicTypes (keyed by task ID),
+// while a retry after an ambiguous failure, such as a reply lost to a
+// timeout after Asynq had enqueued the task, carries the same ID and finds
+// the task, enqueuing no second one: unless the retry falls into the next
+// window period (a chance of its delay over window), when it is a new task.
+// Asynq keeps a task ID taken while its task exists in any state (pending,
+// scheduled, active, retry, archived, and completed while a Retention
+// option keeps it), per queue. An asynq.TaskID in opts is kept instead, the
+// same in every window: while its task exists, EnqueueOnce enqueues nothing,
+// even past the window, and under Config.PeriodicTypes every task it
+// enqueues is one occurrence. A TaskID given to asynq.NewTask is replaced
+// by the key's, since EnqueueOnce sees only opts.
 //
 // It returns ErrAlreadyEnqueued (also matching asynq.ErrDuplicateTask) when
 // the key was enqueued within the window, or when a task with its task ID is
@@ -59,7 +66,7 @@ func EnqueueOnce(ctx context.Context, g *core.Guard, client Enqueuer, task *asyn
 	switch {
 	case g == nil:
 		return nil, errors.New("jobonce: asynqonce: EnqueueOnce: Guard is nil")
-	case client == nil:
+	case nilcheck.IsNil(client):
 		return nil, errors.New("jobonce: asynqonce: EnqueueOnce: client is nil")
 	case task == nil:
 		return nil, errors.New("jobonce: asynqonce: EnqueueOnce: task is nil")
@@ -67,12 +74,11 @@ func EnqueueOnce(ctx context.Context, g *core.Guard, client Enqueuer, task *asyn
 	if key == "" {
 		key = DefaultKey(task)
 	}
-	opts = withTaskID(opts, key)
 	var info *asynq.TaskInfo
 	taken := false
 	published, err := g.Enqueue(ctx, key, window, func(ctx context.Context) error {
 		var err error
-		info, err = client.EnqueueContext(ctx, task, opts...)
+		info, err = client.EnqueueContext(ctx, task, withTaskID(opts, key, window, time.Now())...)
 		if errors.Is(err, asynq.ErrTaskIDConflict) {
 			taken = true // the key's task is in the queue: keep the marker
 			return nil
@@ -90,16 +96,20 @@ func EnqueueOnce(ctx context.Context, g *core.Guard, client Enqueuer, task *asyn
 	return info, nil
 }
 
-// withTaskID returns opts with the key's task ID after them, unless they
-// hold an asynq.TaskID already.
-func withTaskID(opts []asynq.Option, key string) []asynq.Option {
+// withTaskID returns opts with the task ID of key's window at now after
+// them, unless they hold an asynq.TaskID already.
+func withTaskID(opts []asynq.Option, key string, window time.Duration, now time.Time) []asynq.Option {
 	for _, o := range opts {
 		if o != nil && o.Type() == asynq.TaskIDOpt {
 			return opts
 		}
 	}
-	return append(opts[:len(opts):len(opts)], asynq.TaskID(taskID(key)))
+	return append(opts[:len(opts):len(opts)], asynq.TaskID(taskID(key, window, now)))
 }
 
-// taskID returns the task ID of key's task.
-func taskID(key string) string { return "jobonce-" + core.Fingerprint([]byte(key)) }
+// taskID returns the task ID of key's task published at now: the key's
+// fingerprint and the window period now falls in. window is at least 1ms
+// (Guard.Enqueue checks it before publishing).
+func taskID(key string, window time.Duration, now time.Time) string {
+	return "jobonce-" + core.Fingerprint([]byte(key)) + "-" + strconv.FormatInt(now.UnixNano()/int64(window), 10)
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	asynqonce "github.com/jobonce/jobonce/adapters/asynq"
+	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -155,22 +156,23 @@ func TestEnqueueOnceRetriedAfterALostReplyLeavesOneTask(t *testing.T) {
 
 	task := asynq.NewTask("report", []byte("2026-12-01"))
 	delay.Hold()
-	_, err = asynqonce.EnqueueOnce(ctx, g, client, task, "report:2026-12-01", time.Hour, asynq.Queue(e.queue))
+	// A window so long that the retry falls into the same window period.
+	const window = 1000 * time.Hour
+	_, err = asynqonce.EnqueueOnce(ctx, g, client, task, "report:2026-12-01", window, asynq.Queue(e.queue))
 	require.ErrorContains(t, err, "i/o timeout")
 	delay.Release()
 	require.Equal(t, 1, e.pendingOf(t, "report"), "the task went out although its reply did not come back")
 
-	_, err = asynqonce.EnqueueOnce(ctx, g, client, task, "report:2026-12-01", time.Hour, asynq.Queue(e.queue))
+	_, err = asynqonce.EnqueueOnce(ctx, g, client, task, "report:2026-12-01", window, asynq.Queue(e.queue))
 	require.ErrorIs(t, err, asynqonce.ErrAlreadyEnqueued, "the retry did not publish")
 	require.ErrorIs(t, err, asynq.ErrDuplicateTask)
 	require.Equal(t, 1, e.pendingOf(t, "report"), "one task for one key")
 }
 
-// TestEnqueueOnceEnqueuesAKeyAgainOnceItsWindowAndTaskAreGone: past the
-// window, the key's task still in the queue holds its task ID, so nothing is
-// enqueued; once that task is gone too, the key goes out again, under the
-// same ID.
-func TestEnqueueOnceEnqueuesAKeyAgainOnceItsWindowAndTaskAreGone(t *testing.T) {
+// TestEnqueueOnceEnqueuesANewTaskOncePerWindow: within the window the
+// marker answers and nothing is enqueued; past it, the key goes out again as
+// a new task with a new ID, even while the earlier task is still pending.
+func TestEnqueueOnceEnqueuesANewTaskOncePerWindow(t *testing.T) {
 	t.Parallel()
 	e := newAsynqEnv(t)
 	g := testenv.RedisGuard(t, nil)
@@ -187,24 +189,55 @@ func TestEnqueueOnceEnqueuesAKeyAgainOnceItsWindowAndTaskAreGone(t *testing.T) {
 	require.ErrorIs(t, err, asynqonce.ErrAlreadyEnqueued, "within the window")
 	require.NotErrorIs(t, err, asynq.ErrTaskIDConflict, "the window's marker answered, not Asynq")
 
-	var last error
-	require.Eventually(t, func() bool {
-		_, last = enqueue()
-		return !errors.Is(last, asynqonce.ErrAlreadyEnqueued) || errors.Is(last, asynq.ErrTaskIDConflict)
-	}, 10*time.Second, 10*time.Millisecond)
-	require.ErrorIs(t, last, asynqonce.ErrAlreadyEnqueued, "past the window, the pending task holds the key's ID")
-	require.ErrorIs(t, last, asynq.ErrTaskIDConflict)
-	require.Equal(t, 1, e.pendingOf(t, "digest"))
-
-	require.NoError(t, e.inspector.DeleteTask(e.queue, first.ID))
 	var again *asynq.TaskInfo
+	var last error
 	require.Eventually(t, func() bool {
 		again, last = enqueue()
 		return !errors.Is(last, asynqonce.ErrAlreadyEnqueued)
 	}, 10*time.Second, 10*time.Millisecond)
-	require.NoError(t, last, "the window and the task are gone")
-	require.Equal(t, first.ID, again.ID, "the ID is the key's")
-	require.Equal(t, 1, e.pendingOf(t, "digest"))
+	require.NoError(t, last, "past the window")
+	require.NotEqual(t, first.ID, again.ID, "each window's task has an ID of its own")
+	require.Equal(t, 2, e.pendingOf(t, "digest"), "the earlier task does not hold the next window's ID")
+}
+
+// TestEnqueueOnceOfAPeriodicTypeRunsOncePerWindow: a task of a
+// Config.PeriodicTypes type, one payload, published by EnqueueOnce again
+// after its window, runs again, while a copy of it (Asynq's task ID) does
+// not.
+func TestEnqueueOnceOfAPeriodicTypeRunsOncePerWindow(t *testing.T) {
+	t.Parallel()
+	e := newAsynqEnv(t)
+	var outs testenv.Outcomes
+	g := testenv.RedisGuard(t, &core.Config{Observer: outs.Observe})
+	var runs taskRuns
+	h := asynqonce.MustMiddleware(g, &asynqonce.Config{PeriodicTypes: []string{"refresh"}})(asynq.HandlerFunc(runs.handle))
+	e.start(t, e.serverConfig(2), h)
+	ctx := background(t)
+	task := asynq.NewTask("refresh", []byte("all"))
+	const window = 200 * time.Millisecond
+	enqueue := func() (*asynq.TaskInfo, error) {
+		return asynqonce.EnqueueOnce(ctx, g, e.client, task, "refresh", window, asynq.Queue(e.queue))
+	}
+
+	first, err := enqueue()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return outs.Get(core.Ran) == 1 }, 10*time.Second, 10*time.Millisecond, "the first window's task ran")
+	var second *asynq.TaskInfo
+	var last error
+	require.Eventually(t, func() bool {
+		second, last = enqueue()
+		return !errors.Is(last, asynqonce.ErrAlreadyEnqueued)
+	}, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, last)
+	require.Eventually(t, func() bool { return outs.Get(core.Ran) == 2 }, 10*time.Second, 10*time.Millisecond,
+		"the task published again after its window ran (duplicates: %d)", outs.Get(core.Duplicate))
+
+	e.enqueue(t, task, asynq.TaskID(second.ID)) // a copy of the second task
+	require.Eventually(t, func() bool { return outs.Get(core.Duplicate) == 1 }, 10*time.Second, 10*time.Millisecond)
+	e.waitEmpty(t, 10*time.Second)
+	ids, n := runs.snapshot()
+	require.Equal(t, []string{first.ID, second.ID}, ids)
+	require.Equal(t, map[string]int{first.ID: 1, second.ID: 1}, n, "each window's task ran once")
 }
 
 // TestEnqueueOnceKeepsTheCallersTaskID: a TaskID option passed to
@@ -227,5 +260,5 @@ func TestEnqueueOnceKeepsTheCallersTaskID(t *testing.T) {
 
 	other, err := asynqonce.EnqueueOnce(ctx, g, e.client, task, "invoice:9:other", time.Hour, asynq.Queue(e.queue))
 	require.NoError(t, err)
-	require.NotEqual(t, info.ID, other.ID, "without a TaskID option, the ID is the key's")
+	require.NotEqual(t, info.ID, other.ID, "without a TaskID option, the ID is the key's window's")
 }

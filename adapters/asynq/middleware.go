@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/internal/jobkey"
+	"github.com/jobonce/jobonce/internal/nilcheck"
 )
 
 // NewMiddleware returns an Asynq middleware that runs each job once through
@@ -17,8 +18,11 @@ import (
 // for the defaults. Set IsFailure and RetryDelay in the server's asynq.Config
 // as well, so copies that find their job running are retried without being
 // charged a retry, after the claim's remaining lease: when a copy sent back
-// as running comes back showing that Asynq did not ask them, the middleware
-// logs it once at Warn on the Guard's Logger, naming the missing field.
+// as running comes back showing that Asynq charged it a retry without asking
+// IsFailure, or brought it back more than 7s after the claim's remaining
+// lease without asking RetryDelay (a RetryDelayFunc of your own that
+// returns core.RetryAfter's hint is as good), the middleware logs it once at
+// Warn on the Guard's Logger, naming the missing field.
 //
 // For each task the middleware derives a key (Config.Key) and claims it:
 //
@@ -79,7 +83,7 @@ type middleware struct {
 }
 
 func (m *middleware) wrap(next asynq.Handler) asynq.Handler {
-	if next == nil {
+	if nilcheck.IsNil(next) {
 		return asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 			return errors.New("jobonce: asynqonce: the middleware was given a nil handler")
 		})

@@ -205,6 +205,9 @@ func TestBadInput(t *testing.T) {
 	t.Parallel()
 	g := testenv.MemGuard(t, nil)
 	ctx, task := context.Background(), asynq.NewTask("x", nil)
+	never := enqueuerFunc(func(context.Context, *asynq.Task, ...asynq.Option) (*asynq.TaskInfo, error) {
+		panic("enqueued despite bad input")
+	})
 	for _, tc := range []struct {
 		call func() error
 		want string
@@ -219,16 +222,25 @@ func TestBadInput(t *testing.T) {
 			return err
 		}, "jobonce: asynqonce: Config.PollInterval must not be negative, got -1s"},
 		{func() error {
-			_, err := asynqonce.EnqueueOnce(ctx, nil, enqueuerFunc(nil), task, "", time.Minute)
+			_, err := asynqonce.EnqueueOnce(ctx, nil, never, task, "", time.Minute)
 			return err
 		}, "jobonce: asynqonce: EnqueueOnce: Guard is nil"},
 		{func() error { _, err := asynqonce.EnqueueOnce(ctx, g, nil, task, "", time.Minute); return err }, "jobonce: asynqonce: EnqueueOnce: client is nil"},
 		{func() error {
-			_, err := asynqonce.EnqueueOnce(ctx, g, enqueuerFunc(nil), nil, "", time.Minute)
+			_, err := asynqonce.EnqueueOnce(ctx, g, (*asynq.Client)(nil), task, "", time.Minute)
+			return err
+		}, "jobonce: asynqonce: EnqueueOnce: client is nil"},
+		{func() error {
+			_, err := asynqonce.EnqueueOnce(ctx, g, enqueuerFunc(nil), task, "", time.Minute)
+			return err
+		}, "jobonce: asynqonce: EnqueueOnce: client is nil"},
+		{func() error {
+			_, err := asynqonce.EnqueueOnce(ctx, g, never, nil, "", time.Minute)
 			return err
 		}, "jobonce: asynqonce: EnqueueOnce: task is nil"},
-		{func() error { _, err := asynqonce.EnqueueOnce(ctx, g, enqueuerFunc(nil), task, "", 0); return err }, "jobonce: core: Enqueue: window must be at least 1ms, got 0s"},
+		{func() error { _, err := asynqonce.EnqueueOnce(ctx, g, never, task, "", 0); return err }, "jobonce: core: Enqueue: window must be at least 1ms, got 0s"},
 		{func() error { return asynqonce.MustMiddleware(g, nil)(nil).ProcessTask(ctx, task) }, "jobonce: asynqonce: the middleware was given a nil handler"},
+		{func() error { return asynqonce.MustMiddleware(g, nil)(asynq.HandlerFunc(nil)).ProcessTask(ctx, task) }, "jobonce: asynqonce: the middleware was given a nil handler"},
 	} {
 		require.EqualError(t, tc.call(), tc.want)
 	}

@@ -14,16 +14,32 @@ import (
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
-// fastRetry is a retry policy of the server's own, not the middleware's: it
-// stands in for asynq.DefaultRetryDelayFunc (15s or more), which the
-// middleware cannot tell from it, so the copies come back at once.
+// fastRetry is a retry policy of the server's own, not the middleware's,
+// that brings copies back at once: no later than the claim's remaining
+// lease, so as good as RetryDelay.
 func fastRetry(int, error, *asynq.Task) time.Duration { return 0 }
 
-// A server configured without the middleware's IsFailure, or RetryDelay, or
-// both, is noticed when the copies it sent back as running come back: one
-// warning on the Guard's Logger, naming what is missing and the fix, however
-// many copies come back. A server configured with both (RetryDelay or
-// RetryDelayOr) gets none, and charges no retry.
+// slowRetry stands in for asynq.DefaultRetryDelayFunc (15s or more): a
+// retry policy of the server's own that brings copies back well after the
+// claim's remaining lease (100ms here) and the 7s the check allows beyond it.
+func slowRetry(int, error, *asynq.Task) time.Duration { return 9 * time.Second }
+
+// hintRetry is a retry policy of the user's own that honours the running
+// claim's hint, as RetryDelay does.
+func hintRetry(_ int, err error, _ *asynq.Task) time.Duration {
+	if d, ok := core.RetryAfter(err); ok {
+		return d
+	}
+	return time.Second
+}
+
+// A server configured without the middleware's IsFailure, or with a
+// RetryDelayFunc that brings running copies back late, or both, is noticed
+// when the copies it sent back as running come back: one warning on the
+// Guard's Logger, naming what is missing and its fix only, however many
+// copies come back. A server configured with both (RetryDelay or
+// RetryDelayOr), or with a RetryDelayFunc of its own that honours the
+// claim's hint (or brings copies back sooner), gets none for it.
 func TestServerWithoutIsFailureOrRetryDelayIsWarnedOnce(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -32,9 +48,11 @@ func TestServerWithoutIsFailureOrRetryDelayIsWarnedOnce(t *testing.T) {
 		delay     asynq.RetryDelayFunc
 		missing   string // "" for no warning
 	}{
-		{"Neither", nil, fastRetry, "IsFailure,RetryDelayFunc"},
+		{"Neither", nil, slowRetry, "IsFailure,RetryDelayFunc"},
 		{"NoIsFailure", nil, asynqonce.RetryDelay, "IsFailure"},
-		{"NoRetryDelay", asynqonce.IsFailure, fastRetry, "RetryDelayFunc"},
+		{"NoIsFailureAndAFastRetryOfItsOwn", nil, fastRetry, "IsFailure"},
+		{"NoRetryDelay", asynqonce.IsFailure, slowRetry, "RetryDelayFunc"},
+		{"ARetryDelayOfItsOwnHonouringTheHint", asynqonce.IsFailure, hintRetry, ""},
 		{"Both", asynqonce.IsFailure, asynqonce.RetryDelay, ""},
 		{"BothWithRetryDelayOr", asynqonce.IsFailure, asynqonce.RetryDelayOr(fastRetry), ""},
 	} {
@@ -81,11 +99,29 @@ func TestServerWithoutIsFailureOrRetryDelayIsWarnedOnce(t *testing.T) {
 				return
 			}
 			require.Len(t, found, 1, "one warning for both copies")
-			require.Contains(t, found[0], "asynq.Config."+strings.ReplaceAll(tc.missing, ",", " and ")+" ")
-			require.Contains(t, found[0], " not the middleware's: jobs still run once")
-			require.Contains(t, found[0], "set IsFailure: asynqonce.IsFailure, RetryDelayFunc: asynqonce.RetryDelay in asynq.Config")
-			if strings.Contains(tc.missing, "IsFailure") {
+			msg := found[0]
+			require.Contains(t, msg, "asynq.Config."+strings.ReplaceAll(tc.missing, ",", " and ")+" ")
+			require.Contains(t, msg, " not the middleware's: jobs still run once")
+			noIsFailure, noRetryDelay := strings.Contains(tc.missing, "IsFailure"), strings.Contains(tc.missing, "RetryDelayFunc")
+			switch {
+			case noIsFailure && noRetryDelay:
+				require.Contains(t, msg, "set IsFailure: asynqonce.IsFailure, RetryDelayFunc: asynqonce.RetryDelay in asynq.Config")
+			case noIsFailure:
+				require.Contains(t, msg, "set IsFailure: asynqonce.IsFailure in asynq.Config")
+			default:
+				require.Contains(t, msg, "set RetryDelayFunc: asynqonce.RetryDelay in asynq.Config")
+			}
+			if noIsFailure {
+				require.Contains(t, msg, "charged a retry and counted as failed")
 				require.Equal(t, 2, qi.Failed, "each running copy was counted as failed")
+			} else {
+				require.NotContains(t, msg, "counted as failed", "IsFailure is the middleware's")
+				require.Zero(t, qi.Failed)
+			}
+			if noRetryDelay {
+				require.Contains(t, msg, "not after the running claim's remaining lease (100ms)")
+			} else {
+				require.NotContains(t, msg, "RetryDelayFunc", "the copies came back on time")
 			}
 		})
 	}

@@ -201,7 +201,7 @@ func TestWorkTxCanceled(t *testing.T) {
 		defer func() { _ = other.Rollback(context.Background()) }()
 		var cfg Config
 		g := testenv.NewGuard(t, store, nil)
-		key, err := g.StoredKey(cfg.job(job.JobRow, job.Args).Key)
+		key, err := g.StoredKey(keyed(cfg.job(job.JobRow, job.Args)).Key)
 		require.NoError(t, err)
 		reply, err := store.RecordTx(context.Background(), other, driver.RecordRequest{Key: key, Retention: time.Hour})
 		require.NoError(t, err)

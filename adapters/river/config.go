@@ -66,10 +66,12 @@ func (c *Config) withDefaults() Config {
 }
 
 // job returns the job of row. args is the decoded args when known (Wrap),
-// or nil (the middleware).
-func (c *Config) job(row *rivertype.JobRow, args any) core.Job {
+// or nil (the middleware). unusable, when not nil, says why a periodic job
+// is keyed by its job ID rather than its occurrence (see periodicKey), for
+// the caller to log.
+func (c *Config) job(row *rivertype.JobRow, args any) (job core.Job, unusable error) {
 	if c.Skip != nil && c.Skip(row) {
-		return core.Job{Kind: row.Kind, Source: source, Unguarded: true} // no key: no idempotency key either
+		return core.Job{Kind: row.Kind, Source: source, Unguarded: true}, nil // no key: no idempotency key either
 	}
 	key, named := c.namedKey(row, args)
 	var fp func() string
@@ -77,11 +79,11 @@ func (c *Config) job(row *rivertype.JobRow, args any) core.Job {
 		fp = func() string { return c.Fingerprint(row) }
 	}
 	if !named {
-		if occurrence, ok := periodicKey(row); ok {
-			return jobkey.Occurrence(source, row.Kind, occurrence, fp)
+		if occurrence, ok, unusable := periodicKey(row); ok {
+			return jobkey.Occurrence(source, row.Kind, occurrence, fp), unusable
 		}
 	}
-	return jobkey.Job(source, row.Kind, row.EncodedArgs, key, named, fp)
+	return jobkey.Job(source, row.Kind, row.EncodedArgs, key, named, fp), nil
 }
 
 // namedKey returns the key that Config.Key, the args (Keyer) or the job's

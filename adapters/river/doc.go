@@ -112,8 +112,11 @@
 // periodic jobs do) shares the key; another occurrence does not. A periodic
 // job inserted by a client without the middleware is keyed by its own ID
 // (Kind, ":periodic:job:" and the job ID), which its retries and rescues
-// keep, so every such job runs once. Config.Key, Keyer and a key recorded at
-// insert still come first.
+// keep, so every such job runs once; so is one whose metadata holds an
+// occurrence that is not an RFC 3339 string or a periodic job ID that is
+// not a string, logged once at Warn on the Guard's Logger (at insert, the
+// middleware overwrites such an occurrence). Config.Key, Keyer and a key
+// recorded at insert still come first.
 //
 // # Rescued jobs
 //

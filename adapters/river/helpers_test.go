@@ -181,3 +181,7 @@ func txGuard(t testing.TB, store *pgstore.Store) *core.TxGuard[pgx.Tx] {
 	require.NoError(t, err)
 	return tg
 }
+
+// keyed is the job of Config.job, without what it says of unusable periodic
+// metadata.
+func keyed(job core.Job, _ error) core.Job { return job }

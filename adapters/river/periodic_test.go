@@ -39,38 +39,115 @@ func TestPeriodicJobKeyNamesItsOccurrence(t *testing.T) {
 	var cfg Config
 	const at, next = "2024-05-01T10:00:00Z", "2024-05-01T10:05:00Z"
 
-	first := cfg.job(periodicRow(1, `{}`, "", at), nil)
+	first := keyed(cfg.job(periodicRow(1, `{}`, "", at), nil))
 	require.Equal(t, core.Job{Key: "digest:periodic:" + at + ":" + core.Fingerprint([]byte(`{}`)), Kind: "digest", Source: "river"}, first,
 		"no fingerprint stored, and not a payload-derived default key")
 	copyRow := periodicRow(2, `{}`, "", at) // the same occurrence inserted again (a new leader)
 	copyRow.ScheduledAt = time.Now()        // River moved it (a snooze, a retry, a rescue)
 	copyRow.Metadata, _ = json.Marshal(map[string]any{"periodic": true, metadataOccurrence: at, "snoozes": 3})
-	require.Equal(t, first, cfg.job(copyRow, nil), "copies of one occurrence share the key")
-	require.NotEqual(t, first.Key, cfg.job(periodicRow(3, `{}`, "", next), nil).Key, "another occurrence runs")
-	require.NotEqual(t, first.Key, cfg.job(periodicRow(4, `{"n":1}`, "", at), nil).Key, "another periodic job of the kind due at once runs")
+	require.Equal(t, first, keyed(cfg.job(copyRow, nil)), "copies of one occurrence share the key")
+	require.NotEqual(t, first.Key, keyed(cfg.job(periodicRow(3, `{}`, "", next), nil)).Key, "another occurrence runs")
+	require.NotEqual(t, first.Key, keyed(cfg.job(periodicRow(4, `{"n":1}`, "", at), nil)).Key, "another periodic job of the kind due at once runs")
 
-	withID := cfg.job(periodicRow(5, `{"n":1}`, "daily", at), nil)
+	withID := keyed(cfg.job(periodicRow(5, `{"n":1}`, "daily", at), nil))
 	require.Equal(t, "digest:periodic:daily:"+at, withID.Key)
-	require.Equal(t, withID, cfg.job(periodicRow(6, `{"n":2}`, "daily", at), nil), "an occurrence of an ID is one job whatever its args")
-	require.NotEqual(t, withID.Key, cfg.job(periodicRow(7, `{"n":1}`, "daily", next), nil).Key)
+	require.Equal(t, withID, keyed(cfg.job(periodicRow(6, `{"n":2}`, "daily", at), nil)), "an occurrence of an ID is one job whatever its args")
+	require.NotEqual(t, withID.Key, keyed(cfg.job(periodicRow(7, `{"n":1}`, "daily", next), nil)).Key)
 
-	unrecorded := cfg.job(periodicRow(8, `{}`, "", ""), nil)
+	unrecorded := keyed(cfg.job(periodicRow(8, `{}`, "", ""), nil))
 	require.Equal(t, "digest:periodic:job:8", unrecorded.Key, "inserted without the middleware: keyed by its row")
 	require.False(t, unrecorded.DefaultKey)
-	require.NotEqual(t, unrecorded.Key, cfg.job(periodicRow(9, `{}`, "", ""), nil).Key)
+	require.NotEqual(t, unrecorded.Key, keyed(cfg.job(periodicRow(9, `{}`, "", ""), nil)).Key)
 
-	require.Equal(t, "email:welcome:42", cfg.job(periodicRow(10, `{"user":"42"}`, "", at), keyedArgs{User: "42"}).Key, "Keyer wins")
+	require.Equal(t, "email:welcome:42", keyed(cfg.job(periodicRow(10, `{"user":"42"}`, "", at), keyedArgs{User: "42"})).Key, "Keyer wins")
 	custom := Config{Key: func(*rivertype.JobRow) string { return "custom" }}
-	require.Equal(t, "custom", custom.job(periodicRow(11, `{}`, "", at), nil).Key, "Config.Key wins")
+	require.Equal(t, "custom", keyed(custom.job(periodicRow(11, `{}`, "", at), nil)).Key, "Config.Key wins")
 	recorded := periodicRow(12, `{}`, "", at)
 	recorded.Metadata, _ = json.Marshal(map[string]any{"periodic": true, metadataOccurrence: at, MetadataKey: "from-keyer"})
-	require.Equal(t, "from-keyer", cfg.job(recorded, nil).Key, "a key recorded at insert wins")
+	require.Equal(t, "from-keyer", keyed(cfg.job(recorded, nil)).Key, "a key recorded at insert wins")
 	fp := Config{Fingerprint: func(*rivertype.JobRow) string { return "v1" }}
-	require.Equal(t, "v1", fp.job(periodicRow(13, `{}`, "", at), nil).Fingerprint)
+	require.Equal(t, "v1", keyed(fp.job(periodicRow(13, `{}`, "", at), nil)).Fingerprint)
 
 	notPeriodic := row(14, "digest", `{}`)
 	notPeriodic.Metadata = []byte(`{"periodic":false,"note":"periodic"}`)
-	require.True(t, cfg.job(notPeriodic, nil).DefaultKey)
+	require.True(t, keyed(cfg.job(notPeriodic, nil)).DefaultKey)
+}
+
+// TestUnusablePeriodicMetadataKeysTheJobByItsID: a periodic job whose
+// recorded occurrence is not an RFC 3339 string, or whose periodic job ID is
+// not a string, is keyed by its job ID (it still runs once) rather than by
+// its args, and Config.job says which field is unusable; a garbled field
+// other than these leaves the occurrence key alone.
+func TestUnusablePeriodicMetadataKeysTheJobByItsID(t *testing.T) {
+	t.Parallel()
+	var cfg Config
+	const at = "2024-05-01T00:00:00Z"
+	for _, tc := range []struct{ metadata, field string }{
+		{`{"periodic":true,"jobonce_occurrence":12345}`, metadataOccurrence},
+		{`{"periodic":true,"jobonce_occurrence":{"x":1}}`, metadataOccurrence},
+		{`{"periodic":true,"jobonce_occurrence":null}`, metadataOccurrence},
+		{`{"periodic":true,"jobonce_occurrence":""}`, metadataOccurrence},
+		{`{"periodic":true,"jobonce_occurrence":"yesterday"}`, metadataOccurrence},
+		{`{"periodic":true,"river:periodic_job_id":7,"jobonce_occurrence":"` + at + `"}`, metadataPeriodicID},
+	} {
+		r := row(42, "digest", `{}`)
+		r.Metadata = []byte(tc.metadata)
+		job, unusable := cfg.job(r, nil)
+		require.Equal(t, core.Job{Key: "digest:periodic:job:42", Kind: "digest", Source: "river"}, job, tc.metadata)
+		require.ErrorContains(t, unusable, `metadata field "`+tc.field+`" holds `, tc.metadata)
+	}
+
+	r := row(43, "digest", `{}`)
+	r.Metadata = []byte(`{"periodic":true,"jobonce_occurrence":"` + at + `","snoozes":"x"}`)
+	job, unusable := cfg.job(r, nil)
+	require.NoError(t, unusable)
+	require.Equal(t, "digest:periodic:"+at+":"+core.Fingerprint([]byte(`{}`)), job.Key)
+	r.Metadata = []byte(`{"periodic":1,"jobonce_occurrence":12345}`)
+	job, unusable = cfg.job(r, nil)
+	require.NoError(t, unusable)
+	require.True(t, job.DefaultKey, "not River's periodic job: the default key")
+}
+
+// TestUnusablePeriodicMetadataIsWarnedOnce: jobs keyed by their job ID for
+// unusable periodic metadata each run once, and the first is logged at Warn
+// on the Guard's Logger, naming the field.
+func TestUnusablePeriodicMetadataIsWarnedOnce(t *testing.T) {
+	t.Parallel()
+	var logs testenv.Records
+	mw := MustMiddleware(testenv.MemGuard(t, &core.Config{Logger: logs.Logger()}), nil)
+	runs := 0
+	for id := range int64(3) {
+		r := row(100+id, "digest", `{}`)
+		r.Metadata = []byte(`{"periodic":true,"jobonce_occurrence":12345}`)
+		require.NoError(t, mw.Work(context.Background(), r, func(context.Context) error { runs++; return nil }))
+	}
+	require.Equal(t, 3, runs, "each job, keyed by its ID, ran")
+	var warnings []testenv.Record
+	for _, r := range logs.All() {
+		if r.Level == slog.LevelWarn {
+			warnings = append(warnings, r)
+		}
+	}
+	require.Len(t, warnings, 1)
+	require.Contains(t, warnings[0].Message, `metadata field "jobonce_occurrence" holds 12345, not an RFC 3339 time`)
+	require.Contains(t, warnings[0].Message, "keyed by its job ID")
+	require.Equal(t, "100", warnings[0].Attrs["job_id"])
+}
+
+// TestInsertOverwritesAnUnusableOccurrence: acting at insert, the middleware
+// records the occurrence of a periodic job whose metadata held an unusable
+// one, in its place.
+func TestInsertOverwritesAnUnusableOccurrence(t *testing.T) {
+	t.Parallel()
+	mw := MustMiddleware(testenv.MemGuard(t, nil), nil).(rivertype.JobInsertMiddleware)
+	at := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
+	for _, md := range []string{`{"periodic":true,"jobonce_occurrence":5}`, `{"periodic":true,"jobonce_occurrence":{"x":1}}`} {
+		p := &rivertype.JobInsertParams{Args: noopArgs{}, Kind: "riveronce_noop", ScheduledAt: &at, Metadata: []byte(md)}
+		_, err := mw.InsertMany(context.Background(), []*rivertype.JobInsertParams{p},
+			func(context.Context) ([]*rivertype.JobInsertResult, error) { return nil, nil })
+		require.NoError(t, err)
+		require.JSONEq(t, `{"periodic":true,"jobonce_occurrence":"2024-05-01T00:00:00Z"}`, string(p.Metadata), md)
+	}
 }
 
 // TestInsertRecordsThePeriodicOccurrence: acting at insert, the middleware

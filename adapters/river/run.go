@@ -12,8 +12,9 @@ import (
 
 // runner holds what Middleware and Wrap share: the guard and the settings.
 type runner struct {
-	g   *core.Guard
-	cfg Config
+	g        *core.Guard
+	cfg      Config
+	periodic periodicWarning
 }
 
 func newRunner(g *core.Guard, cfg *Config, caller string) (*runner, error) {
@@ -70,7 +71,8 @@ func holds(ctx context.Context, key string) bool {
 // when it differs, and that inner claim decides; a key the job holds
 // already, or a job Config.Skip exempts, just runs.
 func (r *runner) run(ctx context.Context, row *rivertype.JobRow, args any, work func(context.Context) error) error {
-	job := r.cfg.job(row, args)
+	job, unusable := r.cfg.job(row, args)
+	r.periodic.log(ctx, r.g.Logger(), row, unusable)
 	if guarded(ctx) && (job.Unguarded || holds(ctx, job.Key)) {
 		return work(ctx)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/nilcheck"
 )
 
 // TxWorker is a River worker whose effect is written to the database in the
@@ -38,9 +39,10 @@ var commitHook func(ctx context.Context, job *rivertype.JobRow)
 
 // txWrapped is a river.Worker that runs a TxWorker exactly once.
 type txWrapped[T river.JobArgs] struct {
-	inner TxWorker[T]
-	tg    *core.TxGuard[pgx.Tx]
-	cfg   Config
+	inner    TxWorker[T]
+	tg       *core.TxGuard[pgx.Tx]
+	cfg      Config
+	periodic periodicWarning
 }
 
 // WrapTx returns a worker that gives w's database effect exactly-once
@@ -69,7 +71,7 @@ func WrapTx[T river.JobArgs](tg *core.TxGuard[pgx.Tx], w TxWorker[T], cfg *Confi
 	if tg == nil {
 		return nil, errors.New("jobonce: riveronce: WrapTx: TxGuard is nil")
 	}
-	if w == nil {
+	if nilcheck.IsNil(w) {
 		return nil, errors.New("jobonce: riveronce: WrapTx: worker is nil")
 	}
 	return &txWrapped[T]{inner: w, tg: tg, cfg: cfg.withDefaults()}, nil
@@ -94,7 +96,9 @@ func (w *txWrapped[T]) Timeout(job *river.Job[T]) time.Duration { return w.inner
 
 // Work runs the inner worker's WorkTx exactly once.
 func (w *txWrapped[T]) Work(ctx context.Context, job *river.Job[T]) error {
-	return workTx(ctx, w.tg, job, w.cfg.job(job.JobRow, job.Args), w.inner.WorkTx)
+	key, unusable := w.cfg.job(job.JobRow, job.Args)
+	w.periodic.log(ctx, w.tg.Logger(), job.JobRow, unusable)
+	return workTx(ctx, w.tg, job, key, w.inner.WorkTx)
 }
 
 // WorkTx is WrapTx for use inside a worker's own Work method, with the
@@ -113,9 +117,15 @@ func WorkTx[T river.JobArgs](ctx context.Context, tg *core.TxGuard[pgx.Tx], job 
 		return errors.New("jobonce: riveronce: WorkTx: fn is nil")
 	}
 	var cfg Config
-	return workTx(ctx, tg, job, cfg.job(job.JobRow, job.Args),
+	key, unusable := cfg.job(job.JobRow, job.Args)
+	workTxPeriodic.log(ctx, tg.Logger(), job.JobRow, unusable)
+	return workTx(ctx, tg, job, key,
 		func(ctx context.Context, tx pgx.Tx, _ *river.Job[T]) error { return fn(ctx, tx) })
 }
+
+// workTxPeriodic is WorkTx's warning about unusable periodic metadata: once
+// per process, since WorkTx keeps no state.
+var workTxPeriodic periodicWarning
 
 // workTx runs fn exactly once in a transaction with the key's record and the
 // job's completion (an unguarded key: in a transaction without a record).

@@ -34,12 +34,12 @@ func row(id int64, kind, args string) *rivertype.JobRow {
 func TestDefaultKey(t *testing.T) {
 	t.Parallel()
 	var cfg Config
-	job := cfg.job(row(1, "sort", `{"n":1}`), nil)
+	job := keyed(cfg.job(row(1, "sort", `{"n":1}`), nil))
 	fp := core.Fingerprint([]byte(`{"n":1}`))
 	require.Equal(t, core.Job{Key: "sort:" + fp, Kind: "sort", Source: "river", DefaultKey: true}, job, "the key holds the fingerprint")
-	require.Equal(t, job, cfg.job(row(2, "sort", `{"n":1}`), nil), "copies share the key")
-	require.NotEqual(t, job.Key, cfg.job(row(1, "sort", `{"n":2}`), nil).Key)
-	require.NotEqual(t, job.Key, cfg.job(row(1, "other", `{"n":1}`), nil).Key)
+	require.Equal(t, job, keyed(cfg.job(row(2, "sort", `{"n":1}`), nil)), "copies share the key")
+	require.NotEqual(t, job.Key, keyed(cfg.job(row(1, "sort", `{"n":2}`), nil)).Key)
+	require.NotEqual(t, job.Key, keyed(cfg.job(row(1, "other", `{"n":1}`), nil)).Key)
 }
 
 func TestKeyPrecedence(t *testing.T) {
@@ -48,18 +48,18 @@ func TestKeyPrecedence(t *testing.T) {
 	r.Metadata = []byte(`{"jobonce_key":"from-metadata"}`)
 
 	var plain Config
-	require.Equal(t, "email:welcome:42", plain.job(r, keyedArgs{User: "42"}).Key, "Keyer args first")
-	require.Equal(t, "from-metadata", plain.job(r, nil).Key, "then the key recorded at insert")
+	require.Equal(t, "email:welcome:42", keyed(plain.job(r, keyedArgs{User: "42"})).Key, "Keyer args first")
+	require.Equal(t, "from-metadata", keyed(plain.job(r, nil)).Key, "then the key recorded at insert")
 
-	require.Equal(t, core.Fingerprint([]byte(`{"user":"42"}`)), plain.job(r, nil).Fingerprint)
+	require.Equal(t, core.Fingerprint([]byte(`{"user":"42"}`)), keyed(plain.job(r, nil)).Fingerprint)
 
 	custom := Config{Key: func(job *rivertype.JobRow) string { return "custom" }}
-	require.Equal(t, "custom", custom.job(r, keyedArgs{User: "42"}).Key, "Config.Key above all")
+	require.Equal(t, "custom", keyed(custom.job(r, keyedArgs{User: "42"})).Key, "Config.Key above all")
 	empty := Config{Key: func(*rivertype.JobRow) string { return "" }}
-	require.Empty(t, empty.job(r, keyedArgs{User: "42"}).Key, "an empty Config.Key stays empty (and cancels the job)")
+	require.Empty(t, keyed(empty.job(r, keyedArgs{User: "42"})).Key, "an empty Config.Key stays empty (and cancels the job)")
 
 	noCheck := Config{Fingerprint: func(*rivertype.JobRow) string { return "" }}
-	job := noCheck.job(row(1, "k", `{}`), nil)
+	job := keyed(noCheck.job(row(1, "k", `{}`), nil))
 	require.Equal(t, "k:"+core.Fingerprint([]byte(`{}`)), job.Key)
 	require.Empty(t, job.Fingerprint)
 }
@@ -270,6 +270,8 @@ func TestMisconfiguration(t *testing.T) {
 		{"Wrap worker", func() error { _, err := Wrap[noopArgs](g, nil, nil); return err }, func() { MustWrap[noopArgs](g, nil, nil) }, "jobonce: riveronce: Wrap: worker is nil"},
 		{"WrapTx guard", func() error { _, err := WrapTx[noopArgs](nil, txTuned{}, nil); return err }, func() { MustWrapTx[noopArgs](nil, txTuned{}, nil) }, "jobonce: riveronce: WrapTx: TxGuard is nil"},
 		{"WrapTx worker", func() error { _, err := WrapTx[noopArgs](tg, nil, nil); return err }, func() { MustWrapTx[noopArgs](tg, nil, nil) }, "jobonce: riveronce: WrapTx: worker is nil"},
+		{"Wrap typed-nil worker", func() error { _, err := Wrap[noopArgs](g, (*tunedWorker)(nil), nil); return err }, func() { MustWrap[noopArgs](g, (*tunedWorker)(nil), nil) }, "jobonce: riveronce: Wrap: worker is nil"},
+		{"WrapTx typed-nil worker", func() error { _, err := WrapTx[noopArgs](tg, (*txTuned)(nil), nil); return err }, func() { MustWrapTx[noopArgs](tg, (*txTuned)(nil), nil) }, "jobonce: riveronce: WrapTx: worker is nil"},
 	} {
 		err := c.new()
 		require.EqualError(t, err, c.want, c.name)

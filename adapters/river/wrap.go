@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/nilcheck"
 )
 
 // wrapped is a river.Worker that runs its inner worker under the guard.
@@ -42,7 +43,7 @@ type wrapped[T river.JobArgs] struct {
 //
 // It returns an error when g or w is nil.
 func Wrap[T river.JobArgs](g *core.Guard, w river.Worker[T], cfg *Config) (river.Worker[T], error) {
-	if w == nil {
+	if nilcheck.IsNil(w) {
 		return nil, errors.New("jobonce: riveronce: Wrap: worker is nil")
 	}
 	r, err := newRunner(g, cfg, "Wrap")

@@ -83,16 +83,28 @@ type options struct {
 	fifo      bool // the queue's name ends in .fifo
 }
 
-func (c *Config) options(g *core.Guard, queueURL string) (*options, error) {
+// callerNames name, in errors, how a caller of Config.options was given the
+// Guard and the queue URL.
+type callerNames struct{ guard, queueURL string }
+
+var (
+	decorateNames = callerNames{"Decorate: Guard", "Decorate: queue URL"}
+	pollerNames   = callerNames{"Poller.Guard", "Poller.QueueURL"}
+)
+
+// options returns c with its defaults for the queue at queueURL, or an error
+// naming the problem; caller says how g and queueURL were given, for the
+// errors about them.
+func (c *Config) options(g *core.Guard, queueURL string, caller callerNames) (*options, error) {
 	if g == nil {
-		return nil, errors.New("jobonce: sqsonce: Guard is nil")
+		return nil, errors.New("jobonce: sqsonce: " + caller.guard + " is nil")
 	}
 	if queueURL == "" {
-		return nil, errors.New("jobonce: sqsonce: queue URL is empty")
+		return nil, errors.New("jobonce: sqsonce: " + caller.queueURL + " is empty")
 	}
 	u, err := url.Parse(queueURL)
 	if err != nil || path.Base(u.Path) == "" || path.Base(u.Path) == "/" || path.Base(u.Path) == "." {
-		return nil, fmt.Errorf("jobonce: sqsonce: queue URL %q has no queue name", queueURL)
+		return nil, fmt.Errorf("jobonce: sqsonce: %s %q has no queue name", caller.queueURL, queueURL)
 	}
 	o := &options{queueName: path.Base(u.Path)}
 	o.fifo = strings.HasSuffix(o.queueName, ".fifo")

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/nilcheck"
 )
 
 // HandlerFunc handles one SQS message. An error leaves the message in the
@@ -74,11 +75,11 @@ type HandlerFunc func(ctx context.Context, m types.Message) error
 // Decorate returns an error naming the problem for a nil Guard, client or
 // handler, an empty queue URL or an invalid Config.
 func Decorate(g *core.Guard, client Client, queueURL string, h HandlerFunc, cfg *Config) (HandlerFunc, error) {
-	o, err := cfg.options(g, queueURL)
+	o, err := cfg.options(g, queueURL, decorateNames)
 	switch {
 	case err != nil:
 		return nil, err
-	case client == nil:
+	case nilcheck.IsNil(client):
 		return nil, errors.New("jobonce: sqsonce: Decorate: client is nil")
 	case h == nil:
 		return nil, errors.New("jobonce: sqsonce: Decorate: handler is nil")

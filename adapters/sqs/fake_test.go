@@ -31,3 +31,7 @@ func (nopClient) ChangeMessageVisibility(context.Context, *sqs.ChangeMessageVisi
 func (nopClient) ChangeMessageVisibilityBatch(context.Context, *sqs.ChangeMessageVisibilityBatchInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
 	return nil, errNop
 }
+
+func (nopClient) SendMessage(context.Context, *sqs.SendMessageInput, ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	return nil, errNop
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
@@ -25,7 +26,7 @@ func testOptions(t *testing.T, cfg *Config) *options {
 
 func testOptionsFor(t *testing.T, queueURL string, cfg *Config) *options {
 	t.Helper()
-	o, err := cfg.options(testenv.MemGuard(t, nil), queueURL)
+	o, err := cfg.options(testenv.MemGuard(t, nil), queueURL, decorateNames)
 	require.NoError(t, err)
 	return o
 }
@@ -195,21 +196,21 @@ func TestConfigErrors(t *testing.T) {
 		g    *core.Guard
 		want string
 	}{
-		{nil, testQueueURL, nil, "jobonce: sqsonce: Guard is nil"},
-		{nil, "", g, "jobonce: sqsonce: queue URL is empty"},
-		{nil, "http://127.0.0.1:4566/", g, `jobonce: sqsonce: queue URL "http://127.0.0.1:4566/" has no queue name`},
+		{nil, testQueueURL, nil, "jobonce: sqsonce: Decorate: Guard is nil"},
+		{nil, "", g, "jobonce: sqsonce: Decorate: queue URL is empty"},
+		{nil, "http://127.0.0.1:4566/", g, `jobonce: sqsonce: Decorate: queue URL "http://127.0.0.1:4566/" has no queue name`},
 		{&Config{RunningDelay: -1}, testQueueURL, g, "jobonce: sqsonce: Config.RunningDelay must not be negative, got -1ns"},
 		{&Config{FailureDelay: -1}, testQueueURL, g, "jobonce: sqsonce: Config.FailureDelay must not be negative, got -1ns"},
 		{&Config{UnavailableDelay: -1}, testQueueURL, g, "jobonce: sqsonce: Config.UnavailableDelay must not be negative, got -1ns"},
 		{&Config{MaxDelay: -1}, testQueueURL, g, "jobonce: sqsonce: Config.MaxDelay must not be negative, got -1ns"},
 		{&Config{MaxDelay: 13 * time.Hour}, testQueueURL, g, "jobonce: sqsonce: Config.MaxDelay must not exceed SQS's 12h limit, got 13h0m0s"},
 	} {
-		_, err := tc.cfg.options(tc.g, tc.url)
+		_, err := tc.cfg.options(tc.g, tc.url, decorateNames)
 		require.EqualError(t, err, tc.want)
 	}
 
 	cfg := &Config{}
-	o, err := cfg.options(g, testQueueURL)
+	o, err := cfg.options(g, testQueueURL, decorateNames)
 	require.NoError(t, err)
 	require.Equal(t, time.Second, o.RunningDelay)
 	require.Equal(t, 10*time.Second, o.UnavailableDelay)
@@ -229,10 +230,11 @@ func TestDecorateMisconfigured(t *testing.T) {
 		h    func() (HandlerFunc, error)
 		want string
 	}{
-		{"guard", func() (HandlerFunc, error) { return Decorate(nil, nopClient{}, testQueueURL, noop, nil) }, "jobonce: sqsonce: Guard is nil"},
+		{"guard", func() (HandlerFunc, error) { return Decorate(nil, nopClient{}, testQueueURL, noop, nil) }, "jobonce: sqsonce: Decorate: Guard is nil"},
 		{"client", func() (HandlerFunc, error) { return Decorate(g, nil, testQueueURL, noop, nil) }, "jobonce: sqsonce: Decorate: client is nil"},
+		{"typed-nil client", func() (HandlerFunc, error) { return Decorate(g, (*sqs.Client)(nil), testQueueURL, noop, nil) }, "jobonce: sqsonce: Decorate: client is nil"},
 		{"handler", func() (HandlerFunc, error) { return Decorate(g, nopClient{}, testQueueURL, nil, nil) }, "jobonce: sqsonce: Decorate: handler is nil"},
-		{"queue", func() (HandlerFunc, error) { return Decorate(g, nopClient{}, "", noop, nil) }, "jobonce: sqsonce: queue URL is empty"},
+		{"queue", func() (HandlerFunc, error) { return Decorate(g, nopClient{}, "", noop, nil) }, "jobonce: sqsonce: Decorate: queue URL is empty"},
 		{"config", func() (HandlerFunc, error) {
 			return Decorate(g, nopClient{}, testQueueURL, noop, &Config{MaxDelay: 13 * time.Hour})
 		}, "jobonce: sqsonce: Config.MaxDelay must not exceed SQS's 12h limit, got 13h0m0s"},
@@ -240,6 +242,32 @@ func TestDecorateMisconfigured(t *testing.T) {
 		h, err := c.h()
 		require.EqualError(t, err, c.want, c.name)
 		require.Nil(t, h, c.name)
+	}
+}
+
+// TestSendMisconfigured: Send returns an error naming the bad argument and
+// sends nothing.
+func TestSendMisconfigured(t *testing.T) {
+	t.Parallel()
+	g := testenv.MemGuard(t, nil)
+	ctx := context.Background()
+	in := &sqs.SendMessageInput{QueueUrl: aws.String(testQueueURL), MessageBody: aws.String("b")}
+	for _, c := range []struct {
+		name   string
+		g      *core.Guard
+		client Sender
+		in     *sqs.SendMessageInput
+		want   string
+	}{
+		{"guard", nil, nopClient{}, in, "jobonce: sqsonce: Send: Guard is nil"},
+		{"client", g, nil, in, "jobonce: sqsonce: Send: client is nil"},
+		{"typed-nil client", g, (*sqs.Client)(nil), in, "jobonce: sqsonce: Send: client is nil"},
+		{"input", g, nopClient{}, &sqs.SendMessageInput{}, "jobonce: sqsonce: Send: input has no QueueUrl"},
+	} {
+		sent, out, err := Send(ctx, c.g, c.client, "k", time.Minute, c.in)
+		require.EqualError(t, err, c.want, c.name)
+		require.False(t, sent, c.name)
+		require.Nil(t, out, c.name)
 	}
 }
 
@@ -255,7 +283,9 @@ func TestPollerErrors(t *testing.T) {
 		want   string
 	}{
 		{func(p *Poller) { p.Client = nil }, "Poller.Client"},
+		{func(p *Poller) { p.Client = (*sqs.Client)(nil) }, "Poller.Client"},
 		{func(p *Poller) { p.QueueURL = "" }, "Poller.QueueURL"},
+		{func(p *Poller) { p.QueueURL = "http://127.0.0.1:4566/" }, "Poller.QueueURL"},
 		{func(p *Poller) { p.Guard = nil }, "Poller.Guard"},
 		{func(p *Poller) { p.Handler = nil }, "Poller.Handler"},
 		{func(p *Poller) { p.Concurrency = -1 }, "Poller.Concurrency"},
@@ -274,6 +304,22 @@ func TestPollerErrors(t *testing.T) {
 		err := p.Run(context.Background())
 		require.Error(t, err)
 		require.True(t, strings.HasPrefix(err.Error(), "jobonce: sqsonce: "+tc.want+" "), "%q does not name %s", err, tc.want)
+	}
+	// A field whose zero value means its default says so, not "positive".
+	for _, tc := range []struct {
+		change func(*Poller)
+		want   string
+	}{
+		{func(p *Poller) { p.Concurrency = -1 }, "jobonce: sqsonce: Poller.Concurrency must not be negative (0 means 20), got -1"},
+		{func(p *Poller) { p.Receivers = -2 }, "jobonce: sqsonce: Poller.Receivers must not be negative (0 means 1), got -2"},
+		{func(p *Poller) { p.BatchSize = 11 }, "jobonce: sqsonce: Poller.BatchSize must be 0 (default 10) to 10, got 11"},
+		{func(p *Poller) { p.WaitTime = 21 * time.Second }, "jobonce: sqsonce: Poller.WaitTime must be whole seconds from 0 (default 20s) to 20s, got 21s"},
+		{func(p *Poller) { p.VisibilityTimeout = time.Second }, "jobonce: sqsonce: Poller.VisibilityTimeout must be 0 (default 30s) or whole seconds from 2s to 12h, got 1s"},
+		{func(p *Poller) { p.QueueURL = "http://127.0.0.1:4566/" }, `jobonce: sqsonce: Poller.QueueURL "http://127.0.0.1:4566/" has no queue name`},
+	} {
+		p := valid()
+		tc.change(p)
+		require.EqualError(t, p.Run(context.Background()), tc.want)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/nilcheck"
 )
 
 // Poller consumes a queue: it long-polls for batches, claims each batch in
@@ -131,7 +132,7 @@ type run struct {
 
 func (p *Poller) start() (*run, error) {
 	switch {
-	case p.Client == nil:
+	case nilcheck.IsNil(p.Client):
 		return nil, errors.New("jobonce: sqsonce: Poller.Client is nil")
 	case p.QueueURL == "":
 		return nil, errors.New("jobonce: sqsonce: Poller.QueueURL is empty")
@@ -140,7 +141,7 @@ func (p *Poller) start() (*run, error) {
 	case p.Handler == nil:
 		return nil, errors.New("jobonce: sqsonce: Poller.Handler is nil")
 	}
-	o, err := p.Config.options(p.Guard, p.QueueURL)
+	o, err := p.Config.options(p.Guard, p.QueueURL, pollerNames)
 	if err != nil {
 		return nil, err
 	}
@@ -150,15 +151,15 @@ func (p *Poller) start() (*run, error) {
 	wait := p.WaitTime
 	switch {
 	case r.conc < 0:
-		return nil, fmt.Errorf("jobonce: sqsonce: Poller.Concurrency must be positive, got %d", r.conc)
+		return nil, fmt.Errorf("jobonce: sqsonce: Poller.Concurrency must not be negative (0 means 20), got %d", r.conc)
 	case p.Receivers < 0:
-		return nil, fmt.Errorf("jobonce: sqsonce: Poller.Receivers must be positive, got %d", p.Receivers)
+		return nil, fmt.Errorf("jobonce: sqsonce: Poller.Receivers must not be negative (0 means 1), got %d", p.Receivers)
 	case p.BatchSize < 0 || p.BatchSize > 10:
-		return nil, fmt.Errorf("jobonce: sqsonce: Poller.BatchSize must be 1 to 10, got %d", p.BatchSize)
+		return nil, fmt.Errorf("jobonce: sqsonce: Poller.BatchSize must be 0 (default 10) to 10, got %d", p.BatchSize)
 	case wait < 0 || wait > 20*time.Second || wait%time.Second != 0:
-		return nil, fmt.Errorf("jobonce: sqsonce: Poller.WaitTime must be whole seconds from 0 to 20s, got %s", wait)
+		return nil, fmt.Errorf("jobonce: sqsonce: Poller.WaitTime must be whole seconds from 0 (default 20s) to 20s, got %s", wait)
 	case r.vis != 0 && (r.vis < 2*time.Second || r.vis > maxVisibility || r.vis%time.Second != 0):
-		return nil, fmt.Errorf("jobonce: sqsonce: Poller.VisibilityTimeout must be whole seconds from 2s to 12h, got %s", r.vis)
+		return nil, fmt.Errorf("jobonce: sqsonce: Poller.VisibilityTimeout must be 0 (default 30s) or whole seconds from 2s to 12h, got %s", r.vis)
 	case r.shutdown < 0:
 		return nil, fmt.Errorf("jobonce: sqsonce: Poller.ShutdownTimeout must not be negative, got %s", r.shutdown)
 	case r.flush < 0:

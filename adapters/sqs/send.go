@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/nilcheck"
 )
 
 // Send sends in at most once per key within window, through Guard.Enqueue: a
@@ -25,7 +26,7 @@ func Send(ctx context.Context, g *core.Guard, client Sender, key string, window 
 	switch {
 	case g == nil:
 		return false, nil, errors.New("jobonce: sqsonce: Send: Guard is nil")
-	case client == nil:
+	case nilcheck.IsNil(client):
 		return false, nil, errors.New("jobonce: sqsonce: Send: client is nil")
 	case in == nil || in.QueueUrl == nil || *in.QueueUrl == "":
 		return false, nil, errors.New("jobonce: sqsonce: Send: input has no QueueUrl")

@@ -101,6 +101,8 @@ func TestMisconfiguration(t *testing.T) {
 			"jobonce: watermillonce: NewPublisher: Guard is nil"},
 		{"NewPublisher publisher", func() error { _, err := watermillonce.NewPublisher(g, nil, nil); return err }, nil,
 			"jobonce: watermillonce: NewPublisher: publisher is nil"},
+		{"NewPublisher typed-nil publisher", func() error { _, err := watermillonce.NewPublisher(g, (*countingPublisher)(nil), nil); return err }, nil,
+			"jobonce: watermillonce: NewPublisher: publisher is nil"},
 		{"Window", func() error {
 			_, err := watermillonce.NewPublisher(g, pub, &watermillonce.PublisherConfig{Window: -time.Minute})
 			return err

@@ -10,6 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/nilcheck"
 )
 
 // PublisherConfig configures NewPublisher. A nil *PublisherConfig gives the
@@ -65,7 +66,7 @@ func NewPublisher(g *core.Guard, pub message.Publisher, cfg *PublisherConfig) (m
 	switch {
 	case g == nil:
 		return nil, errors.New("jobonce: watermillonce: NewPublisher: Guard is nil")
-	case pub == nil:
+	case nilcheck.IsNil(pub):
 		return nil, errors.New("jobonce: watermillonce: NewPublisher: publisher is nil")
 	}
 	var c PublisherConfig
