@@ -315,5 +315,5 @@ func TestTheStoreComesFromTheFlagsThenTheEnvironment(t *testing.T) {
 	r = runCLI(t, nil, nil, "inspect", "job-1", "-redis", testenv.RedisURL(), "-schema", e.schema)
 	requireOneErrorLine(t, r, "jobonce: -schema and -table name a PostgreSQL table")
 	r = runCLI(t, nil, nil, e.args("inspect", "job-1", "-table", strings.Repeat("t", 60))...)
-	requireOneErrorLine(t, r, "jobonce: -table: jobonce: pgstore.Config.Table")
+	requireOneErrorLine(t, r, "jobonce: -table: jobonce: pgstore: Config.Table")
 }

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // redacted stands in for a credential in what the command prints.
@@ -23,6 +26,20 @@ func redactURL(rawURL string) string {
 		return rawURL
 	}
 	return rawURL[:start] + redacted + rawURL[start+len(info):]
+}
+
+// redactConnString returns rawURL, a URL or a PostgreSQL connection string
+// in keyword/value form, fit to print: a URL's user info and password
+// parameters, or each password setting's value, replaced by "xxxxx".
+func redactConnString(rawURL string) string {
+	if !strings.Contains(rawURL, "://") {
+		return redactConninfo(rawURL)
+	}
+	shown := redactURL(rawURL)
+	for _, p := range parameterPasswords(rawURL) {
+		shown = strings.ReplaceAll(shown, "password="+p, "password="+redacted)
+	}
+	return shown
 }
 
 // checkFragment refuses rawURL when it holds a '#': url.Parse ends a URL at
@@ -52,6 +69,15 @@ func redactOne(err error, rawURL string) error {
 	}
 	msg := err.Error()
 	clean := msg
+	// pgx quotes the connection string it could not parse, with the
+	// passwords it could find taken out: not all of them (it ends a value
+	// at its first space, escaped or not). It shows jobonce's redaction
+	// instead.
+	if pe := (*pgconn.ParseConfigError)(nil); errors.As(err, &pe) && pe.ConnString == rawURL {
+		shown := *pe
+		shown.ConnString = redactConnString(rawURL)
+		clean = strings.Replace(clean, pe.Error(), shown.Error(), 1)
+	}
 	// url.Parse's reason may quote a piece of the user info, as in
 	// `invalid port ":s3cr" after host` for "redis://u:s3cr/et@host".
 	if ue := (*url.Error)(nil); errors.As(err, &ue) && ue.URL == rawURL {
@@ -108,16 +134,55 @@ func redactText(s, rawURL string) string {
 		}
 		pairs = append(pairs, c, redacted)
 	}
-	return strings.NewReplacer(pairs...).Replace(s)
+	return replaceWords(strings.NewReplacer(pairs...).Replace(s), userName(rawURL))
 }
 
-// credentials returns the secret parts of rawURL: those of its user info,
-// and the passwords it gives as parameters (see parameterPasswords). Those
-// of its user info, as written and decoded: all of it, the password (after
-// the first ":") or, with no password, the user. A '/' or '?' in it ends the authority url.Parse reads,
-// so go-redis may quote what comes before as a host and port, or what comes
-// after, up to the "@" and on, as a path or query: those pieces, and each
-// tail of the user info with its "@", are secret too.
+// replaceWords returns s with each of words replaced by "xxxxx" where it
+// stands as a whole word: neither the character before it nor the one
+// after is a letter, a digit or '_'. The longest word that fits wins.
+func replaceWords(s string, words []string) string {
+	if len(words) == 0 {
+		return s
+	}
+	words = slices.Clone(words)
+	slices.SortFunc(words, func(a, b string) int { return len(b) - len(a) })
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		n := 0
+		if i == 0 || !wordByte(s[i-1]) {
+			for _, w := range words {
+				if strings.HasPrefix(s[i:], w) && (i+len(w) == len(s) || !wordByte(s[i+len(w)])) {
+					n = len(w)
+					break
+				}
+			}
+		}
+		if n == 0 {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		b.WriteString(redacted)
+		i += n
+	}
+	return b.String()
+}
+
+// wordByte reports whether c is part of a word for replaceWords: an ASCII
+// letter or digit, '_', or a byte of a multi-byte character.
+func wordByte(c byte) bool {
+	return c == '_' || c >= utf8.RuneSelf || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// credentials returns the secret parts of rawURL, which redactText takes
+// out wherever they appear: those of its user info, and the passwords it
+// gives as parameters (see parameterPasswords). Those of its user info, as
+// written and decoded: all of it, the password (after the first ":") or,
+// with no password, the user. A '/' or '?' in it ends the authority
+// url.Parse reads, so go-redis may quote what comes before as a host and
+// port, or what comes after, up to the "@" and on, as a path or query:
+// those pieces (but for a user name read as a host: see userName), and
+// each tail of the user info with its "@", are secret too.
 func credentials(rawURL string) []string {
 	return append(userInfoCredentials(rawURL), parameterPasswords(rawURL)...)
 }
@@ -137,13 +202,9 @@ func userInfoCredentials(rawURL string) []string {
 	if found && pass != "" {
 		parts = append(parts, pass)
 	}
-	if end := strings.IndexAny(info, "/?"); end >= 0 {
-		authority := info[:end]
-		if i := strings.LastIndex(authority, "@"); i >= 0 {
-			authority = authority[i+1:]
-		}
-		host, port, _ := strings.Cut(authority, ":")
-		for _, p := range []string{authority, host, port} {
+	if authority, ok := splitAuthority(info); ok {
+		_, port, _ := strings.Cut(authority, ":")
+		for _, p := range []string{authority, port} {
 			if p != "" {
 				parts = append(parts, p)
 			}
@@ -152,6 +213,41 @@ func userInfoCredentials(rawURL string) []string {
 			parts = append(parts, info[i:]+"@")
 		}
 	}
+	return withDecoded(parts)
+}
+
+// splitAuthority returns the piece of info, a user info, that a parser
+// reads as a host and port when a '/' or '?' in info ends the authority
+// url.Parse reads: what comes before it.
+func splitAuthority(info string) (string, bool) {
+	end := strings.IndexAny(info, "/?")
+	if end < 0 {
+		return "", false
+	}
+	authority := info[:end]
+	if i := strings.LastIndex(authority, "@"); i >= 0 {
+		authority = authority[i+1:]
+	}
+	return authority, true
+}
+
+// userName returns the user name that a parser reads as a host in
+// rawURL's user info (see splitAuthority), as written and decoded.
+// redactText takes it out only where it stands as a whole word: a
+// one-letter user name is no reason to blank that letter in every word.
+func userName(rawURL string) []string {
+	info, _, _ := userInfo(rawURL)
+	authority, ok := splitAuthority(info)
+	user, _, found := strings.Cut(authority, ":")
+	if !ok || !found || user == "" {
+		return nil
+	}
+	return withDecoded([]string{user})
+}
+
+// withDecoded returns parts and, after them, those that percent-decode to
+// something else, decoded.
+func withDecoded(parts []string) []string {
 	for _, p := range slices.Clone(parts) {
 		if dec, err := url.PathUnescape(p); err == nil && dec != p {
 			parts = append(parts, dec)
@@ -167,8 +263,9 @@ func isPostgresURL(rawURL string) bool {
 
 // parameterPasswords returns the passwords rawURL gives as parameters, as
 // written and decoded, which pgx reads from a URL's query
-// (postgres://host/db?password=...) and from key=value settings
-// ("host=... password=..."; quoted with ' when it holds spaces).
+// (postgres://host/db?password=...) and from keyword/value settings
+// ("host=... password=...", read as libpq reads them: see
+// conninfoSettings).
 func parameterPasswords(rawURL string) []string {
 	var found []string
 	if _, query, ok := strings.Cut(rawURL, "?"); ok && strings.Contains(rawURL, "://") {
@@ -179,25 +276,12 @@ func parameterPasswords(rawURL string) []string {
 			}
 		}
 	} else {
-		rest := rawURL
-		for {
-			i := strings.Index(rest, "password")
-			if i < 0 {
-				break
-			}
-			rest = strings.TrimLeft(rest[i+len("password"):], " \t")
-			value, ok := strings.CutPrefix(rest, "=")
-			if !ok {
-				continue
-			}
-			value = strings.TrimLeft(value, " \t")
-			if quoted, ok := strings.CutPrefix(value, "'"); ok {
-				value, _, _ = strings.Cut(quoted, "'")
-			} else if end := strings.IndexAny(value, " \t"); end >= 0 {
-				value = value[:end]
-			}
-			if value != "" {
-				found = append(found, value)
+		for _, st := range conninfoSettings(rawURL) {
+			if isPasswordKeyword(st.keyword) && st.raw != "" {
+				found = append(found, st.raw)
+				if st.value != st.raw {
+					found = append(found, st.value)
+				}
 			}
 		}
 	}

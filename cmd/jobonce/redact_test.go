@@ -51,6 +51,8 @@ func TestNoMessageShowsTheRedisPassword(t *testing.T) {
 		{"hash in a password of digits, check", "redis://:12345#x@127.0.0.1:6379/0", []string{"check"}, []string{"12345"}, "-redis: " + hashedDigits},
 		{"hash in a password of digits, inspect", "redis://:12345#x@127.0.0.1:6379/0", []string{"inspect", "job-1"}, []string{"12345"}, "-redis: " + hashedDigits},
 		{"hash in a password of digits, release", "redis://:12345#x@127.0.0.1:6379/0", []string{"release", "job-1"}, []string{"12345"}, "-redis: " + hashedDigits},
+		{"one-letter user, slash in the password", "redis://u:S3CRET/pw@127.0.0.1:6379/0", []string{"check"}, []string{"S3CRET", "S3CRET/pw"},
+			"its user info does not parse: percent-encode the reserved characters (such as / ? # @) in the user name and password"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			stdout, stderr, status := runCommand(t, c.url, c.args...)
@@ -95,6 +97,10 @@ func TestNoMessageShowsThePostgresPassword(t *testing.T) {
 		{"escaped, as a parameter", "postgresql://app@" + down + "/test?password=s3cr3t%21pw", []string{"s3cr3t!pw", "s3cr3t%21pw"}, "connection refused"},
 		{"in key=value settings", "host=127.0.0.1 port=" + strings.TrimPrefix(down, "127.0.0.1:") + " user=app password=" + password + " dbname=test sslmode=disable", nil, "connection refused"},
 		{"quoted in key=value settings", "host=127.0.0.1 port=" + strings.TrimPrefix(down, "127.0.0.1:") + " password='s3cr3t pw' dbname=test", []string{"s3cr3t pw"}, "connection refused"},
+		{"escaped space in key=value settings", `host=127.0.0.1 password=S3C\ RETpw dbname=test sslmode=bogus`, []string{"S3C", "RETpw"}, "sslmode is invalid"},
+		{"escaped quote in quoted key=value settings", `host=127.0.0.1 password='S3C\'RET pw' dbname=test sslmode=bogus`, []string{"S3C", "RET pw", "RET", "pw'"}, "sslmode is invalid"},
+		{"quote left open in key=value settings", `host=127.0.0.1 password='S3C RET pw dbname=test`, []string{"S3C", "RET pw", "RET"}, "unterminated quoted string"},
+		{"escaped space in key=value settings, server down", "host=127.0.0.1 port=" + strings.TrimPrefix(down, "127.0.0.1:") + ` password=S3C\ RETpw dbname=test sslmode=disable`, []string{"S3C", "RETpw"}, "connection refused"},
 		{"bad port", "postgres://app:" + password + "@127.0.0.1:notaport/test", nil, "-postgres: "},
 		{"a database that does not exist", "postgres://postgres:" + password + "@127.0.0.1:5432/nosuchdb?sslmode=disable", nil, "nosuchdb"},
 		{"hash in the password", "postgres://alice:Tr0ub4dor#3xyz@db.internal:5432/test", []string{"Tr0ub4dor", "3xyz"}, `-postgres: "postgres://xxxxx@db.internal:5432/test" holds a '#'`},
@@ -116,12 +122,25 @@ func TestNoMessageShowsThePostgresPassword(t *testing.T) {
 	}
 }
 
+// A user name a parser reads as a host (here "u", before a '/' in the
+// password) is taken out where it stands as a word, not inside other words;
+// a piece of the password goes wherever it appears.
+func TestAUserNameReadAsAHostIsTakenOutAsAWholeWordOnly(t *testing.T) {
+	const raw = "redis://u:S3CRET/pw@127.0.0.1:6379/0"
+	require.Equal(t, "dial tcp: lookup xxxxx: unknown user xxxxx, such as xxxxx_ or usxxxxx: xxxxx",
+		redactText("dial tcp: lookup u: unknown user u, such as S3CRET_ or usS3CRET: u:S3CRET", raw))
+	require.Equal(t, `parse "redis://xxxxx@127.0.0.1:6379/0": its user info does not parse`,
+		redactText(`parse "`+raw+`": its user info does not parse`, raw))
+}
+
 func TestParameterPasswordsAreCredentials(t *testing.T) {
 	for raw, want := range map[string][]string{
 		"postgres://u@h/db?sslmode=disable&password=pw": {"pw"},
 		"postgres://u@h/db?password=p%40w":              {"p%40w", "p@w"},
 		"host=h password=pw user=u":                     {"pw"},
 		"host=h password = 'p w' user=u":                {"p w"},
+		`host=h password=p\ w user=u`:                   {`p\ w`, "p w"},
+		`host=h password='p\'w' user=u`:                 {`p\'w`, "p'w"},
 		"host=h user=u":                                 nil,
 		"postgres://u@h/db":                             nil,
 		"postgres://u:pw@h/db":                          {"u:pw", "pw"},

@@ -36,3 +36,22 @@ func TestNewNamesThePackageAndTheBadField(t *testing.T) {
 	_, err := redisstore.New(nil, nil)
 	require.EqualError(t, err, "jobonce: redisstore: New: client is nil")
 }
+
+// A nil client of the types New inspects is an error naming the type, not a
+// panic.
+func TestNewRefusesANilClientOfEachType(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		client redis.UniversalClient
+		want   string
+	}{
+		{(*redis.Client)(nil), "jobonce: redisstore: New: client is a nil *redis.Client"},
+		{(*redis.ClusterClient)(nil), "jobonce: redisstore: New: client is a nil *redis.ClusterClient"},
+		{(*redis.Ring)(nil), "jobonce: redisstore: New: client is a nil *redis.Ring"},
+	} {
+		require.NotPanics(t, func() {
+			_, err := redisstore.New(tc.client, &redisstore.Config{Logger: quiet, WaitAOF: true})
+			require.EqualError(t, err, tc.want)
+		})
+	}
+}

@@ -63,9 +63,11 @@
 // A done marker that Redis evicts lets a duplicate run. New reads the
 // server's maxmemory-policy and warns under any policy but noeviction:
 // volatile-* policies evict keys with a TTL, which every claim and done
-// marker has. A server New cannot read (refused, or no answer within 2s)
-// gets a warning saying so and why, never silence, and the first claim
-// reads it again. ReadServerInfo and ServerInfo.Risks report eviction,
+// marker has. A server New cannot read (refused, or no answer within 2s,
+// whatever the client's timeouts) gets a warning saying so and why, never
+// silence, and the first claim reads it again, and after it a claim once a
+// second until a read succeeds, each read adding 250ms at most to its
+// claim. ReadServerInfo and ServerInfo.Risks report eviction,
 // persistence and replication risks; cmd/jobonce check prints them.
 //
 // # Replication and failover

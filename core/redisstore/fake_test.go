@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -20,9 +21,13 @@ type fakeRedis struct {
 	ln     net.Listener
 	answer func(n int) string
 	auth   string // the reply to AUTH; "" for +OK
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	conns  []net.Conn
+	// refuseInfo makes INFO answer an error (else a primary's role);
+	// infos counts the INFO requests.
+	refuseInfo atomic.Bool
+	infos      atomic.Int64
+	wg         sync.WaitGroup
+	mu         sync.Mutex
+	conns      []net.Conn
 }
 
 func startFakeRedis(t *testing.T, answer func(n int) string) *fakeRedis {
@@ -82,6 +87,14 @@ func (f *fakeRedis) serve(c net.Conn) {
 			reply = "-ERR unknown command 'HELLO'\r\n"
 		case "AUTH":
 			reply = cmp.Or(f.auth, "+OK\r\n")
+		case "CONFIG":
+			reply = "-ERR unknown command 'CONFIG'\r\n" // as managed services answer
+		case "INFO":
+			f.infos.Add(1)
+			reply = "$11\r\nrole:master\r\n"
+			if f.refuseInfo.Load() {
+				reply = "-ERR INFO refused\r\n"
+			}
 		default:
 			reply = "+OK\r\n"
 		}

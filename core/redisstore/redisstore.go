@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -118,19 +119,33 @@ type Store struct {
 var _ driver.BatchStore = (*Store)(nil)
 
 // New returns a Store on client, which may be a single-node, Sentinel
-// (failover) or Cluster client. Unless cfg.SkipEvictionCheck is set, it reads
-// the server's settings (ReadServerInfo, bounded by 2s, or by the client's
-// ReadTimeout without ContextTimeoutEnabled) and logs at Warn each
-// risk that can lose done markers (an eviction policy but noeviction, no
-// persistence); a read that fails is logged at Warn with its reason, and the
-// first claim reads them again. It also logs at Warn a client made without
-// ContextTimeoutEnabled (a *redis.Client, *redis.ClusterClient or
+// (failover) or Cluster client; a nil client, or a nil *redis.Client,
+// *redis.ClusterClient or *redis.Ring, is an error. Unless
+// cfg.SkipEvictionCheck is set, it reads the server's settings
+// (ReadServerInfo) and logs at Warn each risk that can lose done markers (an
+// eviction policy but noeviction, no persistence); with Config.WaitAOF it
+// asks the server for WAITAOF, and returns an error when the server refuses
+// it. Those reads run together, and New waits for them 2s at most, whatever
+// the client's ContextTimeoutEnabled and ReadTimeout: a read that failed or
+// got no answer by then is logged at Warn with its reason, and for the
+// settings the first claim reads them again (and, while that fails, a claim
+// once a second, until a read succeeds). The reads of a *redis.Client
+// (single-node or failover), and of each server of a *redis.ClusterClient or
+// *redis.Ring, end within that bound on their own. Two can outlast New when
+// the client's calls do not end with their context (no
+// ContextTimeoutEnabled): a Cluster client's read of its slots, and the
+// reads of a UniversalClient of another type; New does not wait for them
+// past 2s, and each ends when the server answers, the client's ReadTimeout
+// passes, or the client is closed. New also logs at Warn a client made
+// without ContextTimeoutEnabled (a *redis.Client, *redis.ClusterClient or
 // *redis.Ring; another UniversalClient is not inspected), whose calls to a
-// server that does not answer outlast their context, and, with
-// Config.WaitAOF, a WAITAOF probe that got no answer.
+// server that does not answer outlast their context.
 func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("jobonce: redisstore: New: client is nil")
+	}
+	if v := reflect.ValueOf(client); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil, fmt.Errorf("jobonce: redisstore: New: client is a nil %T", client)
 	}
 	var c Config
 	if cfg != nil {
@@ -171,11 +186,8 @@ func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 	}
 	s.watch = w
 	warnContextTimeouts(c.Logger, client)
-	if !c.SkipEvictionCheck {
-		s.checkAtStart(c.CheckEvery)
-	}
-	if c.WaitAOF {
-		if err := s.probeWaitAOF(); err != nil {
+	if !c.SkipEvictionCheck || c.WaitAOF {
+		if err := s.startUp(c.CheckEvery, !c.SkipEvictionCheck, c.WaitAOF); err != nil {
 			return nil, err
 		}
 	}

@@ -57,6 +57,11 @@ type ServerInfo struct {
 // false. It returns one ServerInfo for a single-node or failover client, one
 // per primary for a Cluster client, and one per live shard for a Ring, in
 // address order. An error wraps the Redis error of the server that failed.
+// The read of each server ends by ctx's deadline whatever the client's
+// ContextTimeoutEnabled and ReadTimeout; a Cluster client's read of its
+// slots, or a UniversalClient of another type than *redis.Client,
+// *redis.ClusterClient and *redis.Ring, ends with ctx only under
+// ContextTimeoutEnabled.
 func ReadServerInfo(ctx context.Context, client redis.UniversalClient) ([]ServerInfo, error) {
 	var each func(context.Context, func(context.Context, *redis.Client) error) error
 	switch c := client.(type) {
@@ -101,6 +106,10 @@ func clientAddr(client redis.UniversalClient) string {
 }
 
 func readServer(ctx context.Context, client redis.UniversalClient, addr string) (ServerInfo, error) {
+	client, err := boundedBy(ctx, client)
+	if err != nil {
+		return ServerInfo{}, fmt.Errorf("jobonce: redisstore: INFO on %s: %w", cmp.Or(addr, "the server"), err)
+	}
 	var info *redis.StringCmd
 	var policy, save, aof *redis.MapStringStringCmd
 	var self *redis.ClientInfoCmd

@@ -9,47 +9,98 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// startupTimeout bounds each of New's reads of the server.
+// startupTimeout is how long New waits for its reads of the server, which
+// run together.
 const startupTimeout = 2 * time.Second
 
-// checkAtStart makes the first check of the watch: the settings that can
+// startupRead bounds each of New's reads: under startupTimeout, so that a
+// read the server does not answer ends with its own error (an i/o timeout)
+// before New stops waiting for it.
+const startupRead = startupTimeout - 200*time.Millisecond
+
+// errNoAnswer is the error of a read of New's that did not end within
+// startupTimeout: one whose client's calls end neither with their context
+// nor within a bound New can set (see New).
+var errNoAnswer = fmt.Errorf("jobonce: redisstore: no answer within %s; "+
+	"the read goes on until the server answers or the client is closed", startupTimeout)
+
+// startUp makes New's reads of the server, together, and waits for them
+// startupTimeout at most: with check, the check of the settings that can
 // lose done markers (a policy but noeviction evicts them: every jobonce key
-// has a TTL). A check that could not run says so at Warn, and the first
-// claim makes it again.
-func (s *Store) checkAtStart(every time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
+// has a TTL); with probe, the WAITAOF probe. A read that did not end by then
+// is left to end on its own (see New). A check that could not run says so
+// at Warn, and the first claim makes it again. The error is the probe's
+// refusal.
+func (s *Store) startUp(every time.Duration, check, probe bool) error {
+	wait, stop := context.WithTimeout(context.Background(), startupTimeout)
+	defer stop()
+	ctx, cancel := context.WithTimeout(wait, startupRead)
 	defer cancel()
-	s.watch.next.Store(time.Now().Add(every).UnixNano())
-	if err := s.watch.check(ctx, s.client); err != nil {
-		s.watch.again.Store(true)
-		s.logger.WarnContext(ctx, "jobonce: redisstore: New could not check the server's eviction policy and persistence, "+
-			"which can lose done markers; the first claim checks again", "error", redacted(err, s.client))
+	var checked, probed <-chan error
+	if check {
+		s.watch.next.Store(time.Now().Add(every).UnixNano())
+		checked = inBackground(func() error { return s.watch.check(ctx, s.client) })
 	}
+	if probe {
+		probed = inBackground(func() error { return probeWaitAOF(ctx, s.client) })
+	}
+	if check {
+		if err := awaitRead(wait, checked); err != nil {
+			s.watch.checkLater(false)
+			s.logger.Warn("jobonce: redisstore: New could not check the server's eviction policy and persistence, "+
+				"which can lose done markers; the first claim checks again", "error", redacted(err, s.client))
+		}
+	}
+	if !probe {
+		return nil
+	}
+	switch err := awaitRead(wait, probed); {
+	case err == nil:
+	case redis.HasErrorPrefix(err, "ERR"):
+		return fmt.Errorf("jobonce: redisstore: Config.WaitAOF needs WAITAOF (Redis 7.2 or later) and appendonly yes: %w", err)
+	default:
+		s.logger.Warn("jobonce: redisstore: New could not check that the server has WAITAOF and appendonly yes, "+
+			"which Config.WaitAOF needs: without them every write is answered unacknowledged and every job fails closed",
+			"error", redacted(err, s.client))
+	}
+	return nil
 }
 
 // probeWaitAOF asks the server for WAITAOF: a server without it, or without
 // an append-only file, would answer every write unacknowledged, so every job
-// would fail closed. It returns that refusal as an error, and says at Warn
-// when it got no answer.
-func (s *Store) probeWaitAOF() error {
-	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
-	defer cancel()
-	err := s.client.Do(ctx, "WAITAOF", 1, 0, 1).Err()
-	switch {
-	case err == nil:
-		return nil
-	case redis.HasErrorPrefix(err, "ERR"):
-		return fmt.Errorf("jobonce: redisstore: Config.WaitAOF needs WAITAOF (Redis 7.2 or later) and appendonly yes: %w", err)
+// would fail closed. A refusal is a Redis error starting "ERR".
+func probeWaitAOF(ctx context.Context, client redis.UniversalClient) error {
+	client, err := boundedBy(ctx, client)
+	if err != nil {
+		return err
 	}
-	s.logger.WarnContext(ctx, "jobonce: redisstore: New could not check that the server has WAITAOF and appendonly yes, "+
-		"which Config.WaitAOF needs: without them every write is answered unacknowledged and every job fails closed",
-		"error", redacted(err, s.client))
-	return nil
+	return client.Do(ctx, "WAITAOF", 1, 0, 1).Err()
+}
+
+// inBackground runs read in a goroutine and returns where its error comes.
+// The goroutine ends when read does: the caller bounds read (boundedBy), or
+// leaves it to end on its own when the client allows no bound.
+func inBackground(read func() error) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- read() }()
+	return done
+}
+
+// awaitRead returns the error that comes on done, or errNoAnswer once wait
+// ends first.
+func awaitRead(wait context.Context, done <-chan error) error {
+	select {
+	case err := <-done:
+		return err
+	case <-wait.Done():
+		return errNoAnswer
+	}
 }
 
 // checkIfDue checks the servers' state (see Config.CheckEvery) when a check
-// is due, or the check at New could not run, within the caller's call and
-// context.
+// is due, or the check at New has not run yet, within the caller's call:
+// bounded by its context and by checkTimeout, whatever the client's
+// ContextTimeoutEnabled and ReadTimeout (see boundedBy).
 func (s *Store) checkIfDue(ctx context.Context) {
 	due, retry := s.watch.due()
 	if !due {
@@ -62,9 +113,12 @@ func (s *Store) checkIfDue(ctx context.Context) {
 	switch err := s.watch.check(ctx, s.client); {
 	case errors.Is(err, errChecking):
 		if retry {
-			s.watch.again.Store(true) // the other call may be a periodic check that fails
+			s.watch.checkLater(false) // the other call may be a periodic check that fails
 		}
 	case err != nil:
+		if retry {
+			s.watch.checkLater(true)
+		}
 		s.logger.DebugContext(ctx, "jobonce: redisstore: could not read the server's state", "error", redacted(err, s.client))
 	case retry:
 		s.logger.InfoContext(ctx, "jobonce: redisstore: the check New could not make has run")

@@ -25,13 +25,15 @@ const (
 // setting that can lose done markers (Risks of kind eviction or
 // persistence). It holds no state a caller waits for: a check that fails
 // is skipped until the next period, but for the check at New, which the
-// first claim makes again.
+// first claim makes again, and the claims after it until one succeeds, once
+// per retryEvery at most.
 type watch struct {
-	every  time.Duration
-	next   atomic.Int64 // UnixNano of the next check
-	again  atomic.Bool  // the check at New could not run: the next claim makes it
-	logger *slog.Logger
-	events metric.Int64Counter
+	every   time.Duration
+	next    atomic.Int64 // UnixNano of the next check
+	again   atomic.Bool  // the check at New has not run: a claim makes it
+	againAt atomic.Int64 // UnixNano before which no claim makes it
+	logger  *slog.Logger
+	events  metric.Int64Counter
 
 	mu    sync.Mutex            // one check at a time; guards what follows
 	last  map[string]ServerInfo // by address; nil before the first check
@@ -53,7 +55,7 @@ func (w *watch) due() (due, retry bool) {
 	if w == nil {
 		return false, false
 	}
-	if w.again.Load() && w.again.CompareAndSwap(true, false) {
+	if w.again.Load() && time.Now().UnixNano() >= w.againAt.Load() && w.again.CompareAndSwap(true, false) {
 		return true, true
 	}
 	if w.every <= 0 {
@@ -62,6 +64,21 @@ func (w *watch) due() (due, retry bool) {
 	now := time.Now().UnixNano()
 	next := w.next.Load()
 	return now >= next && w.next.CompareAndSwap(next, now+int64(w.every)), false
+}
+
+// retryEvery is how often at most claims make the check at New again
+// while it fails: a server that does not answer costs one claim per
+// retryEvery the wait for it (checkTimeout at most).
+const retryEvery = time.Second
+
+// checkLater books the check at New for a later claim: the next one, or
+// after failed (an attempt that could not read the servers), the first one
+// after retryEvery.
+func (w *watch) checkLater(failed bool) {
+	if failed {
+		w.againAt.Store(time.Now().Add(retryEvery).UnixNano())
+	}
+	w.again.Store(true)
 }
 
 // errChecking is check's error while another call is checking.

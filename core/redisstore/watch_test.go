@@ -35,6 +35,18 @@ func (r *records) Handle(_ context.Context, rec slog.Record) error {
 func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
 func (r *records) WithGroup(string) slog.Handler      { return r }
 
+// has reports whether a record's message is msg.
+func (r *records) has(msg string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rec := range r.msgs {
+		if rec.Message == msg {
+			return true
+		}
+	}
+	return false
+}
+
 // events returns the "event" attribute of every Warn record, in order.
 func (r *records) events() []string {
 	r.mu.Lock()
@@ -192,4 +204,63 @@ func TestHungCheckDelaysAClaimBoundedly(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, driver.StateClaimed, r.State)
 	require.Less(t, time.Since(start), 2*time.Second, "the check gave up well before the claim's context")
+}
+
+// With periodic checks off (CheckEvery < 0), the check New could not make
+// is not dropped when the first claim's attempt fails too: the claims make
+// it again, one a second at most, until it succeeds, and then no more.
+func TestWithoutPeriodicChecksClaimsRetryNewsCheckOnceASecondUntilItRuns(t *testing.T) {
+	t.Parallel()
+	fake := &fakeRedis{answer: func(int) string { return ":1\r\n" }} // every claim granted
+	fake.refuseInfo.Store(true)
+	startFake(t, fake)
+	client := redis.NewClient(&redis.Options{Addr: fake.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	var logs records
+	s, err := redisstore.New(client, &redisstore.Config{Logger: slog.New(&logs), CheckEvery: -1})
+	require.NoError(t, err)
+	requireCouldNotCheck(t, &logs, "INFO refused")
+	require.EqualValues(t, 1, fake.infos.Load(), "New's check")
+
+	start := time.Now()
+	for range 20 {
+		claimOnce(t, s)
+	}
+	// One attempt per retryEvery (1s) at most, the first at the first claim.
+	require.GreaterOrEqual(t, fake.infos.Load(), int64(2), "the first claim checked")
+	require.LessOrEqual(t, fake.infos.Load(), 2+int64(time.Since(start)/time.Second), "once a second at most")
+
+	require.Eventually(t, func() bool { claimOnce(t, s); return fake.infos.Load() >= 3 }, 3*time.Second, 20*time.Millisecond,
+		"a failed attempt does not end the retries")
+	fake.refuseInfo.Store(false)
+	require.Eventually(t, func() bool {
+		claimOnce(t, s)
+		return logs.has("jobonce: redisstore: the check New could not make has run")
+	}, 3*time.Second, 20*time.Millisecond)
+	ran := fake.infos.Load()
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); {
+		claimOnce(t, s)
+	}
+	require.Equal(t, ran, fake.infos.Load(), "once it ran, no claim checks again")
+}
+
+// The reproduction with a real server: New's check and the first claim
+// fail (the server is down), the server comes up, and a claim soon after
+// makes the check, which reports the server's risk.
+func TestWithoutPeriodicChecksAClaimChecksOnceTheServerIsUp(t *testing.T) {
+	t.Parallel()
+	server := testenv.StartRedisServer(t) // no AOF, no RDB save: a persistence risk
+	addr := testenv.ClosedAddr(t)
+	var logs records
+	s, err := redisstore.New(startupClient(t, addr), &redisstore.Config{Logger: slog.New(&logs), CheckEvery: -1})
+	require.NoError(t, err)
+	requireCouldNotCheck(t, &logs, "connection refused")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = s.Claim(ctx, driver.ClaimRequest{Key: "startup:down", Token: driver.NewToken(), Lease: time.Minute})
+	require.Error(t, err, "the server is down")
+
+	testenv.StartProxy(t, addr, server.Addr) // the server comes up
+	require.Eventually(t, func() bool { claimOnce(t, s); return len(logs.events()) > 0 }, 3*time.Second, 20*time.Millisecond)
+	require.Equal(t, []string{"persistence"}, logs.events(), "a claim checked")
 }
