@@ -234,19 +234,20 @@ func TestReleaseRefusesAClaimWhoseHeartbeatStoppedUntilForced(t *testing.T) {
 }
 
 func TestReleaseRefusesADeadClaimNeverRenewedUntilForced(t *testing.T) {
-	e := newReleaseEnv(t, core.Config{Lease: 2 * time.Second})
-	// Taken a second ago by a holder that crashed before its first renewal.
-	e.claim(t, "job-1", driver.Token{1, 2, 3}, time.Second, time.Second)
+	e := newReleaseEnv(t, core.Config{Lease: 20 * time.Second})
+	// Taken a second ago by a holder that crashed before its first renewal;
+	// its lease outlasts both short watches below, even on a loaded machine.
+	e.claim(t, "job-1", driver.Token{1, 2, 3}, time.Second, 19*time.Second)
 
-	out, err := e.run(t, "release", "job-1")
+	out, err := e.run(t, "-watch", "300ms", "release", "job-1")
 	require.ErrorContains(t, err, "never renewed", "output:\n%s", out)
 	require.ErrorContains(t, err, "expires by itself in")
 	require.ErrorContains(t, err, "-force deletes it now")
 	require.Equal(t, driver.StateRunning, e.inspect(t, "job-1").State)
 
-	out, err = e.run(t, "-force", "release", "job-1")
+	out, err = e.run(t, "-watch", "300ms", "-force", "release", "job-1")
 	require.NoError(t, err, "output:\n%s", out)
-	require.Contains(t, out, "watching", "-force watches too, by default")
+	require.Contains(t, out, "watching", "-force watches too")
 	require.Contains(t, out, "released although no renewal seen in")
 	require.Contains(t, out, "never renewed")
 	require.Equal(t, driver.State(0), e.inspect(t, "job-1").State)
