@@ -29,7 +29,7 @@ type Store struct {
 
 type entry struct {
 	done        bool
-	awaited     bool // a running claim that Await found: its end notifies
+	awaited     bool         // a running claim that Await found: its end notifies
 	token       driver.Token // the claim's, or the one that wrote the done marker
 	fence       int64
 	fingerprint string
