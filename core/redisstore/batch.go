@@ -104,7 +104,7 @@ func (s *Store) releaseUnacknowledged(ctx context.Context, claims []driver.Claim
 	defer cancel()
 	pipe := s.client.Pipeline()
 	for _, i := range granted {
-		releaseScript.Eval(rctx, pipe, s.markedKeys(claims[i].Key), s.releaseArgs(claims[i].Token)...) // EVAL: the script may not be loaded here
+		releaseScript.Eval(rctx, pipe, []string{claims[i].Key}, ownerValue(claims[i].Token)) // EVAL: the script may not be loaded here
 		if errs[i] == nil {
 			replies[i], errs[i] = driver.ClaimReply{}, unacked[i]
 		}
@@ -156,10 +156,16 @@ func (s *Store) pipeline(ctx context.Context, n int,
 		return errs, unacked
 	}
 	cluster, _ := s.client.(*redis.ClusterClient)
-	if !s.wait.on() || cluster == nil {
-		s.run(ctx, s.client, false, entries, sent, true)
-	} else {
-		s.runOnPrimaries(ctx, cluster, entries, sent, errs)
+	run := func(idx []int) {
+		if !s.wait.on() || cluster == nil {
+			s.run(ctx, s.client, false, entries, idx, true)
+		} else {
+			s.runOnPrimaries(ctx, cluster, entries, idx, errs)
+		}
+	}
+	run(sent)
+	if again := unmarked(entries, sent); len(again) > 0 {
+		run(again)
 	}
 	for _, i := range sent {
 		unacked[i] = entries[i].unacked

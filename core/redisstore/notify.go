@@ -57,6 +57,37 @@ func (s *Store) markedKeys(key string) []string {
 	return []string{key}
 }
 
+// runMarked runs script on key and its awaited mark (markedKeys). A
+// Cluster node answers a script on two keys TRYAGAIN, running nothing,
+// while their slot migrates and one of them is missing (a mark most often
+// is): the script then runs on the key alone, reading no mark, which costs
+// a copy that awaits the key its signal, not its outcome.
+func (s *Store) runMarked(ctx context.Context, script *redis.Script, key string, args []any) *redis.Cmd {
+	keys := s.markedKeys(key)
+	cmd := script.Run(ctx, s.client, keys, args...)
+	if len(keys) > 1 && tryAgain(cmd.Err()) {
+		return script.Run(ctx, s.client, keys[:1], args...)
+	}
+	return cmd
+}
+
+// unmarked takes the awaited mark off the entries of idx that a Cluster
+// node answered TRYAGAIN (see runMarked), to be sent again, and returns
+// them.
+func unmarked(entries []entry, idx []int) []int {
+	var again []int
+	for _, i := range idx {
+		e := &entries[i]
+		if len(e.keys) > 1 && e.cmd != nil && tryAgain(e.cmd.Err()) {
+			e.keys = e.keys[:1]
+			again = append(again, i)
+		}
+	}
+	return again
+}
+
+func tryAgain(err error) bool { return err != nil && redis.HasErrorPrefix(err, "TRYAGAIN") }
+
 // Await implements driver.Notifier: Claim in one round trip, with a key
 // found running marked awaited for as long as the running claim's lease.
 func (s *Store) Await(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
@@ -69,7 +100,7 @@ func (s *Store) Await(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 	if err != nil {
 		return driver.ClaimReply{}, err
 	}
-	v, err := claimScript.Run(ctx, s.client, s.markedKeys(req.Key), args...).Result()
+	v, err := s.runMarked(ctx, claimScript, req.Key, args).Result()
 	if err != nil {
 		return driver.ClaimReply{}, cancelled(ctx, err)
 	}

@@ -299,7 +299,7 @@ func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error 
 	if err != nil {
 		return err
 	}
-	return tokenChecked(ctx, completeScript.Run(ctx, s.client, s.markedKeys(req.Key), args...))
+	return tokenChecked(ctx, s.runMarked(ctx, completeScript, req.Key, args))
 }
 
 func (s *Store) completeArgs(req *driver.CompleteRequest) ([]any, error) {
@@ -334,7 +334,7 @@ func (c *boxCache) box(n int64) any {
 
 // Release implements driver.Store.
 func (s *Store) Release(ctx context.Context, key string, token driver.Token) error {
-	return tokenChecked(ctx, releaseScript.Run(ctx, s.client, s.markedKeys(key), s.releaseArgs(token)...))
+	return tokenChecked(ctx, s.runMarked(ctx, releaseScript, key, s.releaseArgs(token)))
 }
 
 func (s *Store) releaseArgs(token driver.Token) []any {
