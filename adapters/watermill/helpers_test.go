@@ -65,7 +65,7 @@ func newGoChannelEnv(t *testing.T) env {
 func (e *goChannelEnv) topic(name string) string                         { return name }
 func (e *goChannelEnv) publisher(*testing.T) message.Publisher           { return e.ps }
 func (e *goChannelEnv) subscriber(*testing.T, string) message.Subscriber { return e.ps }
-func (e *goChannelEnv) awaits() *testenv.Awaits { return e.last }
+func (e *goChannelEnv) awaits() *testenv.Awaits                          { return e.last }
 func (e *goChannelEnv) guard(t *testing.T, cfg *core.Config) *core.Guard {
 	e.last = testenv.NewAwaits(memstore.New())
 	return testenv.NewGuard(t, e.last, cfg)
