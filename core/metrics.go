@@ -157,8 +157,8 @@ func lagOf(remaining, retention time.Duration) time.Duration {
 	return retention - remaining
 }
 
-// runTimes returns the durations kept of the latest runs of source and
+// runsOf returns the durations kept of the latest runs of source and
 // kind (those of "other" beyond maxKinds pairs).
-func (m *metrics) runTimes(source, kind string) *runTimes {
+func (m *metrics) runsOf(source, kind string) *runTimes {
 	return m.opts(Ran, source, kind).runs
 }

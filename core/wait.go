@@ -43,7 +43,7 @@ func (c *Claim) waitUntil() time.Time {
 	if !until.After(now) {
 		return time.Time{}
 	}
-	p90, known := c.g.metrics.runTimes(c.job.Source, c.job.Kind).p90()
+	p90, known := c.g.metrics.runsOf(c.job.Source, c.job.Kind).p90()
 	if !known {
 		return until
 	}

@@ -133,7 +133,11 @@ func TestMiddlewareOutcomes(t *testing.T) {
 		require.NoError(t, <-second, "it completes as a duplicate, not snoozed")
 		require.Zero(t, runs.Load())
 		require.EqualValues(t, 1, outs.Get(core.Duplicate))
-		require.Positive(t, outs.Events()[1].Waited)
+		for _, e := range outs.Events() {
+			if e.Outcome == core.Duplicate {
+				require.Positive(t, e.Waited, "the duplicate says how long it waited")
+			}
+		}
 	})
 
 	t.Run("RunningSnoozes", func(t *testing.T) {

@@ -613,6 +613,10 @@ type delivery struct {
 	answered time.Time // when the claim's answer came back: the job's start, or the call's return
 	phases   []phase   // waits to bound (invariant 4)
 	final    bool      // out is the final outcome
+	// waited is, for a claim of the Claim API that may wait for its running
+	// copy (Job.WaitUntil), the stretch of its Work before the job's start
+	// (or Work's return): the claim's answer, should it have waited.
+	waited *phase
 }
 
 // phase is a stretch of a call outside the job's function.
@@ -731,13 +735,12 @@ func (r *chaosRun) deliverClaims(rng *mrand.Rand) {
 		d.answered = answered
 		d.phases = []phase{claimPhase}
 		if until := jobs[i].WaitUntil; !until.IsZero() {
-			// Work waits for a running copy, then may claim the key again.
+			// Work may wait for a running copy, then claim the key again.
 			to := ret
 			if d.run != nil {
 				to = d.run.start
 			}
-			d.answered = to
-			d.phases = append(d.phases, phase{name: "wait", from: start, to: to, ctxBound: true, wait: waitFrom(start, until)})
+			d.waited = &phase{name: "wait", from: start, to: to, ctxBound: true, wait: waitFrom(start, until)}
 		}
 		if d.run != nil {
 			d.phases = append(d.phases, phase{name: "work", from: d.run.stop, to: ret, budget: r.st})
@@ -770,6 +773,11 @@ func (r *chaosRun) deliverClaims(rng *mrand.Rand) {
 	}()
 	ret := time.Now()
 	for i, d := range ds {
+		if evs := d.call.eventsFor(d.key); d.waited != nil && len(evs) == 1 && evs[0].Waited > 0 {
+			// It waited: its answer is the last read of the key.
+			d.answered = d.waited.to
+			d.phases = append(d.phases, *d.waited)
+		}
 		if !d.final {
 			d.final = true
 			if finishPanic != nil {
