@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -235,5 +236,51 @@ return 0`
 			}
 			require.Less(t, time.Since(start), 3*time.Second+500*time.Millisecond)
 		})
+	}
+}
+
+// TestRingWaitersAreWoken: on a Ring, which routes each key to a shard by a
+// hash of its own, a Listener listens on every shard, so copies waiting on
+// keys of either shard are woken by the done marker.
+func TestRingWaitersAreWoken(t *testing.T) {
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{
+		"a": testenv.StartRedisServer(t).Addr, "b": testenv.StartRedisServer(t).Addr}})
+	t.Cleanup(func() { _ = ring.Close() })
+	s := newStore(t, ring)
+	g, err := core.New(s, &core.Config{PlainKeys: true, Logger: quiet})
+	require.NoError(t, err)
+	ctx := context.Background()
+	shards := map[string]bool{}
+	const n = 8
+	holds := make([]held, n)
+	copies := make([]<-chan core.Result, n)
+	for i := range n {
+		key := "ring-" + strconv.Itoa(i)
+		stored, err := g.StoredKey(key)
+		require.NoError(t, err)
+		holds[i] = holdKey(t, s, stored)
+		copies[i] = waiting(ctx, g, key, time.Minute)
+	}
+	var mu sync.Mutex
+	require.NoError(t, ring.ForEachShard(ctx, func(ctx context.Context, shard *redis.Client) error {
+		n, err := shard.DBSize(ctx).Result()
+		mu.Lock()
+		defer mu.Unlock()
+		if n > 0 {
+			shards[shard.Options().Addr] = true
+		}
+		return err
+	}))
+	require.Len(t, shards, 2, "the keys are on both shards")
+	for i, h := range holds {
+		awaited := func() bool {
+			return ring.Exists(ctx, "{"+h.key+"}\x00awaited").Val() == 1
+		}
+		require.Eventually(t, awaited, 10*time.Second, time.Millisecond, "the copy of %s waits", h.key)
+		start := time.Now()
+		h.complete(t, s)
+		res := <-copies[i]
+		require.Equal(t, core.Duplicate, res.Outcome)
+		require.Less(t, time.Since(start), 900*time.Millisecond, "woken by the signal of %s's shard", h.key)
 	}
 }
