@@ -35,6 +35,7 @@ type Claim struct {
 	hb     *heartbeat // keeps a held claim alive until its marker is written
 
 	started   time.Time     // when the claim request was sent; the lease runs from here
+	waited    time.Duration // how long the claim waited for a running copy (Job.WaitUntil)
 	lag       time.Duration // a duplicate's lag behind its first copy's done marker
 	wouldSkip Outcome       // shadow mode: the outcome enforcement would give this delivery
 	pending   bool          // Work succeeded; the claim awaits Finish
@@ -163,12 +164,15 @@ func (c *Claim) claimRequest() driver.ClaimRequest {
 // Runs reports whether the claim's answer lets Work call the job's
 // function: the claim holds the key, or the job runs without one
 // (Job.Unguarded, the store could not be reached and the Guard fails open,
-// or shadow mode, which runs every delivery). A consumer
-// can run the claims that run on goroutines of their own and settle the
-// others at once with Work, which then calls no function. Work may still
-// not run a claim for which Runs is true, when the caller's context ended
-// meanwhile (Canceled) or the answer came past half the lease
-// (Unavailable); it reports that outcome.
+// or shadow mode, which runs every delivery), or it found its job running
+// and may wait for that copy's outcome (Job.WaitUntil), after which it may
+// run the job. A consumer can run the claims that run on goroutines of
+// their own and settle the others at once with Work, which then calls no
+// function and does not wait. Work may still not run a claim for which
+// Runs is true, when the caller's context ended meanwhile (Canceled), the
+// answer came past half the lease (Unavailable), or the wait ended with its
+// job done (Duplicate) or still running (Running); it reports that
+// outcome.
 func (c *Claim) Runs() bool {
 	switch {
 	case c == nil || c.g == nil || c.used:
@@ -178,7 +182,7 @@ func (c *Claim) Runs() bool {
 	case c.g.cfg.Shadow:
 		return !c.canceled // shadow mode runs every delivery
 	case c.err == nil:
-		return c.reply.State == driver.StateClaimed
+		return c.reply.State == driver.StateClaimed || c.waits()
 	default:
 		return c.failsOpen()
 	}
@@ -279,7 +283,17 @@ func (c *Claim) work(ctx context.Context, fn RunFunc, caller string) (Result, er
 		c.report(ctx, Unavailable, err, 0)
 		return Result{Outcome: Unavailable}, err
 	}
-	if out, err := g.decide(c.job, c.fp, c.reply); out != 0 {
+	out, err := g.decide(c.job, c.fp, c.reply)
+	if out == Running && c.waits() {
+		if until := c.waitUntil(); !until.IsZero() {
+			c.await(ctx, until)
+			if c.err != nil {
+				return c.failAfterWait(ctx)
+			}
+			out, err = g.decide(c.job, c.fp, c.reply)
+		}
+	}
+	if out != 0 {
 		if out == Duplicate {
 			c.lag = lagOf(c.reply.Remaining, g.cfg.Retention)
 		}
@@ -319,6 +333,20 @@ func (c *Claim) work(ctx context.Context, fn RunFunc, caller string) (Result, er
 	}
 	c.value, c.unstored = value, g.checkResult(value)
 	return Result{Outcome: awaitingMarker}, nil
+}
+
+// failAfterWait reports a wait for a running copy that ended without an
+// answer: the caller's context ended (Canceled), or the store failed
+// (Unavailable, failing closed even under FailOpen: the copy saw its job
+// running).
+func (c *Claim) failAfterWait(ctx context.Context) (Result, error) {
+	if c.canceled {
+		c.report(ctx, Canceled, c.err, 0)
+		return Result{Outcome: Canceled}, c.err
+	}
+	err := fmt.Errorf("%w: %w", ErrStoreUnavailable, c.err)
+	c.report(ctx, Unavailable, err, 0)
+	return Result{Outcome: Unavailable}, err
 }
 
 // call runs fn under a heartbeat. When fn succeeds, the heartbeat goes on
@@ -409,7 +437,7 @@ func (c *Claim) report(ctx context.Context, out Outcome, err error, ran time.Dur
 		err = c.unstored
 	}
 	e := c.job.event(out, err)
-	e.Duration, e.WouldSkip = ran, c.wouldSkip
+	e.Duration, e.WouldSkip, e.Waited = ran, c.wouldSkip, c.waited
 	if out == Duplicate || c.wouldSkip == Duplicate {
 		e.Lag = c.lag
 	}

@@ -151,6 +151,9 @@ type Event struct {
 	// enforcement would have skipped this delivery, which ran instead; zero
 	// otherwise.
 	WouldSkip Outcome
+	// Waited is how long this delivery waited for a running copy of its job
+	// (Job.WaitUntil) before its outcome; zero when it did not wait.
+	Waited time.Duration
 }
 
 func (c *Config) withDefaults() (Config, error) {

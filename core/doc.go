@@ -18,6 +18,24 @@
 // adapters turn it into their "try again later, not a failure"; a copy that
 // finds it done gets outcome Duplicate and a nil error, so it is acknowledged.
 //
+// # Waiting for a running copy
+//
+// A copy whose Job.WaitUntil is set and that finds its job running waits
+// for the running copy's outcome instead, up to WaitUntil: the store's
+// completion signal (driver.Notifier) wakes it the moment the done marker
+// is written (a Duplicate) or the claim released (the copy claims the key
+// and runs the job), so a duplicate settles within milliseconds rather
+// than a framework's retry delay later. The adapters set it, a few seconds
+// ahead and within the delivery's own deadline. A copy of a kind expected
+// to run past WaitUntil (its claim's age against the 90th percentile of the
+// kind's last runs in this Guard) returns Running at once. The copies of a
+// Guard that wait share one listener, which the first opens and the last
+// closes: none of its goroutines outlives the waits. A store notifies only
+// a claim that a waiting copy marked, so nothing is paid while nobody
+// waits; a notification that is lost costs latency, never correctness, as
+// a waiting copy reads its key again by its own deadline. A store that does
+// not notify is polled. The transactional mode does not wait.
+//
 // # Keys
 //
 // A key names the effect ("email:welcome:user-42"), not the message, so two
@@ -76,8 +94,8 @@
 //
 // A store implements the driver.Store interface (package core/driver, for
 // store implementers): four atomic operations, Claim, Extend, Complete and
-// Release, plus batches (driver.BatchStore) and transactions
-// (driver.TxStore) where it can. Implementations: core/redisstore (Redis,
+// Release, plus batches (driver.BatchStore), transactions (driver.TxStore)
+// and the completion signal (driver.Notifier) where it can. Implementations: core/redisstore (Redis,
 // Sentinel, Cluster), core/pgstore (PostgreSQL, with the transactional mode)
 // and core/memstore (in-process). core/storetest is the conformance suite
 // every store passes.

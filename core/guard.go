@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"time"
 
 	"github.com/jobonce/jobonce/core/driver"
 )
@@ -22,6 +23,11 @@ type Guard struct {
 	// Group commit of concurrent claims and done markers on a BatchStore;
 	// nil when off.
 	group *coalescer[storeOp, driver.ClaimReply]
+
+	// The completion signal of a store that notifies (driver.Notifier);
+	// nil otherwise, and copies that wait for a running claim poll.
+	notifier driver.Notifier
+	signal   *signal
 }
 
 // Job names one delivery of a job for Guard.Run and Guard.Claim.
@@ -55,6 +61,21 @@ type Job struct {
 	// for a default that names the delivery or occurrence (a FIFO
 	// MessageId, a periodic occurrence). Defaults to false.
 	DefaultKey bool
+
+	// WaitUntil, when set, lets a copy that finds its job running wait, in
+	// its caller, for the running copy's outcome, until WaitUntil at most:
+	// woken the moment that copy's done marker is written (the copy is then
+	// a Duplicate) or its claim released (the copy claims the key and runs
+	// the job), by the store's completion signal (driver.Notifier;
+	// polling, on a store without one), and otherwise reporting Running
+	// when the wait ends. The copy does not wait when the running copy is
+	// not expected to finish by WaitUntil: when its claim's age (from the
+	// claim's fence) plus the 90th percentile of the last 32 runs of the
+	// job's Source and Kind in this Guard (once it has seen 5) reaches past
+	// WaitUntil. A wait ends with the caller's context too: Canceled. Set it
+	// before the deadline of the delivery (a task's deadline, a message's
+	// visibility), with room for the answer. Defaults to zero: no wait.
+	WaitUntil time.Time
 }
 
 // RunFunc is a job's function for Guard.Run: the result it returns is stored
@@ -90,6 +111,9 @@ func New(store driver.Store, cfg *Config) (*Guard, error) {
 	}
 	g := &Guard{store: store, cfg: c, metrics: m, skipped: newFirstSkips()}
 	g.batch, _ = store.(driver.BatchStore)
+	if n, ok := store.(driver.Notifier); ok {
+		g.notifier, g.signal = n, newSignal(n, c.StoreTimeout)
+	}
 	if g.batch != nil && !c.DisableBatching {
 		g.group = newGroupCommit(g.batch, c.StoreTimeout)
 	}

@@ -24,6 +24,9 @@ const maxKinds = 100
 //	jobonce.run.duration      histogram (s) of job functions that ran
 //	jobonce.duplicate.lag     histogram (s): how long after the first copy's done marker a duplicate arrived
 //	jobonce.shadow.skips      counter of deliveries shadow mode ran that enforcement would skip, by that outcome
+//
+// It also keeps the durations of each Source and Kind's latest runs that
+// ended Ran (runs), which decide how long a copy waits for a running one.
 type metrics struct {
 	outcomes metric.Int64Counter
 	duration metric.Float64Histogram
@@ -45,6 +48,9 @@ type attrKey struct {
 type attrOpts struct {
 	add []metric.AddOption
 	rec []metric.RecordOption
+	// runs keeps the durations of the latest runs of the set's Source and
+	// Kind, in the set of outcome Ran.
+	runs *runTimes
 }
 
 func newMetrics(mp metric.MeterProvider, consumer string) (*metrics, error) {
@@ -114,6 +120,9 @@ func (m *metrics) opts(out Outcome, source, kind string) *attrOpts {
 	}
 	set := metric.WithAttributeSet(attribute.NewSet(attrs...))
 	o = &attrOpts{add: []metric.AddOption{set}, rec: []metric.RecordOption{set}}
+	if out == Ran {
+		o.runs = new(runTimes)
+	}
 	m.sets[k] = o
 	return o
 }
@@ -123,6 +132,9 @@ func (m *metrics) record(ctx context.Context, e *Event) {
 	m.outcomes.Add(ctx, 1, o.add...)
 	if e.Outcome.Executed() {
 		m.duration.Record(ctx, e.Duration.Seconds(), o.rec...)
+	}
+	if e.Outcome == Ran {
+		o.runs.add(e.Duration)
 	}
 	if e.WouldSkip != 0 {
 		m.shadow.Add(ctx, 1, m.opts(e.WouldSkip, e.Source, e.Kind).add...)
@@ -143,4 +155,10 @@ func lagOf(remaining, retention time.Duration) time.Duration {
 		return 0
 	}
 	return retention - remaining
+}
+
+// runsOf returns the durations kept of the latest runs of source and
+// kind (those of "other" beyond maxKinds pairs).
+func (m *metrics) runsOf(source, kind string) *runTimes {
+	return m.opts(Ran, source, kind).runs
 }

@@ -23,6 +23,11 @@ func (g *Guard) storeClaim(ctx context.Context, req driver.ClaimRequest) (reply 
 	return g.store.Claim(ctx, req)
 }
 
+func (g *Guard) storeAwait(ctx context.Context, req driver.ClaimRequest) (reply driver.ClaimReply, err error) {
+	defer storePanic(&err)
+	return g.notifier.Await(ctx, req)
+}
+
 func (g *Guard) storeExtend(ctx context.Context, key string, token driver.Token, lease time.Duration) (err error) {
 	defer storePanic(&err)
 	return g.store.Extend(ctx, key, token, lease)

@@ -139,3 +139,77 @@ func BenchmarkHandler(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSettle measures how soon a duplicate settles under an Asynq
+// server with the middleware's and Asynq's defaults (IsFailure and
+// RetryDelay set, concurrency 16): each iteration is a pair of copies of one
+// 200ms task enqueued together, all before the clock starts. settle-p50-ms
+// and settle-p99-ms run from the first copy's Ran to the second's
+// Duplicate (see testenv.Settles), and tasks/s is beside the same number of
+// tasks without duplicates ("unique"). Run it with a small -benchtime, such
+// as 20x.
+func BenchmarkSettle(b *testing.B) {
+	for _, variant := range []string{"unique", "pairs"} {
+		b.Run(variant, func(b *testing.B) {
+			e := newAsynqEnv(b)
+			var settles testenv.Settles
+			var ran atomic.Int64
+			allRan := make(chan struct{})
+			settles.Also = func(_ context.Context, ev core.Event) {
+				if ev.Outcome == core.Ran && ran.Add(1) == int64(2*b.N) {
+					close(allRan)
+				}
+			}
+			g := testenv.RedisGuard(b, &core.Config{Observer: settles.Observe})
+			h := asynqonce.MustMiddleware(g, nil)(asynq.HandlerFunc(func(ctx context.Context, _ *asynq.Task) error {
+				t := time.NewTimer(200 * time.Millisecond) // the job
+				defer t.Stop()
+				select {
+				case <-t.C:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}))
+			for i := range b.N {
+				for c := range 2 {
+					payload := "pair-" + strconv.Itoa(i)
+					if variant == "unique" {
+						payload += "-" + strconv.Itoa(c)
+					}
+					if _, err := e.client.Enqueue(asynq.NewTask("settle", []byte(payload)), asynq.Queue(e.queue)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			srv := asynq.NewServer(e.opt, asynq.Config{
+				Concurrency:    16,
+				Queues:         map[string]int{e.queue: 1},
+				IsFailure:      asynqonce.IsFailure,
+				RetryDelayFunc: asynqonce.RetryDelay,
+				LogLevel:       asynq.ErrorLevel,
+			})
+			b.ResetTimer()
+			start := time.Now()
+			if err := srv.Start(h); err != nil {
+				b.Fatal(err)
+			}
+			if variant == "unique" {
+				select {
+				case <-allRan:
+				case <-time.After(5 * time.Minute):
+					b.Fatal("tasks did not finish")
+				}
+			} else {
+				settles.Wait(b, b.N, 5*time.Minute)
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			srv.Shutdown()
+			b.ReportMetric(float64(2*b.N)/elapsed.Seconds(), "tasks/s")
+			if variant == "pairs" {
+				settles.Report(b)
+			}
+		})
+	}
+}

@@ -78,7 +78,7 @@ func TestWaitEndsWithContext(t *testing.T) {
 	g := testenv.RedisGuard(t, &core.Config{Observer: outs.Observe, Logger: quiet})
 	started, release := make(chan struct{}), make(chan struct{})
 	var runs atomic.Int64
-	h := asynqonce.MustMiddleware(g, &asynqonce.Config{WaitRunning: time.Minute, PollInterval: 50 * time.Millisecond})(
+	h := asynqonce.MustMiddleware(g, &asynqonce.Config{WaitRunning: time.Minute})(
 		asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 			if runs.Add(1) == 1 {
 				close(started)
@@ -98,7 +98,9 @@ func TestWaitEndsWithContext(t *testing.T) {
 	require.NotErrorIs(t, err, core.ErrRunning)
 	require.False(t, asynqonce.IsFailure(err))
 	require.EqualValues(t, 1, outs.Get(core.Canceled))
-	require.Positive(t, outs.Get(core.Running), "it polled the running copy")
+	evs := outs.Events()
+	require.Equal(t, core.Canceled, evs[len(evs)-1].Outcome)
+	require.Greater(t, evs[len(evs)-1].Waited, 400*time.Millisecond, "it waited for the running copy until its context ended")
 
 	close(release)
 	require.NoError(t, <-first)

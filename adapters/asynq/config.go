@@ -56,19 +56,28 @@ type Config struct {
 	PeriodicTypes []string
 
 	// WaitRunning is how long a copy that finds its job running elsewhere
-	// waits in its worker slot, polling, before it goes back to Asynq to be
-	// retried later. Waiting saves the round trip through Asynq's retry set
-	// when copies arrive close together and jobs are short. A copy with no
-	// retries left always waits, up to its task deadline, whatever this is.
-	// Defaults to 0 (no wait while retries are left).
+	// waits in its worker slot for that copy's outcome, within its task's
+	// deadline (less 500ms), before it goes back to Asynq to be retried
+	// later: the Guard's completion signal wakes it the moment the running
+	// copy's done marker is written (it is then a duplicate) or its claim
+	// released (it runs). Waiting saves the trip through Asynq's retry set,
+	// seconds at best. A copy of a kind that this Guard has seen run longer
+	// than the running copy has left within the wait goes back at once
+	// (see core.Job.WaitUntil). A copy with no retries left always waits,
+	// up to its task deadline, whatever this is. Negative: no wait while
+	// retries are left. Defaults to 5s.
 	WaitRunning time.Duration
 
-	// PollInterval is the longest pause between two checks of a waiting copy.
-	// Pauses start at 10ms and double up to it. Defaults to 1s.
+	// PollInterval is the longest pause between two checks of a copy with
+	// no retries left that still waits when the Guard comes back to it
+	// before its deadline (its store failing, or its running copy expected
+	// to run past the deadline). Pauses start at 10ms and double up to it.
+	// Defaults to 1s.
 	PollInterval time.Duration
 }
 
 const (
+	defaultWaitRunning  = 5 * time.Second
 	defaultPollInterval = time.Second
 	firstPoll           = 10 * time.Millisecond
 	// deadlineMargin is how long before the task deadline a waiting copy gives
@@ -81,8 +90,8 @@ func (c *Config) withDefaults() (Config, error) {
 	if c != nil {
 		cfg = *c
 	}
-	if cfg.WaitRunning < 0 {
-		return cfg, fmt.Errorf("jobonce: asynqonce: Config.WaitRunning must not be negative, got %s", cfg.WaitRunning)
+	if cfg.WaitRunning == 0 {
+		cfg.WaitRunning = defaultWaitRunning
 	}
 	if cfg.PollInterval < 0 {
 		return cfg, fmt.Errorf("jobonce: asynqonce: Config.PollInterval must not be negative, got %s", cfg.PollInterval)

@@ -31,10 +31,14 @@ import (
 //     Success records the done marker, with the result given to SetResult.
 //   - Already done: the handler does not run; the task is acknowledged, and a
 //     stored result is written to the task's ResultWriter.
-//   - Another copy runs: an error matching core.ErrRunning, for which
-//     IsFailure is false and RetryDelay gives the claim's remaining lease. A
-//     copy with no retries left, which Asynq would archive, waits for the
-//     other copy instead (see Config.WaitRunning).
+//   - Another copy runs: the copy waits in its worker slot, up to
+//     Config.WaitRunning within the task's deadline, for that copy's
+//     outcome, woken the moment it is written (then it is a duplicate, or
+//     runs if the claim was released); a copy of a kind expected to run
+//     longer does not wait. Otherwise an error matching core.ErrRunning,
+//     for which IsFailure is false and RetryDelay gives the claim's
+//     remaining lease. A copy with no retries left, which Asynq would
+//     archive, waits up to its task's deadline instead.
 //   - A different payload under the key: an error matching core.ErrConflict
 //     and asynq.SkipRetry, so Asynq archives the task at once.
 //   - The store is unreachable: an error matching core.ErrStoreUnavailable,
@@ -98,13 +102,17 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Hand
 	rs := &taskResult{task: t}
 	ctx = context.WithValue(ctx, taskResultKey{}, rs)
 	job := m.job(ctx, t)
+	exhausted := retriesExhausted(ctx)
+	if !job.Unguarded {
+		job.WaitUntil = m.waitUntil(ctx, exhausted)
+	}
 	fn := func(ctx context.Context) ([]byte, error) {
 		err := next.ProcessTask(ctx, t)
 		return rs.value, err
 	}
 	res, err := m.g.Run(ctx, job, fn)
-	if err != nil && (errors.Is(err, core.ErrRunning) || errors.Is(err, core.ErrStoreUnavailable)) {
-		res, err = m.wait(ctx, job, fn, res, err)
+	if exhausted && err != nil && (errors.Is(err, core.ErrRunning) || errors.Is(err, core.ErrStoreUnavailable)) {
+		res, err = m.waitExhausted(ctx, job, fn, res, err)
 	}
 	switch {
 	case res.Outcome == core.Canceled:

@@ -36,7 +36,7 @@ func TestDuplicateIsAcknowledged(t *testing.T) {
 func TestRunningCopyIsNotAFailure(t *testing.T) {
 	t.Parallel()
 	started, release := make(chan struct{}), make(chan struct{})
-	h := asynqonce.MustMiddleware(testenv.MemGuard(t, &core.Config{Lease: 10 * time.Second, MaxRetryAfter: 10 * time.Second}), nil)(
+	h := asynqonce.MustMiddleware(testenv.MemGuard(t, &core.Config{Lease: 10 * time.Second, MaxRetryAfter: 10 * time.Second}), &asynqonce.Config{WaitRunning: -1})(
 		asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 			close(started)
 			<-release
@@ -66,7 +66,8 @@ func TestWaitRunning(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
 	started, release := make(chan struct{}), make(chan struct{})
-	h := asynqonce.MustMiddleware(testenv.MemGuard(t, nil), &asynqonce.Config{WaitRunning: 10 * time.Second, PollInterval: 20 * time.Millisecond})(
+	var outs testenv.Outcomes
+	h := asynqonce.MustMiddleware(testenv.MemGuard(t, &core.Config{Observer: outs.Observe}), &asynqonce.Config{WaitRunning: 10 * time.Second})(
 		asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 			if runs.Add(1) == 1 {
 				close(started)
@@ -89,6 +90,8 @@ func TestWaitRunning(t *testing.T) {
 	require.NoError(t, <-first)
 	require.NoError(t, <-second, "acknowledged as a duplicate after waiting")
 	require.EqualValues(t, 1, runs.Load())
+	require.EqualValues(t, 1, outs.Get(core.Duplicate))
+	require.Zero(t, outs.Get(core.Running), "woken by the done marker, not polling")
 
 	// The wait is bounded by WaitRunning.
 	stuck := make(chan struct{})
@@ -214,10 +217,6 @@ func TestBadInput(t *testing.T) {
 	}{
 		{func() error { _, err := asynqonce.NewMiddleware(nil, nil); return err }, "jobonce: asynqonce: NewMiddleware: Guard is nil"},
 		{func() error {
-			_, err := asynqonce.NewMiddleware(g, &asynqonce.Config{WaitRunning: -time.Second})
-			return err
-		}, "jobonce: asynqonce: Config.WaitRunning must not be negative, got -1s"},
-		{func() error {
 			_, err := asynqonce.NewMiddleware(g, &asynqonce.Config{PollInterval: -time.Second})
 			return err
 		}, "jobonce: asynqonce: Config.PollInterval must not be negative, got -1s"},
@@ -271,7 +270,7 @@ func TestHeartbeatKeepsRedeliveryOut(t *testing.T) {
 	const lease = 150 * time.Millisecond
 	var runs atomic.Int64
 	started, release := make(chan struct{}), make(chan struct{})
-	h := asynqonce.MustMiddleware(testenv.MemGuard(t, &core.Config{Lease: lease, MinRetryAfter: 10 * time.Millisecond}), nil)(
+	h := asynqonce.MustMiddleware(testenv.MemGuard(t, &core.Config{Lease: lease, MinRetryAfter: 10 * time.Millisecond}), &asynqonce.Config{WaitRunning: -1})(
 		asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 			if runs.Add(1) == 1 {
 				close(started)

@@ -10,34 +10,39 @@ import (
 	"github.com/jobonce/jobonce/core"
 )
 
-// wait keeps a copy that found its job running (or, with no retries left,
-// found the store unreachable) in its worker slot, polling the Guard, until
-// the job is done (a duplicate, acknowledged), the claim is free (this copy
-// runs it), or the wait ends. The wait ends after Config.WaitRunning, or for
-// a copy with no retries left, just before the task's deadline: Asynq
-// archives a failing task whose retries are used up without asking
-// IsFailure, so returning early would archive a job that another copy is
-// still running. A copy with retries left returns the store error at once.
-// When ctx ends first, the outcome is core.Canceled and the error matches
-// ctx.Err().
-func (m *middleware) wait(ctx context.Context, job core.Job, fn core.RunFunc, res core.Result, err error) (core.Result, error) {
-	exhausted := retriesExhausted(ctx)
-	var until time.Time // zero: no end but ctx
+// waitUntil returns how long a copy that finds its job running waits for
+// that copy's outcome (core.Job.WaitUntil): Config.WaitRunning from now,
+// within the task's deadline; for a copy with no retries left, up to just
+// before the deadline (see waitExhausted). Zero: no wait.
+func (m *middleware) waitUntil(ctx context.Context, exhausted bool) time.Time {
 	deadline, hasDeadline := ctx.Deadline()
 	switch {
-	case exhausted:
-		if hasDeadline {
-			until = deadline.Add(-deadlineMargin)
-		}
-	case m.cfg.WaitRunning > 0 && errors.Is(err, core.ErrRunning):
-		until = time.Now().Add(m.cfg.WaitRunning)
-		if hasDeadline {
-			until = minTime(until, deadline.Add(-deadlineMargin))
-		}
-	default:
-		return res, err
+	case exhausted && hasDeadline:
+		return deadline.Add(-deadlineMargin)
+	case m.cfg.WaitRunning < 0:
+		return time.Time{}
 	}
+	until := time.Now().Add(m.cfg.WaitRunning)
+	if hasDeadline {
+		until = minTime(until, deadline.Add(-deadlineMargin))
+	}
+	return until
+}
 
+// waitExhausted keeps a copy with no retries left that found its job
+// running (or the store unreachable) in its worker slot until the job is
+// done (a duplicate, acknowledged), the claim is free (this copy runs it),
+// or just before the task's deadline: Asynq archives a failing task whose
+// retries are used up without asking IsFailure, so returning early would
+// archive a job that another copy is still running. The Guard waits for the
+// running copy's outcome through its completion signal; when it comes back
+// before the deadline (the store failed, or the running copy is not
+// expected to finish by then), the copy asks again after a pause that
+// starts at 10ms and doubles up to Config.PollInterval, never beyond the
+// running claim's RetryAfter hint. When ctx ends first, the outcome is
+// core.Canceled and the error matches ctx.Err().
+func (m *middleware) waitExhausted(ctx context.Context, job core.Job, fn core.RunFunc, res core.Result, err error) (core.Result, error) {
+	until := job.WaitUntil
 	pause := min(firstPoll, m.cfg.PollInterval)
 	var timer *time.Timer
 	defer func() {
@@ -45,7 +50,7 @@ func (m *middleware) wait(ctx context.Context, job core.Job, fn core.RunFunc, re
 			timer.Stop()
 		}
 	}()
-	for {
+	for errors.Is(err, core.ErrRunning) || errors.Is(err, core.ErrStoreUnavailable) {
 		d := pause
 		if hint, ok := core.RetryAfter(err); ok {
 			d = min(d, hint)
@@ -63,23 +68,15 @@ func (m *middleware) wait(ctx context.Context, job core.Job, fn core.RunFunc, re
 		}
 		select {
 		case <-ctx.Done():
-			return m.stopped(ctx, job, fn)
+			// Asked once more under the ended context, the Guard claims
+			// nothing and reports core.Canceled with the context's error.
+			return m.g.Run(ctx, job, fn)
 		case <-timer.C:
 		}
 		res, err = m.g.Run(ctx, job, fn)
-		if err == nil || !(errors.Is(err, core.ErrRunning) || exhausted && errors.Is(err, core.ErrStoreUnavailable)) {
-			return res, err
-		}
 		pause = min(pause*2, m.cfg.PollInterval)
 	}
-}
-
-// stopped ends a wait whose context ended: the copy did not run, and this is
-// neither the running copy's doing nor the store's. The Guard, asked once
-// more under the ended context, claims nothing and reports core.Canceled
-// with the context's error.
-func (m *middleware) stopped(ctx context.Context, job core.Job, fn core.RunFunc) (core.Result, error) {
-	return m.g.Run(ctx, job, fn)
+	return res, err
 }
 
 // retriesExhausted reports whether Asynq would archive the task if it failed

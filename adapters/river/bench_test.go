@@ -10,10 +10,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/pgstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -186,4 +188,110 @@ func BenchmarkWork(b *testing.B) {
 	b.Run("middleware-unbatched", func(b *testing.B) {
 		run(b, MustMiddleware(testenv.RedisGuard(b, &core.Config{DisableBatching: true}), nil).Work)
 	})
+}
+
+type settleArgs struct {
+	N int    `json:"n"`
+	C string `json:"c"` // tells the copies of "unique" apart
+}
+
+func (settleArgs) Kind() string { return "riveronce_settle" }
+
+// settleWorker's job takes 200ms.
+type settleWorker struct {
+	river.WorkerDefaults[settleArgs]
+}
+
+func (settleWorker) Work(ctx context.Context, _ *river.Job[settleArgs]) error {
+	t := time.NewTimer(200 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// BenchmarkSettle measures how soon a duplicate settles under a River
+// client with River's and the middleware's defaults (FetchCooldown 100ms,
+// FetchPollInterval 1s, MaxWorkers 16, one client), on a Guard on Redis and
+// on one on PostgreSQL: each iteration is a pair of copies of one 200ms job
+// inserted together, all before the clock starts. settle-p50-ms and
+// settle-p99-ms run from the first copy's Ran to the second's Duplicate
+// (see testenv.Settles), and jobs/s is beside the same number of jobs
+// without duplicates ("unique"). Run it with a small -benchtime, such as
+// 20x.
+func BenchmarkSettle(b *testing.B) {
+	for _, store := range []string{"redis", "postgres"} {
+		for _, variant := range []string{"unique", "pairs"} {
+			b.Run(store+"/"+variant, func(b *testing.B) { benchSettle(b, store, variant == "pairs") })
+		}
+	}
+}
+
+func benchSettle(b *testing.B, store string, pairs bool) {
+	b.StopTimer()
+	ctx := context.Background()
+	pool, schema := riverSchema(b)
+	var settles testenv.Settles
+	var ran atomic.Int64
+	allRan := make(chan struct{})
+	settles.Also = func(_ context.Context, ev core.Event) {
+		if ev.Outcome == core.Ran && ran.Add(1) == int64(2*b.N) {
+			close(allRan)
+		}
+	}
+	cfg := &core.Config{Observer: settles.Observe}
+	var g *core.Guard
+	if store == "redis" {
+		g = testenv.RedisGuard(b, cfg)
+	} else {
+		s, err := pgstore.New(ctx, pool, &pgstore.Config{Migrate: true})
+		require.NoError(b, err)
+		g = testenv.NewGuard(b, s, cfg)
+	}
+	params := make([]river.InsertManyParams, 0, 2*b.N)
+	for i := range b.N {
+		for c := range 2 {
+			args := settleArgs{N: i}
+			if !pairs {
+				args.C = strconv.Itoa(c)
+			}
+			params = append(params, river.InsertManyParams{Args: args})
+		}
+	}
+	_, err := insertClient(b, pool, schema).InsertMany(ctx, params)
+	require.NoError(b, err)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, settleWorker{})
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Logger:     quietLogger(),
+		Queues:     map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 16}},
+		Schema:     schema,
+		Workers:    workers,
+		Middleware: []rivertype.Middleware{MustMiddleware(g, nil)},
+	})
+	require.NoError(b, err)
+	b.StartTimer()
+	start := time.Now()
+	require.NoError(b, client.Start(ctx))
+	if pairs {
+		settles.Wait(b, b.N, 5*time.Minute)
+	} else {
+		select {
+		case <-allRan:
+		case <-time.After(5 * time.Minute):
+			b.Fatal("jobs did not finish")
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(2*b.N)/elapsed.Seconds(), "jobs/s")
+	if pairs {
+		settles.Report(b)
+	}
+	stop, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(b, client.Stop(stop))
 }

@@ -2,7 +2,9 @@ package riveronce
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/riverqueue/river/rivertype"
 
@@ -36,7 +38,26 @@ type Config struct {
 	// metrics as core.Unguarded, under their kind; they have no key, so no
 	// idempotency key or fence either. Defaults to nil: every job is guarded.
 	Skip func(job *rivertype.JobRow) bool
+
+	// WaitRunning is how long a copy that finds its job running elsewhere
+	// waits in its worker slot for that copy's outcome, within its job's
+	// deadline (JobTimeout, less 500ms), before it is snoozed: the Guard's
+	// completion signal wakes it the moment the running copy's done marker
+	// is written (it then completes as a duplicate) or its claim released
+	// (it runs). A snooze costs a trip through River's scheduler, half a
+	// second at best. A copy of a kind that this Guard has seen run longer
+	// than the running copy has left within the wait is snoozed at once
+	// (see core.Job.WaitUntil). The transactional forms (WrapTx, WorkTx)
+	// do not wait. Negative: no wait. Defaults to 5s.
+	WaitRunning time.Duration
 }
+
+const (
+	defaultWaitRunning = 5 * time.Second
+	// deadlineMargin is how long before its job's deadline a waiting copy
+	// gives up, so that it is snoozed before River cancels it.
+	deadlineMargin = 500 * time.Millisecond
+)
 
 // Keyer is implemented by job args that name their own key, such as
 // "email:welcome:user-42". Wrap calls OnceKey on the decoded args. The
@@ -62,7 +83,24 @@ func (c *Config) withDefaults() Config {
 	if c != nil {
 		cfg = *c
 	}
+	if cfg.WaitRunning == 0 {
+		cfg.WaitRunning = defaultWaitRunning
+	}
 	return cfg
+}
+
+// waitUntil returns how long a copy that finds its job running waits for
+// that copy's outcome (core.Job.WaitUntil): Config.WaitRunning from now,
+// within ctx's deadline less deadlineMargin. Zero: no wait.
+func (c *Config) waitUntil(ctx context.Context) time.Time {
+	if c.WaitRunning < 0 {
+		return time.Time{}
+	}
+	until := time.Now().Add(c.WaitRunning)
+	if d, ok := ctx.Deadline(); ok && d.Add(-deadlineMargin).Before(until) {
+		until = d.Add(-deadlineMargin)
+	}
+	return until
 }
 
 // job returns the job of row. args is the decoded args when known (Wrap),

@@ -54,8 +54,10 @@ func holds(ctx context.Context, key string) bool {
 // flow:
 //
 //   - ran, or a duplicate of a job that is done: nil (completed);
-//   - another copy holds the key: river.JobSnooze(RetryAfter), which River
-//     does not count as an attempt;
+//   - another copy holds the key: the copy waits for its outcome
+//     (Config.WaitRunning) and then completes as a duplicate or runs;
+//     still running: river.JobSnooze(RetryAfter), which River does not
+//     count as an attempt;
 //   - conflict or invalid key: river.JobCancel, since a retry cannot help;
 //   - store unreachable: an error matching core.ErrStoreUnavailable, which
 //     River retries as a failed attempt (fail closed);
@@ -80,6 +82,7 @@ func (r *runner) run(ctx context.Context, row *rivertype.JobRow, args any, work 
 		// A skipped job holds no claim: a Wrap or WrapTx inside still guards it.
 		outer, _ := ctx.Value(heldKey{}).(*heldClaim)
 		ctx = context.WithValue(ctx, heldKey{}, &heldClaim{key: job.Key, outer: outer})
+		job.WaitUntil = r.cfg.waitUntil(ctx)
 	}
 	// Run reports LeaseLost and Unrecorded to the guard's observer, log and
 	// metrics; the job ran either way, so River completes it.

@@ -106,9 +106,43 @@ func TestMiddlewareOutcomes(t *testing.T) {
 		require.EqualValues(t, 1, runs.Load())
 	})
 
+	t.Run("RunningWaitsThenIsADuplicate", func(t *testing.T) {
+		t.Parallel()
+		var outs testenv.Outcomes
+		mw := MustMiddleware(testenv.MemGuard(t, &core.Config{Observer: outs.Observe}), nil)
+		started, release := make(chan struct{}), make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- mw.Work(ctx, row(1, "k", `{}`), func(context.Context) error {
+				close(started)
+				<-release
+				return nil
+			})
+		}()
+		<-started
+		var runs atomic.Int32
+		second := make(chan error, 1)
+		go func() { second <- mw.Work(ctx, row(2, "k", `{}`), count(&runs)) }()
+		select {
+		case err := <-second:
+			t.Fatalf("the second copy should wait in its slot, returned %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		close(release)
+		require.NoError(t, <-done)
+		require.NoError(t, <-second, "it completes as a duplicate, not snoozed")
+		require.Zero(t, runs.Load())
+		require.EqualValues(t, 1, outs.Get(core.Duplicate))
+		for _, e := range outs.Events() {
+			if e.Outcome == core.Duplicate {
+				require.Positive(t, e.Waited, "the duplicate says how long it waited")
+			}
+		}
+	})
+
 	t.Run("RunningSnoozes", func(t *testing.T) {
 		t.Parallel()
-		mw := MustMiddleware(testenv.MemGuard(t, nil), nil)
+		mw := MustMiddleware(testenv.MemGuard(t, nil), &Config{WaitRunning: -1})
 		started, release := make(chan struct{}), make(chan struct{})
 		done := make(chan error, 1)
 		go func() {

@@ -193,8 +193,14 @@ func (b *batch) blocked(i int) bool {
 func (b *batch) round(idx []int, results chan result) {
 	r := b.r
 	jobs := make([]core.Job, len(idx))
+	// A copy whose job runs elsewhere is held, waiting for that copy, within
+	// its visibility (renewed meanwhile) less a quarter of it.
+	limit := b.received.Add(r.vis - r.vis/4)
 	for j, i := range idx {
 		jobs[j] = b.jobs[i]
+		if !jobs[j].Unguarded {
+			jobs[j].WaitUntil = r.o.waitUntil(r.hctx, limit)
+		}
 	}
 	// The Guard bounds the claim by its StoreTimeout: a store that does not
 	// answer in time is Unavailable, while the handlers' context ending (the

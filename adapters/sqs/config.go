@@ -1,6 +1,7 @@
 package sqsonce
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,30 @@ import (
 // maxVisibility is SQS's limit on a message's visibility timeout, counted from
 // the receive.
 const maxVisibility = 12 * time.Hour
+
+// defaultWaitRunning is Config.WaitRunning's default.
+const defaultWaitRunning = 5 * time.Second
+
+// waitMargin is how long before its context's deadline Decorate stops
+// waiting for a running copy, so that it hides the message in time.
+const waitMargin = 500 * time.Millisecond
+
+// waitUntil returns how long a message received at received waits for its
+// running copy (core.Job.WaitUntil): Config.WaitRunning from now, within
+// limit when set and within ctx's deadline less waitMargin. Zero: no wait.
+func (o *options) waitUntil(ctx context.Context, limit time.Time) time.Time {
+	if o.WaitRunning < 0 {
+		return time.Time{}
+	}
+	until := time.Now().Add(o.WaitRunning)
+	if !limit.IsZero() && limit.Before(until) {
+		until = limit
+	}
+	if d, ok := ctx.Deadline(); ok && d.Add(-waitMargin).Before(until) {
+		until = d.Add(-waitMargin)
+	}
+	return until
+}
 
 // Config sets how Decorate and Poller derive keys and how long they hide a
 // message that has to wait. A nil *Config gives the defaults; the Config is
@@ -70,6 +95,21 @@ type Config struct {
 	// MaxDelay caps every delay above. It must not exceed 12h, SQS's limit.
 	// Defaults to 12h.
 	MaxDelay time.Duration
+
+	// WaitRunning is how long a message whose job is running elsewhere is
+	// held, waiting for that copy's outcome, before it is hidden for the
+	// running delay: the Guard's completion signal wakes it the moment the
+	// running copy's done marker is written (the message is then deleted
+	// as a duplicate) or its claim released (its handler runs). A hidden
+	// message comes back a second or more later, on a receive of its own.
+	// A copy of a kind that the Guard has seen run longer than the running
+	// copy has left within the wait is hidden at once (see
+	// core.Job.WaitUntil). The Poller waits within the message's
+	// visibility, less a quarter of Poller.VisibilityTimeout, and renews it
+	// meanwhile; Decorate waits within its context's deadline but cannot
+	// renew the visibility, so keep WaitRunning under your receive's
+	// visibility timeout. Negative: no wait. Defaults to 5s.
+	WaitRunning time.Duration
 
 	// Logger receives the adapter's warnings (failed deletes and visibility
 	// changes, handler panics). Defaults to the Guard's Logger.
@@ -127,6 +167,9 @@ func (c *Config) options(g *core.Guard, queueURL string, caller callerNames) (*o
 	}
 	if o.MaxDelay == 0 {
 		o.MaxDelay = maxVisibility
+	}
+	if o.WaitRunning == 0 {
+		o.WaitRunning = defaultWaitRunning
 	}
 	if o.MaxDelay > maxVisibility {
 		return nil, fmt.Errorf("jobonce: sqsonce: Config.MaxDelay must not exceed SQS's 12h limit, got %s", o.MaxDelay)

@@ -38,8 +38,11 @@ type HandlerFunc func(ctx context.Context, m types.Message) error
 //
 //   - nil: h succeeded (or the key was already done) and the message was
 //     deleted.
-//   - an error matching core.ErrRunning: another copy runs; the message is
-//     hidden for a delay that grows with its receive count.
+//   - an error matching core.ErrRunning: another copy runs, and did not
+//     finish within Config.WaitRunning, which the handler waited for it;
+//     the message is hidden for a delay that grows with its receive count.
+//     (When that copy finished meanwhile, the message was deleted as a
+//     duplicate, or h ran if the copy's claim was released.)
 //   - h's own error: the claim was released and the message left for
 //     redelivery (after Config.FailureDelay, if set).
 //   - an error matching core.ErrConflict or core.ErrInvalidKey: the message
@@ -115,6 +118,9 @@ func Decorate(g *core.Guard, client Client, queueURL string, h HandlerFunc, cfg 
 				o.Logger.WarnContext(ctx, "jobonce: sqsonce: message received without the ApproximateReceiveCount system attribute: receive with MessageSystemAttributeNames naming ApproximateReceiveCount (or All); until then the delays grow only with the receives this handler sees, so copies waiting on a long job may reach the dead-letter queue",
 					"queue", o.queueName, "message_id", id)
 			}
+		}
+		if !job.Unguarded {
+			job.WaitUntil = o.waitUntil(ctx, time.Time{})
 		}
 		res, err := g.Run(ctx, job, func(ctx context.Context) ([]byte, error) {
 			return nil, h(ctx, m)

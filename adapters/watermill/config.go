@@ -1,7 +1,6 @@
 package watermillonce
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -36,17 +35,18 @@ type Config struct {
 	Skip func(msg *message.Message) bool
 
 	// WaitRunning is how long a copy that finds its job running elsewhere
-	// waits in its handler, polling, for that copy to finish, before it
-	// returns an error matching core.ErrRunning and is nacked. Most
-	// backends redeliver a nacked message at once (see the package
-	// documentation), so without a wait a copy would come straight back; a
-	// negative value returns at once, for a backend that delays redeliveries
-	// itself (a JetStream subscriber with NakDelay). Defaults to 10s.
+	// waits in its handler for that copy to finish, before it returns an
+	// error matching core.ErrRunning and is nacked: the Guard's completion
+	// signal wakes it the moment the running copy's done marker is written
+	// (it is then a duplicate) or its claim released (it runs). A copy of a
+	// kind that the Guard has seen run longer than the running copy has
+	// left within the wait is held as long without waiting for the signal
+	// (see core.Job.WaitUntil). Most backends redeliver a nacked message at
+	// once (see the package documentation), so without a wait a copy would
+	// come straight back; a negative value returns at once, for a backend
+	// that delays redeliveries itself (a JetStream subscriber with
+	// NakDelay). Defaults to 10s.
 	WaitRunning time.Duration
-
-	// PollInterval is the longest pause between two checks of a waiting
-	// copy. Pauses start at 10ms and double up to it. Defaults to 1s.
-	PollInterval time.Duration
 
 	// UnavailableDelay is how long a message that could not be claimed
 	// because the store failed waits in its handler before it is nacked, so
@@ -57,29 +57,20 @@ type Config struct {
 
 const (
 	defaultWaitRunning      = 10 * time.Second
-	defaultPollInterval     = time.Second
 	defaultUnavailableDelay = time.Second
-	firstPoll               = 10 * time.Millisecond
 )
 
-// withDefaults returns a copy of c with the defaults applied, or an error
-// naming the first invalid field.
-func (c *Config) withDefaults() (Config, error) {
+// withDefaults returns a copy of c with the defaults applied.
+func (c *Config) withDefaults() Config {
 	var cfg Config
 	if c != nil {
 		cfg = *c
 	}
-	if cfg.PollInterval < 0 {
-		return cfg, fmt.Errorf("jobonce: watermillonce: Config.PollInterval must not be negative, got %s", cfg.PollInterval)
-	}
 	if cfg.WaitRunning == 0 {
 		cfg.WaitRunning = defaultWaitRunning
-	}
-	if cfg.PollInterval == 0 {
-		cfg.PollInterval = defaultPollInterval
 	}
 	if cfg.UnavailableDelay == 0 {
 		cfg.UnavailableDelay = defaultUnavailableDelay
 	}
-	return cfg, nil
+	return cfg
 }

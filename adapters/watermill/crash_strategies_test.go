@@ -105,7 +105,7 @@ func (c *consumer) guard() *core.Guard {
 
 // middleware is watermillonce's middleware on c's Guard.
 func (c *consumer) middleware() message.HandlerMiddleware {
-	return watermillonce.MustMiddleware(c.guard(), &watermillonce.Config{PollInterval: 20 * time.Millisecond})
+	return watermillonce.MustMiddleware(c.guard(), nil)
 }
 
 // jobonceRow is the strategy the crash tests on other backends run.

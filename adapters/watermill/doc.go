@@ -12,7 +12,7 @@
 //
 //	router.AddMiddleware(watermillonce.MustMiddleware(guard, nil))
 //
-// MustMiddleware panics on a nil Guard or an invalid Config, at start-up;
+// MustMiddleware panics on a nil Guard, at start-up;
 // NewMiddleware returns the error instead. With a poison queue, give it
 // IsPoison as its filter (see Order in the middleware chain).
 //
@@ -46,9 +46,10 @@
 //   - Already done (a duplicate): the handler does not run; the messages
 //     the run produced are returned again (see Produced messages) and the
 //     copy is acked.
-//   - Another copy runs: the copy waits in its handler, polling, up to
-//     Config.WaitRunning (10s), and is then a duplicate, or runs the job if
-//     the other copy failed; if the job still runs, it returns an error
+//   - Another copy runs: the copy waits in its handler up to
+//     Config.WaitRunning (10s), woken by the Guard's completion signal the
+//     moment the other copy ends, and is then a duplicate, or runs the job
+//     if the other copy failed; if the job still runs, it returns an error
 //     matching core.ErrRunning and is nacked, to come back later.
 //   - A conflict or an empty key: an error for which IsPoison reports true.
 //   - The store failed: nothing runs; after Config.UnavailableDelay (1s) an

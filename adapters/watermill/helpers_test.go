@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -34,8 +36,11 @@ type env interface {
 	// subscribers of one group share a topic's messages, and every group
 	// gets every message.
 	subscriber(t *testing.T, group string) message.Subscriber
-	// guard returns a Guard on the backend's store, as testenv.NewGuard.
+	// guard returns a Guard on the backend's store, as testenv.NewGuard,
+	// whose Await calls awaits counts.
 	guard(t *testing.T, cfg *core.Config) *core.Guard
+	// awaits returns the Await calls of the last guard's store.
+	awaits() *testenv.Awaits
 }
 
 var backends = []backend{
@@ -46,7 +51,10 @@ var backends = []backend{
 // goChannelEnv is watermill's in-process Pub/Sub with a memstore Guard.
 // GoChannel has no consumer groups: every subscriber gets every message, so
 // every subscriber is a group of its own.
-type goChannelEnv struct{ ps *gochannel.GoChannel }
+type goChannelEnv struct {
+	ps   *gochannel.GoChannel
+	last *testenv.Awaits
+}
 
 func newGoChannelEnv(t *testing.T) env {
 	ps := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
@@ -57,8 +65,10 @@ func newGoChannelEnv(t *testing.T) env {
 func (e *goChannelEnv) topic(name string) string                         { return name }
 func (e *goChannelEnv) publisher(*testing.T) message.Publisher           { return e.ps }
 func (e *goChannelEnv) subscriber(*testing.T, string) message.Subscriber { return e.ps }
+func (e *goChannelEnv) awaits() *testenv.Awaits                          { return e.last }
 func (e *goChannelEnv) guard(t *testing.T, cfg *core.Config) *core.Guard {
-	return testenv.MemGuard(t, cfg)
+	e.last = testenv.NewAwaits(memstore.New())
+	return testenv.NewGuard(t, e.last, cfg)
 }
 
 // redisStreamEnv is watermill-redisstream on the test Redis, with streams
@@ -67,6 +77,7 @@ func (e *goChannelEnv) guard(t *testing.T, cfg *core.Config) *core.Guard {
 type redisStreamEnv struct {
 	prefix string
 	opt    *redis.Options
+	last   *testenv.Awaits
 }
 
 func newRedisStreamEnv(t *testing.T) env {
@@ -105,8 +116,18 @@ func (e *redisStreamEnv) subscriberWith(t *testing.T, cfg redisstream.Subscriber
 	return s
 }
 
+func (e *redisStreamEnv) awaits() *testenv.Awaits { return e.last }
 func (e *redisStreamEnv) guard(t *testing.T, cfg *core.Config) *core.Guard {
-	return testenv.RedisGuard(t, cfg)
+	prefix := testenv.Prefix(t)
+	store, err := redisstore.New(testenv.Redis(t, prefix), nil)
+	require.NoError(t, err)
+	e.last = testenv.NewAwaits(store)
+	c := core.Config{}
+	if cfg != nil {
+		c = *cfg
+	}
+	c.KeyPrefix = prefix
+	return testenv.NewGuard(t, e.last, &c)
 }
 
 // route is one router's handler: the topic it consumes, and where its

@@ -3,6 +3,7 @@ package watermillonce
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -32,10 +33,11 @@ const source = "watermill"
 //   - Already done: the handler does not run; the messages the run
 //     produced are returned again, so the router publishes them and acks
 //     the copy (see the package documentation for why).
-//   - Another copy runs: the copy waits, polling, up to Config.WaitRunning
-//     for it to finish (then it is a duplicate, or runs if the claim was
-//     freed), and otherwise returns an error matching core.ErrRunning, so
-//     the message is nacked and redelivered.
+//   - Another copy runs: the copy waits up to Config.WaitRunning for it to
+//     finish, woken by the Guard's completion signal the moment it does
+//     (then it is a duplicate, or runs if the claim was freed), and
+//     otherwise returns an error matching core.ErrRunning, so the message
+//     is nacked and redelivered.
 //   - A different payload under the key (core.ErrConflict), or an empty
 //     key (core.ErrInvalidKey): an error for which IsPoison reports true,
 //     for middleware.PoisonQueueWithFilter.
@@ -47,23 +49,18 @@ const source = "watermill"
 //     the copy waited): the handler does not run, even when the Guard fails
 //     open, and the error matches ctx.Err().
 //
-// NewMiddleware returns an error, naming the problem, for a nil Guard or an
-// invalid Config; MustMiddleware is the one-line form for AddMiddleware.
+// NewMiddleware returns an error, naming the problem, for a nil Guard;
+// MustMiddleware is the one-line form for AddMiddleware.
 func NewMiddleware(g *core.Guard, cfg *Config) (message.HandlerMiddleware, error) {
 	if g == nil {
 		return nil, errors.New("jobonce: watermillonce: NewMiddleware: Guard is nil")
 	}
-	c, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	m := &middleware{g: g, cfg: c}
+	m := &middleware{g: g, cfg: cfg.withDefaults()}
 	return m.wrap, nil
 }
 
 // MustMiddleware is NewMiddleware for the one-line router.AddMiddleware(...)
-// form: it panics, with NewMiddleware's error, when g is nil or cfg is
-// invalid.
+// form: it panics, with NewMiddleware's error, when g is nil.
 func MustMiddleware(g *core.Guard, cfg *Config) message.HandlerMiddleware {
 	mw, err := NewMiddleware(g, cfg)
 	if err != nil {
@@ -103,9 +100,16 @@ func (m *middleware) handle(msg *message.Message, next message.HandlerFunc) ([]*
 		}
 		return encodeProduced(produced), nil
 	}
+	if !job.Unguarded {
+		job.WaitUntil = m.waitUntil()
+	}
 	res, err := m.g.Run(ctx, job, fn)
-	if res.Outcome == core.Running {
-		res, err = m.wait(ctx, job, fn, res, err)
+	if res.Outcome == core.Running && !job.WaitUntil.IsZero() {
+		// A copy the Guard did not keep waiting (its running copy is
+		// expected to run past the wait) is held as long all the same, so
+		// that a backend which redelivers a nacked message at once does not
+		// bring it straight back.
+		pause(ctx, time.Until(job.WaitUntil))
 	}
 	switch {
 	case err == nil && res.Outcome == core.Duplicate:

@@ -92,11 +92,6 @@ func TestMisconfiguration(t *testing.T) {
 	}{
 		{"NewMiddleware guard", func() error { _, err := watermillonce.NewMiddleware(nil, nil); return err },
 			func() { watermillonce.MustMiddleware(nil, nil) }, "jobonce: watermillonce: NewMiddleware: Guard is nil"},
-		{"PollInterval", func() error {
-			_, err := watermillonce.NewMiddleware(g, &watermillonce.Config{PollInterval: -time.Second})
-			return err
-		}, func() { watermillonce.MustMiddleware(g, &watermillonce.Config{PollInterval: -time.Second}) },
-			"jobonce: watermillonce: Config.PollInterval must not be negative, got -1s"},
 		{"NewPublisher guard", func() error { _, err := watermillonce.NewPublisher(nil, pub, nil); return err }, nil,
 			"jobonce: watermillonce: NewPublisher: Guard is nil"},
 		{"NewPublisher publisher", func() error { _, err := watermillonce.NewPublisher(g, nil, nil); return err }, nil,

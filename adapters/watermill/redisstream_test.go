@@ -33,12 +33,11 @@ func TestRedisStreamClaimedCopyWaitsForTheSlowHandler(t *testing.T) {
 			MaxIdleTime: 300 * time.Millisecond, ClaimInterval: 50 * time.Millisecond,
 		})
 		startRouter(t, route{handler: "reports", sub: sub, topic: topic, fn: blocking(&runs, started, release)},
-			acked.middleware, watermillonce.MustMiddleware(g, &watermillonce.Config{PollInterval: 20 * time.Millisecond}))
+			acked.middleware, watermillonce.MustMiddleware(g, nil))
 	}
 	publish(t, e.publisher(t), topic, newMessage("monthly"))
 	<-started
-	require.Eventually(t, func() bool { return outs.Get(core.Running) >= 1 }, 20*time.Second, 5*time.Millisecond,
-		"a consumer should have claimed the pending message and found its job running")
+	e.awaits().Began(t, 1) // a consumer claimed the pending message, found its job running, and waits
 	close(release)
 	acked.waitAcked(t, 2)
 	require.EqualValues(t, 1, runs.Load())

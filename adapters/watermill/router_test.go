@@ -38,12 +38,11 @@ func TestRouterCopiesDeliveredTogetherRunOnce(t *testing.T) {
 			acked := newDeliveries(t)
 			for _, group := range []string{"a", "b"} {
 				startRouter(t, route{handler: "welcome", sub: e.subscriber(t, group), topic: topic, fn: blocking(&runs, started, release)},
-					acked.middleware, watermillonce.MustMiddleware(g, &watermillonce.Config{PollInterval: 20 * time.Millisecond}))
+					acked.middleware, watermillonce.MustMiddleware(g, nil))
 			}
 			publish(t, e.publisher(t), topic, newMessage("user-42"))
 			<-started
-			require.Eventually(t, func() bool { return outs.Get(core.Running) >= 1 }, 20*time.Second, 5*time.Millisecond,
-				"the second copy should find the job running")
+			e.awaits().Began(t, 1) // the second copy found the job running and waits
 			close(release)
 			acked.waitAcked(t, 2)
 			require.EqualValues(t, 1, runs.Load())

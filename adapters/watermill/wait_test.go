@@ -3,6 +3,8 @@ package watermillonce_test
 import (
 	"context"
 	"errors"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 
 	watermillonce "github.com/jobonce/jobonce/adapters/watermill"
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/memstore"
 	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -40,8 +43,8 @@ func TestCopyWaitsForTheRunningJob(t *testing.T) {
 	var runs atomic.Int64
 	var outs testenv.Outcomes
 	started, release := make(chan struct{}), make(chan struct{})
-	h := watermillonce.MustMiddleware(testenv.MemGuard(t, &core.Config{Observer: outs.Observe}),
-		&watermillonce.Config{PollInterval: 20 * time.Millisecond})(blocking(&runs, started, release))
+	store := testenv.NewAwaits(memstore.New())
+	h := watermillonce.MustMiddleware(testenv.NewGuard(t, store, &core.Config{Observer: outs.Observe}), nil)(blocking(&runs, started, release))
 	first := make(chan error, 1)
 	go func() { _, err := h(newMessage("slow")); first <- err }()
 	<-started
@@ -54,8 +57,8 @@ func TestCopyWaitsForTheRunningJob(t *testing.T) {
 		out, err := h(newMessage("slow"))
 		second <- result{out, err}
 	}()
-	require.Eventually(t, func() bool { return outs.Get(core.Running) >= 2 }, 10*time.Second, 5*time.Millisecond,
-		"the copy should poll while the job runs")
+	require.Eventually(t, func() bool { return store.Count() >= 1 }, 10*time.Second, time.Millisecond,
+		"the copy should wait for the completion signal while the job runs")
 	select {
 	case <-second:
 		t.Fatal("the copy returned while the job ran")
@@ -69,6 +72,7 @@ func TestCopyWaitsForTheRunningJob(t *testing.T) {
 	require.Equal(t, "out", string(res.out[0].Payload))
 	require.EqualValues(t, 1, runs.Load())
 	require.EqualValues(t, 1, outs.Get(core.Duplicate))
+	require.Zero(t, outs.Get(core.Running), "woken by the signal, not polling")
 }
 
 // The wait is bounded by WaitRunning, then the copy is nacked with an error
@@ -92,7 +96,7 @@ func TestWaitRunningBoundsTheWait(t *testing.T) {
 		return time.Since(start), err
 	}
 
-	took, err := copyWith(&watermillonce.Config{WaitRunning: 100 * time.Millisecond, PollInterval: 10 * time.Millisecond}, context.Background())
+	took, err := copyWith(&watermillonce.Config{WaitRunning: 100 * time.Millisecond}, context.Background())
 	require.ErrorIs(t, err, core.ErrRunning)
 	require.False(t, watermillonce.IsPoison(err))
 	require.GreaterOrEqual(t, took, 100*time.Millisecond)
@@ -157,7 +161,8 @@ func TestWaitingCopyRunsWhenTheRunningCopyFails(t *testing.T) {
 	var runs atomic.Int64
 	var outs testenv.Outcomes
 	started, release := make(chan struct{}), make(chan struct{})
-	h := watermillonce.MustMiddleware(testenv.MemGuard(t, &core.Config{Observer: outs.Observe}), &watermillonce.Config{PollInterval: 10 * time.Millisecond})(
+	store := testenv.NewAwaits(memstore.New())
+	h := watermillonce.MustMiddleware(testenv.NewGuard(t, store, &core.Config{Observer: outs.Observe}), nil)(
 		func(msg *message.Message) ([]*message.Message, error) {
 			if runs.Add(1) == 1 {
 				close(started)
@@ -171,10 +176,49 @@ func TestWaitingCopyRunsWhenTheRunningCopyFails(t *testing.T) {
 	<-started
 	second := make(chan error, 1)
 	go func() { _, err := h(newMessage("job")); second <- err }()
-	require.Eventually(t, func() bool { return outs.Get(core.Running) >= 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return store.Count() >= 1 }, 10*time.Second, time.Millisecond, "the copy waits")
 	close(release)
 	require.EqualError(t, <-first, "failed")
 	require.NoError(t, <-second)
 	require.EqualValues(t, 2, runs.Load())
 	require.EqualValues(t, 1, outs.Get(core.Ran), "the waiting copy ran the job")
+}
+
+// A copy of a kind that runs longer than its wait goes back at once from
+// the Guard, and is held in its handler for WaitRunning all the same, so a
+// backend that redelivers at once does not bring it straight back.
+func TestCopyOfALongKindIsHeld(t *testing.T) {
+	t.Parallel()
+	store := testenv.NewAwaits(memstore.New())
+	mw := watermillonce.MustMiddleware(testenv.NewGuard(t, store, nil), &watermillonce.Config{WaitRunning: 300 * time.Millisecond})
+	ctx := context.Background() // outside a router: the kind of every message is ""
+	// Five runs of 600ms: the kind's 90th percentile.
+	var wg sync.WaitGroup
+	for i := range 5 {
+		msg := newMessage("run-" + strconv.Itoa(i))
+		msg.SetContext(ctx)
+		wg.Go(func() {
+			_, _ = mw(func(*message.Message) ([]*message.Message, error) {
+				time.Sleep(600 * time.Millisecond) // the job's own duration
+				return nil, nil
+			})(msg)
+		})
+	}
+	wg.Wait()
+	var runs atomic.Int64
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	h := mw(blocking(&runs, started, release))
+	first := newMessage("held")
+	first.SetContext(ctx)
+	go func() { _, _ = h(first) }()
+	<-started
+	second := newMessage("held")
+	second.SetContext(ctx)
+	start := time.Now()
+	_, err := h(second)
+	require.ErrorIs(t, err, core.ErrRunning)
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "held for WaitRunning")
+	require.Zero(t, store.Count(), "without waiting for the signal: the kind runs longer than the wait")
+	require.EqualValues(t, 1, runs.Load())
 }

@@ -103,7 +103,9 @@ type ClaimReply struct {
 	// fences, a takeover after a lapsed lease included, as long as the
 	// store's clock does not step back by more than the time between them.
 	// A claim sent again with the token that holds the key gets the same
-	// fence. RecordTx reports the record's fence the same way.
+	// fence. RecordTx reports the record's fence the same way. When State
+	// is StateRunning, Fence is the running claim's fence, its start by the
+	// store's clock, or zero when the store does not say.
 	Fence int64
 }
 
@@ -184,6 +186,48 @@ type BatchStore interface {
 	// and one error per claim, and one error per complete, in order. A
 	// request the store could not answer gets an error, never a zero reply.
 	Batch(ctx context.Context, completes []CompleteRequest, claims []ClaimRequest) (replies []ClaimReply, claimErrs, completeErrs []error)
+}
+
+// Notifier is a Store that tells a copy waiting for a running claim the
+// moment that claim ends, so that the copy need not poll: core.Guard waits
+// on it for deliveries whose core.Job.WaitUntil is set. It costs nothing
+// while nobody waits: only a claim that Await found running, and marked
+// awaited, is notified, once, by the Complete or Release that ends it.
+// A notification may be lost (a broken connection, a worker of an earlier
+// release, a mark that lapsed): a waiter reads the key's state again by its
+// own deadline, so a lost notification costs latency, never correctness.
+type Notifier interface {
+	Store
+	// Await is Claim, and when it finds another token's live claim, it
+	// marks the key awaited in the same atomic step, for no longer than
+	// that claim's remaining lease: the Complete or Release that ends the
+	// claim then notifies the key's listeners. A reply of StateRunning
+	// carries the running claim's Fence.
+	Await(ctx context.Context, req ClaimRequest) (ClaimReply, error)
+	// Listen opens a Listener that calls notify with a key it listens to:
+	// once listening to the key has begun (Listener.Add), and again
+	// whenever it resumed after a broken connection, so that the caller
+	// reads the key's state after each, and whenever an awaited claim of
+	// the key ended. notify("") asks for the state of every key to be read
+	// again: the Listener cannot tell which it may have missed. notify must
+	// return quickly; it may be called from any goroutine, within Add too,
+	// and more often than asked (a notification is a hint to read the key
+	// again, never an answer).
+	Listen(ctx context.Context, notify func(key string)) (Listener, error)
+}
+
+// Listener receives a Notifier's notifications (see Notifier.Listen). Its
+// methods are safe for concurrent use.
+type Listener interface {
+	// Add starts listening to key. Listening has begun once notify reports
+	// the key, which may happen before Add returns.
+	Add(ctx context.Context, key string) error
+	// Remove stops listening to key; a notification of key may still come
+	// meanwhile.
+	Remove(ctx context.Context, key string) error
+	// Close stops listening to every key. When it returns, every goroutine
+	// of the Listener has ended and notify is not called again.
+	Close() error
 }
 
 // TxStore is a Store that records keys inside transactions of type TTx

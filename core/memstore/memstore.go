@@ -19,15 +19,17 @@ import (
 // so fences of a key always increase, whatever the clock does; its memory
 // grows by one small map entry per distinct key ever claimed.
 type Store struct {
-	mu      sync.Mutex
-	entries map[string]*entry
-	fences  map[string]int64 // the last fence of every key ever claimed
-	now     func() time.Time
-	claims  int // claims since the last sweep of expired entries
+	mu        sync.Mutex
+	entries   map[string]*entry
+	fences    map[string]int64 // the last fence of every key ever claimed
+	now       func() time.Time
+	claims    int                    // claims since the last sweep of expired entries
+	listeners map[*listener]struct{} // open Listeners (Listen)
 }
 
 type entry struct {
 	done        bool
+	awaited     bool         // a running claim that Await found: its end notifies
 	token       driver.Token // the claim's, or the one that wrote the done marker
 	fence       int64
 	fingerprint string
@@ -35,11 +37,12 @@ type entry struct {
 	expires     time.Time
 }
 
-var _ driver.Store = (*Store)(nil)
+var _ driver.Notifier = (*Store)(nil)
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{entries: make(map[string]*entry), fences: make(map[string]int64), now: time.Now}
+	return &Store{entries: make(map[string]*entry), fences: make(map[string]int64), now: time.Now,
+		listeners: make(map[*listener]struct{})}
 }
 
 // live returns key's entry if it has not expired.
@@ -65,6 +68,11 @@ func checkDuration(field string, d time.Duration) error {
 // request sent again) is reported claimed, with the fence it got then. A
 // lease under 1ms gives an error.
 func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
+	return s.claim(ctx, req, false)
+}
+
+// claim is Claim; with await, a key found running is marked awaited.
+func (s *Store) claim(ctx context.Context, req driver.ClaimRequest, await bool) (driver.ClaimReply, error) {
 	if err := ctx.Err(); err != nil {
 		return driver.ClaimReply{}, err
 	}
@@ -83,7 +91,8 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 			return driver.ClaimReply{State: driver.StateDone, Fingerprint: e.fingerprint, Result: bytes.Clone(e.result),
 				Remaining: e.expires.Sub(now)}, nil
 		}
-		return driver.ClaimReply{State: driver.StateRunning, Fingerprint: e.fingerprint, Remaining: e.expires.Sub(now)}, nil
+		e.awaited = e.awaited || await
+		return driver.ClaimReply{State: driver.StateRunning, Fingerprint: e.fingerprint, Remaining: e.expires.Sub(now), Fence: e.fence}, nil
 	}
 	fence := max(now.UnixMicro(), s.fences[req.Key]+1)
 	s.fences[req.Key] = fence
@@ -130,15 +139,17 @@ func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error 
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	now := s.now()
 	e := s.live(req.Key, now)
 	if e == nil || e.token != req.Token {
+		s.mu.Unlock()
 		return core.ErrLeaseLost
 	}
+	awaited := !e.done && e.awaited
 	if !e.done {
 		*e = entry{done: true, token: req.Token, fingerprint: req.Fingerprint, result: bytes.Clone(req.Result), expires: now.Add(req.Retention)}
 	}
+	s.notifyUnlock(req.Key, awaited)
 	return nil
 }
 
@@ -148,11 +159,13 @@ func (s *Store) Release(ctx context.Context, key string, token driver.Token) err
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.held(key, token) == nil {
+	e := s.held(key, token)
+	if e == nil {
+		s.mu.Unlock()
 		return core.ErrLeaseLost
 	}
 	delete(s.entries, key)
+	s.notifyUnlock(key, e.awaited)
 	return nil
 }
 

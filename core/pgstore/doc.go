@@ -92,7 +92,29 @@
 //
 // The store works with any pgx QueryExecMode, including the modes without
 // prepared statements that PgBouncer's transaction pooling needs. Each
-// statement sets lock_timeout for its own transaction only.
+// statement sets lock_timeout for its own transaction only. A Listener
+// (below) needs a session of its own: through PgBouncer's transaction
+// pooling, give the pool a direct connection string, or waiting copies
+// fall back to reading their keys by their deadlines.
+//
+// # Notifications
+//
+// Store is a driver.Notifier: Await marks a key found running awaited, in
+// the same READ COMMITTED transaction as its claim (an empty result on the
+// running row, which is NULL otherwise: no schema change), and the complete
+// or release that ends a marked claim calls pg_notify on the store's
+// channel, "jobonce:" and the table's schema and name (Channel), with the
+// key in hex, sent when its transaction commits. A complete nobody awaits
+// notifies nothing, so it costs no more than before: a commit that
+// notifies takes a lock that serialises such commits, with their flushes
+// (BenchmarkCompleteAwaited: 16 callers completed 1.7k-2.5k unawaited
+// claims a second and 300-360 awaited ones, on a busy machine). A Listener
+// holds one connection of its own, made with the pool's settings, listening
+// to the channel, read by a goroutine of its own until Close, and made
+// again when it breaks (every waiting copy then reads its key again).
+// Workers of the earlier release ignore the mark, and a takeover or a
+// transactional record replaces it; a claim held by an open transaction is
+// not marked.
 //
 // # Throughput
 //

@@ -15,6 +15,7 @@ type statements struct {
 	migrate                          migrations
 	check                            string
 	claim, extend, complete, release string
+	await, tableSchema               string
 	prune                            string
 	txSavepoint, txLockTimeout       string
 	txInsert, txRecord, txState      string
@@ -65,6 +66,8 @@ func newStatements(cfg *Config) statements {
 		extend:        load("extend"),
 		complete:      load("complete"),
 		release:       load("release"),
+		await:         load("await"),
+		tableSchema:   load("table_schema"),
 		prune:         load("prune"),
 		txSavepoint:   load("tx_savepoint"),
 		txLockTimeout: load("tx_lock_timeout"),

@@ -26,9 +26,13 @@ type Store struct {
 	sql         statements
 	table       string // quoted name, for messages
 	lockTimeout string // cfg.LockTimeout as a lock_timeout value
+	channel     string // the channel awaited claims notify (see notify.go)
 }
 
-var _ driver.BatchStore = (*Store)(nil)
+var (
+	_ driver.BatchStore = (*Store)(nil)
+	_ driver.Notifier   = (*Store)(nil)
+)
 
 // claimAttempts bounds how often a claim is re-run when the key's row changed
 // under the statement's snapshot (a race with a concurrent commit).
@@ -65,6 +69,11 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 		}
 		return nil, fmt.Errorf("jobonce: pgstore: New: checking table %s: %w", s.table, err)
 	}
+	schema := c.Schema
+	if err := pool.QueryRow(ctx, s.sql.tableSchema, s.table).Scan(&schema); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("jobonce: pgstore.New: reading the schema of table %s: %w", s.table, err)
+	}
+	s.channel = channelName(schema, c.Table)
 	return s, nil
 }
 
@@ -208,7 +217,7 @@ func scanClaim(rows pgx.Rows) (driver.ClaimReply, bool, error) {
 				Remaining: fromMicros(remaining)}
 		default:
 			reply = driver.ClaimReply{State: driver.StateRunning, Fingerprint: string(fingerprint),
-				Remaining: fromMicros(remaining)}
+				Remaining: fromMicros(remaining), Fence: fence}
 		}
 	}
 	rows.Close()
@@ -232,7 +241,7 @@ func (s *Store) Extend(ctx context.Context, key string, token driver.Token, leas
 }
 
 func (s *Store) completeArgs(req *driver.CompleteRequest) []any {
-	return []any{[]byte(req.Key), uuid(req.Token), []byte(req.Fingerprint), req.Result, req.Retention.Microseconds(), req.Fence}
+	return []any{[]byte(req.Key), uuid(req.Token), []byte(req.Fingerprint), req.Result, req.Retention.Microseconds(), req.Fence, s.channel}
 }
 
 // Complete implements driver.Store: the claim becomes a done row kept for
@@ -261,7 +270,7 @@ func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error 
 // next claim. It returns core.ErrLeaseLost when token no longer holds a live
 // claim, and never touches another token's claim or a done row.
 func (s *Store) Release(ctx context.Context, key string, token driver.Token) error {
-	tag, err := s.exec(ctx, s.sql.release, []byte(key), uuid(token))
+	tag, err := s.exec(ctx, s.sql.release, []byte(key), uuid(token), s.channel)
 	if err != nil {
 		return s.fail(ctx, err)
 	}

@@ -35,18 +35,27 @@ var errUnanswered = errors.New("jobonce: redisstore: the pipeline ended without 
 // released; only a connection never made (a refused dial, a pool timeout)
 // keeps its own error.
 func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) ([]driver.ClaimReply, []error, []error) {
+	return s.batch(ctx, completes, claims, false)
+}
+
+// batch is Batch; with await, the claims mark the keys they find running
+// awaited (Await).
+func (s *Store) batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest, await bool) ([]driver.ClaimReply, []error, []error) {
 	if len(claims) > 0 {
 		defer s.checkIfDue(ctx)
 	}
 	replies := make([]driver.ClaimReply, len(claims))
-	errs, unacked := s.pipeline(ctx, len(completes)+len(claims), func(i int) (*redis.Script, string, []any, error) {
+	errs, unacked := s.pipeline(ctx, len(completes)+len(claims), func(i int) (*redis.Script, []string, []any, error) {
 		if i < len(completes) {
 			args, err := s.completeArgs(&completes[i])
-			return completeScript, completes[i].Key, args, err
+			return completeScript, s.markedKeys(completes[i].Key), args, err
 		}
 		req := &claims[i-len(completes)]
 		args, err := s.claimArgs(req)
-		return claimScript, req.Key, args, err
+		if await {
+			return claimScript, s.markedKeys(req.Key), args, err
+		}
+		return claimScript, []string{req.Key}, args, err
 	}, func(i int, cmd *redis.Cmd) error {
 		if i < len(completes) {
 			return tokenChecked(ctx, cmd)
@@ -117,7 +126,7 @@ type entry struct {
 }
 
 // pipeline runs n scripts in one pipeline with EVALSHA; call(i) gives the
-// script of entry i, its key and its arguments, and reply(i, cmd) reads its
+// script of entry i, its keys (the first decides its node) and its arguments, and reply(i, cmd) reads its
 // answer. Entries whose arguments are invalid are not sent and keep call's
 // error. Entries that find their script missing (NOSCRIPT, after a restart
 // or failover) are run again once it is loaded.
@@ -128,18 +137,18 @@ type entry struct {
 // the entries go to each primary's own client, in parallel, each pipeline
 // with its wait, so one primary's wait answers for its own entries only.
 func (s *Store) pipeline(ctx context.Context, n int,
-	call func(i int) (*redis.Script, string, []any, error), reply func(i int, cmd *redis.Cmd) error,
+	call func(i int) (*redis.Script, []string, []any, error), reply func(i int, cmd *redis.Cmd) error,
 ) (errs, unacked []error) {
 	errs = make([]error, n)
 	entries := make([]entry, n)
 	sent := make([]int, 0, n)
 	for i := range n {
-		script, key, argv, err := call(i)
+		script, keys, argv, err := call(i)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		entries[i] = entry{script: script, keys: []string{key}, argv: argv}
+		entries[i] = entry{script: script, keys: keys, argv: argv}
 		sent = append(sent, i)
 	}
 	unacked = make([]error, n)
@@ -147,10 +156,16 @@ func (s *Store) pipeline(ctx context.Context, n int,
 		return errs, unacked
 	}
 	cluster, _ := s.client.(*redis.ClusterClient)
-	if !s.wait.on() || cluster == nil {
-		s.run(ctx, s.client, false, entries, sent, true)
-	} else {
-		s.runOnPrimaries(ctx, cluster, entries, sent, errs)
+	run := func(idx []int) {
+		if !s.wait.on() || cluster == nil {
+			s.run(ctx, s.client, false, entries, idx, true)
+		} else {
+			s.runOnPrimaries(ctx, cluster, entries, idx, errs)
+		}
+	}
+	run(sent)
+	if again := unmarked(entries, sent); len(again) > 0 {
+		run(again)
 	}
 	for _, i := range sent {
 		unacked[i] = entries[i].unacked

@@ -1,5 +1,9 @@
 -- Claims a key unless it holds a live claim or a done marker.
 -- KEYS[1]  the key
+-- KEYS[2]  absent, or the key's awaited mark (a key in its hash slot): when
+--          KEYS[1] holds another token's claim, the mark is set to expire
+--          with that claim's lease, so that its complete or release
+--          notifies (complete.lua); a key that is not a mark is left alone
 -- ARGV[1]  "F" .. token (17 bytes), the prefix that names the claim's owner
 -- ARGV[2]  the fingerprint
 -- ARGV[3]  the lease in milliseconds
@@ -44,4 +48,11 @@ if mine then
   end
   return fence
 end
-return {v, left or redis.call('PTTL', KEYS[1])}
+left = left or redis.call('PTTL', KEYS[1])
+if KEYS[2] and not done and left > 0 then
+  local m = redis.call('GET', KEYS[2])
+  if not m or m == 'a' then
+    redis.call('SET', KEYS[2], 'a', 'PX', left)
+  end
+end
+return {v, left}

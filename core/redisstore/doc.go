@@ -19,6 +19,26 @@
 // works on a single node, behind Sentinel and on Redis Cluster. Batch
 // pipelines the scripts of many claims and done markers in one round trip.
 //
+// # Notifications
+//
+// Store is a driver.Notifier: Await, a claim that finds the key held by
+// another token, sets the key's awaited mark (a key of its own in the
+// key's hash slot, expiring with the running claim's lease: the key and
+// "\x00awaited" after a hash tag the key has, else "{key}\x00awaited"), and the
+// complete or release that ends the claim deletes the mark and publishes
+// the key on a channel named after it (SPUBLISH on Cluster, so the message
+// stays on the key's primary). A claim nobody awaits is ended as before,
+// with no publish: the scripts only read the mark's absence. A Listener
+// subscribes to the keys of a Guard's waiting copies on one connection per
+// node (per primary on Cluster, per shard on a Ring), read by a goroutine
+// of its own until Close, and notifies a key again when its subscription
+// is confirmed anew after a reconnection. Values do not change: workers of
+// the earlier release neither set nor read marks, which costs a copy that
+// waits its signal, not its outcome. On Cluster, a key without a hash tag
+// that holds a "}" has no mark (no tag names its slot) and is not notified,
+// and while a slot migrates its scripts run without the mark (a node
+// answers a script on two keys, one of them missing, TRYAGAIN).
+//
 // # Records
 //
 // A key holds one small string: a running claim ("F", the 16-byte token, the

@@ -108,7 +108,7 @@ func parseValue(v string, pttl int64) (driver.ClaimReply, error) {
 	remaining := fromMillis(pttl)
 	switch {
 	case len(v) >= ownerLen+fenceLen && v[0] == tagRunning:
-		return driver.ClaimReply{State: driver.StateRunning, Fingerprint: v[ownerLen+fenceLen:], Remaining: remaining}, nil
+		return driver.ClaimReply{State: driver.StateRunning, Fingerprint: v[ownerLen+fenceLen:], Remaining: remaining, Fence: runningFence(v)}, nil
 	case len(v) >= ownerLen && v[0] == tagRunningUnfenced:
 		return driver.ClaimReply{State: driver.StateRunning, Fingerprint: v[ownerLen:], Remaining: remaining}, nil
 	case len(v) >= writerLen && v[0] == tagWriter:

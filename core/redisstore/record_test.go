@@ -24,7 +24,8 @@ func FuzzRecord(f *testing.F) {
 		running := runningValue(token, fence, fp)
 		r, err := parseValue(running, 1500)
 		require.NoError(t, err)
-		require.Equal(t, driver.ClaimReply{State: driver.StateRunning, Fingerprint: fp, Remaining: 1500 * time.Millisecond}, r)
+		require.Equal(t, driver.ClaimReply{State: driver.StateRunning, Fingerprint: fp, Remaining: 1500 * time.Millisecond, Fence: fence}, r,
+			"a running claim is read with its fence")
 		require.Equal(t, ownerValue(token), running[:ownerLen])
 		require.Equal(t, fence, runningFence(running))
 		unfenced := "R" + string(token[:]) + fp

@@ -114,9 +114,13 @@ type Store struct {
 	leases, retentions boxCache
 	legacy             bool // Config.LegacyMarkers
 	retries            bool // the client sends a failed command again (Options.MaxRetries)
+	cluster            bool // a Cluster client: marks share their key's slot, notifications are sharded
 }
 
-var _ driver.BatchStore = (*Store)(nil)
+var (
+	_ driver.BatchStore = (*Store)(nil)
+	_ driver.Notifier   = (*Store)(nil)
+)
 
 // New returns a Store on client, which may be a single-node, Sentinel
 // (failover) or Cluster client; a nil client, or a nil *redis.Client,
@@ -173,7 +177,8 @@ func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 			return nil, errors.New("jobonce: redisstore: Config.WaitAOF needs a single-node, Sentinel or Cluster client, not a Ring")
 		}
 	}
-	s := &Store{client: client, logger: c.Logger, wait: waitFor{replicas: c.WaitReplicas, aof: c.WaitAOF, timeout: c.WaitTimeout}, legacy: c.LegacyMarkers, retries: retries(client)}
+	_, cluster := client.(*redis.ClusterClient)
+	s := &Store{client: client, logger: c.Logger, wait: waitFor{replicas: c.WaitReplicas, aof: c.WaitAOF, timeout: c.WaitTimeout}, legacy: c.LegacyMarkers, retries: retries(client), cluster: cluster}
 	if c.CheckEvery == 0 {
 		c.CheckEvery = 30 * time.Second
 	}
@@ -276,8 +281,8 @@ func (s *Store) Extend(ctx context.Context, key string, token driver.Token, leas
 		return err
 	}
 	if s.wait.on() {
-		errs, unacked := s.pipeline(ctx, 1, func(int) (*redis.Script, string, []any, error) {
-			return extendScript, key, []any{ownerValue(token), ms}, nil
+		errs, unacked := s.pipeline(ctx, 1, func(int) (*redis.Script, []string, []any, error) {
+			return extendScript, []string{key}, []any{ownerValue(token), ms}, nil
 		}, func(_ int, cmd *redis.Cmd) error { return tokenChecked(ctx, cmd) })
 		return cmp.Or(errs[0], unacked[0])
 	}
@@ -298,13 +303,16 @@ func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error 
 	if err != nil {
 		return err
 	}
-	return tokenChecked(ctx, completeScript.Run(ctx, s.client, []string{req.Key}, args...))
+	return tokenChecked(ctx, s.runMarked(ctx, completeScript, req.Key, args))
 }
 
 func (s *Store) completeArgs(req *driver.CompleteRequest) ([]any, error) {
 	retention, err := millis("CompleteRequest.Retention", req.Retention)
 	if err != nil {
 		return nil, err
+	}
+	if s.cluster {
+		return []any{ownerValue(req.Token), doneValue(req.Token, req.Fingerprint, req.Result, s.legacy), s.retentions.box(retention), sharded}, nil
 	}
 	return []any{ownerValue(req.Token), doneValue(req.Token, req.Fingerprint, req.Result, s.legacy), s.retentions.box(retention)}, nil
 }
@@ -330,7 +338,14 @@ func (c *boxCache) box(n int64) any {
 
 // Release implements driver.Store.
 func (s *Store) Release(ctx context.Context, key string, token driver.Token) error {
-	return tokenChecked(ctx, releaseScript.Run(ctx, s.client, []string{key}, ownerValue(token)))
+	return tokenChecked(ctx, s.runMarked(ctx, releaseScript, key, s.releaseArgs(token)))
+}
+
+func (s *Store) releaseArgs(token driver.Token) []any {
+	if s.cluster {
+		return []any{ownerValue(token), sharded}
+	}
+	return []any{ownerValue(token)}
 }
 
 // tokenChecked maps a token-checked script's 0 reply to core.ErrLeaseLost.

@@ -92,6 +92,12 @@ type ChaosOptions struct {
 //  8. FailOpen runs a job unguarded only on an outage, never on an answer
 //     the store gave (ChaosOptions.Refusal, ErrUnreplicated).
 //
+// A fifth mode, Wait, runs the Claim API and Guard.Do with half the
+// deliveries waiting for their running copies (Job.WaitUntil) through the
+// store's completion signal, which the Chaos store loses, delays and makes
+// up now and then (on a store that does not notify, the copies poll); the
+// same invariants hold, a waiting call's bound grown by its wait.
+//
 // A repeated effect (2) is excused only by a LeaseLost or Unrecorded that 7
 // finds true.
 //
@@ -133,6 +139,7 @@ func RunChaos(t *testing.T, opts ChaosOptions) {
 		{name: "Claim", claimAPI: true},
 		{name: "Unbatched", unbatched: true},
 		{name: "FailOpen", failOpen: true},
+		{name: "Wait", claimAPI: true, wait: true},
 	}
 	for i, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
@@ -159,6 +166,7 @@ type chaosMode struct {
 	claimAPI  bool
 	unbatched bool
 	failOpen  bool
+	wait      bool // half the deliveries wait for their running copies
 }
 
 // chaosRun is one mode's run: the Guard, its faulty store and the record
@@ -605,6 +613,10 @@ type delivery struct {
 	answered time.Time // when the claim's answer came back: the job's start, or the call's return
 	phases   []phase   // waits to bound (invariant 4)
 	final    bool      // out is the final outcome
+	// waited is, for a claim of the Claim API that may wait for its running
+	// copy (Job.WaitUntil), the stretch of its Work before the job's start
+	// (or Work's return): the claim's answer, should it have waited.
+	waited *phase
 }
 
 // phase is a stretch of a call outside the job's function.
@@ -613,6 +625,30 @@ type phase struct {
 	from, to time.Time
 	ctxBound bool          // bounded by the caller's context (the claim)
 	budget   time.Duration // waits allowed outside the call's own store calls
+	wait     time.Duration // how long it may wait for a running copy (Job.WaitUntil)
+}
+
+// waitUntil returns, in the Wait mode and for half the deliveries, when a
+// delivery made now stops waiting for its running copy: within two store
+// timeouts, or a few milliseconds now and then. Zero: it does not wait.
+func (r *chaosRun) waitUntil(rng *mrand.Rand) time.Time {
+	if !r.mode.wait || rng.IntN(2) == 0 {
+		return time.Time{}
+	}
+	d := time.Duration(rng.Int64N(int64(2 * r.st)))
+	if rng.IntN(4) == 0 {
+		d = time.Duration(rng.Int64N(int64(5 * time.Millisecond)))
+	}
+	return time.Now().Add(d)
+}
+
+// waitFrom returns how long a phase that began at from may wait until
+// until; zero for no wait.
+func waitFrom(from, until time.Time) time.Duration {
+	if until.IsZero() {
+		return 0
+	}
+	return max(0, until.Sub(from))
 }
 
 func (r *chaosRun) deliverDo(rng *mrand.Rand) {
@@ -620,23 +656,25 @@ func (r *chaosRun) deliverDo(rng *mrand.Rand) {
 	defer c.close()
 	d := &delivery{call: c, key: r.key(rng)}
 	fn := r.job(c, d.key, r.plan(rng), &d.run)
+	until := r.waitUntil(rng)
 	func() {
 		defer func() { d.panicked = recover() }()
 		var res core.Result
-		res, d.err = r.g.Run(c.ctx, core.Job{Key: d.key}, fn)
+		res, d.err = r.g.Run(c.ctx, core.Job{Key: d.key, WaitUntil: until}, fn)
 		d.out, d.value = res.Outcome, res.Value
 	}()
 	ret := time.Now()
 	d.final = true
+	wait := waitFrom(c.start, until)
 	if d.run != nil {
 		d.answered = d.run.start
 		d.phases = []phase{
-			{name: "claim", from: c.start, to: d.run.start, ctxBound: true},
+			{name: "claim", from: c.start, to: d.run.start, ctxBound: true, wait: wait},
 			{name: "done marker", from: d.run.stop, to: ret, budget: r.st + completeBackoffs},
 		}
 	} else {
 		d.answered = ret
-		d.phases = []phase{{name: "claim", from: c.start, to: ret, ctxBound: true}}
+		d.phases = []phase{{name: "claim", from: c.start, to: ret, ctxBound: true, wait: wait}}
 	}
 	r.truth.resolve(d)
 	r.check(d)
@@ -660,7 +698,7 @@ func (r *chaosRun) deliverClaims(rng *mrand.Rand) {
 		}
 		seen[k] = true
 		ds = append(ds, &delivery{call: c, key: k})
-		jobs = append(jobs, core.Job{Key: k, Fingerprint: "fp:" + k})
+		jobs = append(jobs, core.Job{Key: k, Fingerprint: "fp:" + k, WaitUntil: r.waitUntil(rng)})
 	}
 	var claims []*core.Claim
 	var claimPanic any
@@ -687,6 +725,7 @@ func (r *chaosRun) deliverClaims(rng *mrand.Rand) {
 		d := ds[i]
 		fn := r.job(c, d.key, plans[i], &d.run)
 		var res core.Result
+		start := time.Now()
 		func() {
 			defer func() { d.panicked = recover() }()
 			res, d.err = claims[i].Work(c.ctx, fn)
@@ -695,6 +734,14 @@ func (r *chaosRun) deliverClaims(rng *mrand.Rand) {
 		d.out, d.value = res.Outcome, res.Value
 		d.answered = answered
 		d.phases = []phase{claimPhase}
+		if until := jobs[i].WaitUntil; !until.IsZero() {
+			// Work may wait for a running copy, then claim the key again.
+			to := ret
+			if d.run != nil {
+				to = d.run.start
+			}
+			d.waited = &phase{name: "wait", from: start, to: to, ctxBound: true, wait: waitFrom(start, until)}
+		}
 		if d.run != nil {
 			d.phases = append(d.phases, phase{name: "work", from: d.run.stop, to: ret, budget: r.st})
 		}
@@ -726,6 +773,11 @@ func (r *chaosRun) deliverClaims(rng *mrand.Rand) {
 	}()
 	ret := time.Now()
 	for i, d := range ds {
+		if evs := d.call.eventsFor(d.key); d.waited != nil && len(evs) == 1 && evs[0].Waited > 0 {
+			// It waited: its answer is the last read of the key.
+			d.answered = d.waited.to
+			d.phases = append(d.phases, *d.waited)
+		}
 		if !d.final {
 			d.final = true
 			if finishPanic != nil {

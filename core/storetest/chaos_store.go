@@ -93,10 +93,11 @@ type chaosStore struct {
 	unreplicated bool                                        // markers and extends may be answered ErrUnreplicated
 	forget       func(ctx context.Context, key string) error // nil: no failover loses a write
 
-	stormy atomic.Bool
-	mu     sync.Mutex
-	rng    *rand.Rand
-	log    *storeLog
+	stormy  atomic.Bool
+	mu      sync.Mutex
+	rng     *rand.Rand
+	log     *storeLog
+	signals [numSignalFaults]int // notifications met by each signal fault
 }
 
 var _ driver.BatchStore = (*chaosStore)(nil)
@@ -258,12 +259,17 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // Claim implements driver.Store. A claim answered ErrUnreplicated is
 // released, as the driver promises of a store that answers so.
 func (c *chaosStore) Claim(ctx context.Context, req driver.ClaimRequest) (reply driver.ClaimReply, err error) {
+	return c.claim(ctx, req, c.inner.Claim)
+}
+
+// claim is Claim, or Await, sent to the wrapped store with send.
+func (c *chaosStore) claim(ctx context.Context, req driver.ClaimRequest, send func(context.Context, driver.ClaimRequest) (driver.ClaimReply, error)) (reply driver.ClaimReply, err error) {
 	f, d := c.pick(opClaim, false, true)
 	ev := c.log.begin(ctx, opClaim, f, req.Key, req.Token)
 	defer func() { ev.end(reply.State, err) }()
 	ierr := c.inject(ctx, opClaim, f, d, func(ctx context.Context) {
 		sent := time.Now()
-		reply, err = c.inner.Claim(ctx, req)
+		reply, err = send(ctx, req)
 		c.log.applied(ev, sent, reply.State, err)
 		c.log.granted(ev, sent, reply.State, err)
 	})

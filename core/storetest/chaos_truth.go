@@ -439,6 +439,11 @@ func (r *chaosRun) check(d *delivery) {
 	evs := c.eventsFor(d.key)
 	name := fmt.Sprintf("key %s call %d (%s ctx, started %s)", d.key, c.id, ctxKindNames[c.kind], t.at(c.start))
 	r.checkTimes(d, name)
+	if len(evs) == 1 && evs[0].Waited > 0 {
+		t.mu.Lock()
+		t.counts["waited for a running copy, then "+evs[0].Outcome.String()]++
+		t.mu.Unlock()
+	}
 
 	out := d.out
 	switch p := d.panicked.(type) {
@@ -578,8 +583,10 @@ func (r *chaosRun) checkTimes(d *delivery, name string) {
 			}
 		case p.ctxBound:
 			// Behind at most two rounds of others' calls, each as long as the
-			// longest deadline plus a dead connection, and its own.
-			if limit := 2*(maxDeadline*r.st+2*r.st) + r.st + charged + chaosSlack; dur > limit {
+			// longest deadline plus a dead connection, and its own; and a
+			// copy that waits for its running copy (Job.WaitUntil) waits
+			// that long more, then makes one store call.
+			if limit := 2*(maxDeadline*r.st+2*r.st) + r.st + p.wait + charged + chaosSlack; dur > limit {
 				t.violate("4 a call with no deadline took too long", "%s: %s took %s with a context that never ended (limit %s)", name, p.name, dur.Round(time.Millisecond), limit.Round(time.Millisecond))
 			}
 		default:
@@ -725,6 +732,13 @@ func (r *chaosRun) report(replay string) {
 		}
 	}
 	l.mu.Unlock()
+	r.chaos.mu.Lock()
+	for f, n := range r.chaos.signals {
+		if n > 0 {
+			faults["signal "+signalFaultNames[f]] = n
+		}
+	}
+	r.chaos.mu.Unlock()
 	r.t.Logf("outcomes: %s", sortedCounts(t.outcomes))
 	r.t.Logf("store calls (per key): %s", sortedCounts(ops))
 	r.t.Logf("faults injected: %s", sortedCounts(faults))

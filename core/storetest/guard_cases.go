@@ -44,6 +44,16 @@ func RunGuard(t *testing.T, newStore NewStore) {
 		{"JobFencesIncrease", jobFencesIncrease},
 		{"FenceRefusesAZombie", fenceRefusesAZombie},
 		{"DuplicateReportsItsLag", duplicateReportsItsLag},
+		{"WaitWokenByDoneMarker", waitWokenByDoneMarker},
+		{"WaitWokenByRelease", waitWokenByRelease},
+		{"WaitEndsRunning", waitEndsRunning},
+		{"WaitCanceled", waitCanceled},
+		{"WaitSettlesWithoutSignal", waitSettlesWithoutSignal},
+		{"WaitSkippedForALongKind", waitSkippedForALongKind},
+		{"WaitFailsClosed", waitFailsClosed},
+		{"WaitWithClaims", waitWithClaims},
+		{"WaitersShareOneListener", waitersShareOneListener},
+		{"ShadowDoesNotWait", shadowDoesNotWait},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -19,6 +19,9 @@ type NewStore func(t *testing.T) driver.Store
 func Run(t *testing.T, newStore NewStore) {
 	t.Run("Store", func(t *testing.T) { RunStore(t, newStore) })
 	t.Run("Guard", func(t *testing.T) { RunGuard(t, newStore) })
+	if _, ok := newStore(t).(driver.Notifier); ok {
+		t.Run("Notifier", func(t *testing.T) { RunNotifier(t, newStore) })
+	}
 }
 
 type suite struct {

@@ -1,0 +1,216 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobonce/jobonce/core/driver"
+)
+
+// Notifications (driver.Notifier). Await marks a key found running awaited
+// (await.sql: an empty result on the running row, so the table needs no
+// new column) in the transaction of its claim; the complete or release
+// that ends a marked claim calls pg_notify on the store's channel with the
+// key, delivered when its transaction commits. A commit that notifies takes
+// a lock that serialises such commits; a complete nobody awaited notifies
+// nothing, so the ordinary path pays no more than a NULL test. A Listener
+// holds one connection of its own (not the pool's: LISTEN needs a session,
+// so not PgBouncer's transaction pooling), listening to the channel from
+// the start, so a key it is told about is listened to at once.
+
+// channelName returns the store's channel: "jobonce:", the schema that
+// holds the table, "." and the table's name, or "jobonce:" and a hash of
+// them when that is longer than an identifier may be.
+func channelName(schema, table string) string {
+	name := schema + "." + table
+	if c := "jobonce:" + name; len(c) <= maxIdentifier {
+		return c
+	}
+	sum := sha256.Sum256([]byte(name))
+	return "jobonce:" + hex.EncodeToString(sum[:12])
+}
+
+// Channel returns the channel on which the store notifies the end of a
+// claim that a copy awaits, for LISTEN.
+func (s *Store) Channel() string { return s.channel }
+
+// Await implements driver.Notifier: Claim, with a key found running marked
+// awaited in the same READ COMMITTED transaction, in one round trip. A key
+// whose row another transaction holds past the lock wait is reported
+// running, as Claim reports it.
+func (s *Store) Await(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
+	if err := checkDuration("ClaimRequest.Lease", req.Lease); err != nil {
+		return driver.ClaimReply{}, err
+	}
+	for attempt := 1; ; attempt++ {
+		b := newBatch(true)
+		lock := s.lockTimeoutFor(ctx, 2)
+		b.Queue(s.sql.await, []byte(req.Key), uuid(req.Token), lock)
+		b.Queue(s.sql.claim, s.claimArgs(ctx, &req, 2)...)
+		var reply driver.ClaimReply
+		var settled bool
+		err := s.send(ctx, b, true, func(br pgx.BatchResults) error {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+			rows, err := br.Query()
+			if err != nil {
+				return err
+			}
+			reply, settled, err = scanClaim(rows)
+			return err
+		})
+		switch {
+		case lockTimedOut(err):
+			return driver.ClaimReply{State: driver.StateRunning, Remaining: s.cfg.RetryAfter}, nil
+		case lookAgain(err) && ctx.Err() == nil:
+			settled = false // a deadlock: nothing holds
+		case err != nil:
+			return driver.ClaimReply{}, s.fail(ctx, err)
+		}
+		if settled {
+			return reply, nil
+		}
+		if attempt == claimAttempts {
+			return driver.ClaimReply{State: driver.StateRunning}, nil
+		}
+	}
+}
+
+// Listen implements driver.Notifier: it connects with the pool's
+// connection settings and listens to the store's channel, read by a
+// goroutine of the Listener's until Close. A connection that breaks is
+// made again (after a pause that grows to a second) and, listening again,
+// notifies "": what came meanwhile is lost.
+func (s *Store) Listen(ctx context.Context, notify func(key string)) (driver.Listener, error) {
+	if notify == nil {
+		return nil, errors.New("jobonce: pgstore: Listen: notify is nil")
+	}
+	conn, err := s.listenConn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	l := &listener{s: s, notify: notify, conn: conn, ctx: lctx, cancel: cancel, keys: make(map[string]struct{})}
+	l.wg.Go(l.read)
+	return l, nil
+}
+
+// listenConn connects and listens to the store's channel.
+func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("jobonce: pgstore: connect to listen: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+		closeConn(conn)
+		return nil, fmt.Errorf("jobonce: pgstore: LISTEN: %w", s.wrap(err))
+	}
+	return conn, nil
+}
+
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+	defer cancel()
+	_ = conn.Close(ctx)
+}
+
+// listener is a pgstore driver.Listener. Its connection is used by its
+// reader alone, then closed by Close.
+type listener struct {
+	s      *Store
+	notify func(key string)
+	conn   *pgx.Conn
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu   sync.Mutex
+	keys map[string]struct{} // the keys listened to: the channel carries every key
+}
+
+// listens reports whether key is listened to.
+func (l *listener) listens(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.keys[key]
+	return ok
+}
+
+// read hands each notification's key to notify until Close, connecting
+// again when the connection breaks.
+func (l *listener) read() {
+	defer func() { closeConn(l.conn) }()
+	var pause time.Duration
+	for {
+		n, err := l.conn.WaitForNotification(l.ctx)
+		if l.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			closeConn(l.conn)
+			for {
+				pause = min(max(2*pause, 10*time.Millisecond), time.Second)
+				t := time.NewTimer(pause)
+				select {
+				case <-l.ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+				ctx, cancel := context.WithTimeout(l.ctx, 5*time.Second)
+				conn, err := l.s.listenConn(ctx)
+				cancel()
+				if err == nil {
+					l.conn = conn
+					break
+				}
+				if l.ctx.Err() != nil {
+					return
+				}
+			}
+			pause = 0
+			l.notify("") // notifications sent meanwhile were lost
+			continue
+		}
+		if key, err := hex.DecodeString(n.Payload); err == nil && l.listens(string(key)) {
+			l.notify(string(key))
+		}
+	}
+}
+
+// Add implements driver.Listener: the Listener listens to every key from
+// the start, so listening to key has begun (notify reports it at once),
+// unless its connection is being made again, which then notifies every key.
+func (l *listener) Add(_ context.Context, key string) error {
+	if l.ctx.Err() != nil {
+		return errors.New("jobonce: pgstore: Listener is closed")
+	}
+	l.mu.Lock()
+	l.keys[key] = struct{}{}
+	l.mu.Unlock()
+	l.notify(key)
+	return nil
+}
+
+// Remove implements driver.Listener.
+func (l *listener) Remove(_ context.Context, key string) error {
+	l.mu.Lock()
+	delete(l.keys, key)
+	l.mu.Unlock()
+	return nil
+}
+
+// Close implements driver.Listener.
+func (l *listener) Close() error {
+	l.cancel()
+	l.wg.Wait()
+	return nil
+}

@@ -1,0 +1,90 @@
+package pgstore_test
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// notes collects what a Listener notifies.
+type notes chan string
+
+func (n notes) notify(key string) {
+	select {
+	case n <- key:
+	default:
+	}
+}
+
+// next returns the next notification within 10s.
+func (n notes) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case k := <-n:
+		return k
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification within 10s")
+		return ""
+	}
+}
+
+// TestListenerListensAgainAfterItsBackendIsTerminated: a Listener whose
+// connection is ended by the server connects and listens again, notifies
+// "" (every key is to be read again: what came meanwhile is lost), and
+// notifies as before.
+func TestListenerListensAgainAfterItsBackendIsTerminated(t *testing.T) {
+	testenv.Short(t)
+	ctx := ctxT(t)
+	s, pool := newStore(t, nil)
+	got := make(notes, 64)
+	l, err := s.Listen(ctx, got.notify)
+	require.NoError(t, err)
+	defer l.Close()
+	key := testenv.Prefix(t) + "k"
+	require.NoError(t, l.Add(ctx, key))
+	require.Equal(t, key, got.next(t), "listening began")
+
+	var n int
+	require.NoError(t, pool.QueryRow(ctx,
+		`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query = 'LISTEN ' || quote_ident($1)`, s.Channel()).Scan(&n))
+	require.Equal(t, 1, n, "the Listener's connection")
+	require.Equal(t, "", got.next(t), "listening again, every key is to be read again")
+
+	holder := driver.NewToken()
+	r, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: holder, Lease: time.Minute})
+	require.NoError(t, err)
+	r2, err := s.Await(ctx, driver.ClaimRequest{Key: key, Token: driver.NewToken(), Lease: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, driver.StateRunning, r2.State)
+	require.NoError(t, s.Complete(ctx, driver.CompleteRequest{Key: key, Token: holder, Retention: time.Minute, Fence: r.Fence}))
+	require.Equal(t, key, got.next(t), "notified on the new connection")
+}
+
+// TestListenerCloseEndsItsGoroutineAndConnection: Close leaves no goroutine
+// and no session behind.
+func TestListenerCloseEndsItsGoroutineAndConnection(t *testing.T) {
+	testenv.Short(t)
+	ctx := ctxT(t)
+	s, pool := newStore(t, nil)
+	before := runtime.NumGoroutine()
+	l, err := s.Listen(ctx, func(string) {})
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.LessOrEqual(t, runtime.NumGoroutine(), before, "the Listener's goroutine ended")
+	sessions := func() int {
+		return count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN ' || quote_ident($1)`, s.Channel())
+	}
+	for sessions() > 0 && time.Now().Before(deadline) { // the server ends a session after its client left
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.Zero(t, sessions(), "its session ended")
+}

@@ -1,0 +1,150 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core/driver"
+)
+
+// RunNotifier runs the cases of driver.Notifier's contract: stores made by
+// newStore must implement it.
+func RunNotifier(t *testing.T, newStore NewStore) {
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, s *suite, n driver.Notifier)
+	}{
+		{"AwaitClaimsAFreeKey", awaitClaimsAFreeKey},
+		{"AwaitedCompleteNotifies", awaitedCompleteNotifies},
+		{"AwaitedReleaseNotifies", awaitedReleaseNotifies},
+		{"UnawaitedEndsDoNotNotify", unawaitedEndsDoNotNotify},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSuite(t, newStore)
+			n, ok := s.store.(driver.Notifier)
+			require.True(t, ok, "%T does not implement driver.Notifier", s.store)
+			c.fn(t, s, n)
+		})
+	}
+}
+
+// notes records what a Listener notifies.
+type notes chan string
+
+func newNotes() notes { return make(notes, 1024) }
+
+func (n notes) notify(key string) {
+	select {
+	case n <- key:
+	default: // a test that reads nothing more
+	}
+}
+
+// until reads notifications until key comes, within 10s, and returns the
+// keys notified before it.
+func (n notes) until(t *testing.T, key string) []string {
+	t.Helper()
+	var before []string
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case k := <-n:
+			if k == key {
+				return before
+			}
+			before = append(before, k)
+		case <-deadline:
+			t.Fatalf("no notification of %q within 10s (saw %q)", key, before)
+		}
+	}
+}
+
+// listen opens a Listener on n listening to keys, and waits until
+// listening to each has begun.
+func listen(t *testing.T, n driver.Notifier, keys ...string) (driver.Listener, notes) {
+	t.Helper()
+	ctx := ctx(t)
+	got := newNotes()
+	l, err := n.Listen(ctx, got.notify)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	for _, k := range keys {
+		require.NoError(t, l.Add(ctx, k))
+		got.until(t, k)
+	}
+	return l, got
+}
+
+func awaitClaimsAFreeKey(t *testing.T, s *suite, n driver.Notifier) {
+	ctx, key := ctx(t), s.key("free")
+	r, err := n.Await(ctx, claimReq(key, driver.NewToken(), "fp", time.Minute))
+	fence := s.fence(r, err)
+	done := driver.CompleteRequest{Key: key, Token: driver.NewToken(), Fingerprint: "fp", Retention: time.Minute}
+	require.ErrorIs(t, n.Complete(ctx, done), driver.ErrLeaseLost, "the key is held by Await's claim")
+	r, err = n.Await(ctx, claimReq(key, driver.NewToken(), "fp", time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, driver.StateRunning, r.State)
+	require.Equal(t, fence, r.Fence, "a running claim's reply carries its fence")
+	require.Greater(t, r.Remaining, 50*time.Second)
+}
+
+func awaitedCompleteNotifies(t *testing.T, s *suite, n driver.Notifier) {
+	ctx, key := ctx(t), s.key("done")
+	holder := driver.NewToken()
+	fence := s.fence(n.Claim(ctx, claimReq(key, holder, "fp", time.Minute)))
+	_, got := listen(t, n, key)
+	r, err := n.Await(ctx, claimReq(key, driver.NewToken(), "fp", time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, driver.StateRunning, r.State)
+	require.Equal(t, fence, r.Fence)
+	require.NoError(t, n.Complete(ctx, driver.CompleteRequest{Key: key, Token: holder, Fingerprint: "fp", Retention: time.Minute, Fence: fence}))
+	got.until(t, key)
+	r, err = n.Await(ctx, claimReq(key, driver.NewToken(), "fp", time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, driver.StateDone, r.State, "a done key is reported done, not marked")
+}
+
+func awaitedReleaseNotifies(t *testing.T, s *suite, n driver.Notifier) {
+	ctx, key := ctx(t), s.key("released")
+	holder := driver.NewToken()
+	s.fence(n.Claim(ctx, claimReq(key, holder, "fp", time.Minute)))
+	_, got := listen(t, n, key)
+	r, err := n.Await(ctx, claimReq(key, driver.NewToken(), "fp", time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, driver.StateRunning, r.State)
+	require.NoError(t, n.Release(ctx, key, holder))
+	got.until(t, key)
+	s.fence(n.Await(ctx, claimReq(key, driver.NewToken(), "fp", time.Minute)))
+}
+
+// unawaitedEndsDoNotNotify: claims nobody awaited end without a
+// notification. Notifications come in the order the store made them, so
+// once the awaited key's has come, none is due for the others.
+func unawaitedEndsDoNotNotify(t *testing.T, s *suite, n driver.Notifier) {
+	ctx := ctx(t)
+	quietDone, quietReleased, awaited := s.key("quiet-done"), s.key("quiet-released"), s.key("awaited")
+	tokens := map[string]driver.Token{}
+	fences := map[string]int64{}
+	for _, k := range []string{quietDone, quietReleased, awaited} {
+		tokens[k] = driver.NewToken()
+		fences[k] = s.fence(n.Claim(ctx, claimReq(k, tokens[k], "", time.Minute)))
+	}
+	_, got := listen(t, n, quietDone, quietReleased, awaited)
+	// Claims that find the keys running, with Claim rather than Await, mark nothing.
+	for _, k := range []string{quietDone, quietReleased} {
+		r, err := n.Claim(ctx, claimReq(k, driver.NewToken(), "", time.Minute))
+		require.NoError(t, err)
+		require.Equal(t, driver.StateRunning, r.State)
+	}
+	r, err := n.Await(ctx, claimReq(awaited, driver.NewToken(), "", time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, driver.StateRunning, r.State)
+	require.NoError(t, n.Complete(ctx, driver.CompleteRequest{Key: quietDone, Token: tokens[quietDone], Retention: time.Minute, Fence: fences[quietDone]}))
+	require.NoError(t, n.Release(ctx, quietReleased, tokens[quietReleased]))
+	require.NoError(t, n.Complete(ctx, driver.CompleteRequest{Key: awaited, Token: tokens[awaited], Retention: time.Minute, Fence: fences[awaited]}))
+	require.Empty(t, got.until(t, awaited), "a claim nobody awaited ended with a notification")
+}
