@@ -10,8 +10,9 @@ import (
 // Config is copied, so later changes to it have no effect.
 type Config struct {
 	// Key returns the key that names a message's effect, such as an order
-	// id from its metadata or its UUID. The job key is the handler's name,
-	// ":" and what Key returns, so that every handler consuming one message
+	// id from its metadata or its UUID. The job key is the length of the
+	// handler's name, ":", the name, ":" and what Key returns ("5:email:" and
+	// the key), so that every handler consuming one message
 	// (a topic with several handlers) runs it once, each under a key of its
 	// own. An empty key is invalid (core.ErrInvalidKey): the handler does not
 	// run and the message goes to the poison path (IsPoison), as in every

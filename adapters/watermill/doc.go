@@ -20,9 +20,10 @@
 //
 // A message's key names its effect. It is the handler's name
 // (message.HandlerNameFromCtx), ":" and, by default, core.Fingerprint of the
-// payload, so copies with equal payloads share a key; Config.Key replaces
-// the part after the handler's name with what it returns, such as the
-// message's UUID or a metadata field. Every handler of a message runs it
+// payload, so copies with equal payloads share a key. With Config.Key, it
+// is the name's length, ":", the name, ":" and what Key returns, such as the
+// message's UUID or a metadata field, so that no two handlers' keys meet
+// however their names and keys are cut. Every handler of a message runs it
 // once, under a key of its own: two handlers consuming one topic never skip
 // each other's work. An empty key is invalid, as in every jobonce adapter:
 // the handler does not run and the message goes to the poison queue,

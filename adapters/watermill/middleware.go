@@ -3,6 +3,7 @@ package watermillonce
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -129,8 +130,10 @@ func (m *middleware) handle(msg *message.Message, next message.HandlerFunc) ([]*
 }
 
 // job returns the message's job: unguarded when Config.Skip says so, else
-// keyed by the handler's name, ":" and Config.Key (or the payload's
-// fingerprint), and fingerprinted by Config.Fingerprint.
+// keyed by the handler's name and Config.Key (the name's length, ":", the
+// name, ":" and the key, so that no two handlers' keys meet however their
+// names and keys are cut), or by default by the handler's name, ":" and the
+// payload's fingerprint, and fingerprinted by Config.Fingerprint.
 func (m *middleware) job(msg *message.Message, handler string) core.Job {
 	if m.cfg.Skip != nil && m.cfg.Skip(msg) {
 		return core.Job{Kind: handler, Source: source, Unguarded: true} // no key: no idempotency key either
@@ -138,7 +141,7 @@ func (m *middleware) job(msg *message.Message, handler string) core.Job {
 	var key string
 	if m.cfg.Key != nil {
 		if k := m.cfg.Key(msg); k != "" { // an empty key stays empty, and is rejected
-			key = handler + ":" + k
+			key = strconv.Itoa(len(handler)) + ":" + handler + ":" + k
 		}
 	}
 	var fp func() string

@@ -48,7 +48,7 @@ func TestKeyPolicy(t *testing.T) {
 		rejected bool
 	}{
 		{"default key", nil, withMetadata("user-42"), 1, core.Duplicate, 1, ":" + core.Fingerprint([]byte("user-42")), false},
-		{"named key", keyByID, withMetadata("user-42", "id", "1"), 1, core.Duplicate, 1, ":1", false},
+		{"named key", keyByID, withMetadata("user-42", "id", "1"), 1, core.Duplicate, 1, "0::1", false},
 		{"empty key", keyByID, withMetadata("user-42"), 0, core.Rejected, 2, "", true},
 		{"skipped", keyByID, withMetadata("user-42", "free", "1"), 2, core.Unguarded, 2, "", false},
 	} {

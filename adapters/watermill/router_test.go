@@ -267,7 +267,42 @@ func TestRouterEachHandlerRunsAMessageOnce(t *testing.T) {
 			for _, ev := range outs.Events() {
 				keys[ev.Key] = true
 			}
-			require.Equal(t, map[string]bool{"email:" + msg.UUID: true, "stats:" + msg.UUID: true}, keys)
+			require.Equal(t, map[string]bool{"5:email:" + msg.UUID: true, "5:stats:" + msg.UUID: true}, keys)
 		})
 	}
+}
+
+// TestRouterHandlersWhoseNameAndKeyJoinAlikeKeepKeysApart: handler
+// "billing" keying a message "invoice:42" and handler "billing:invoice"
+// keying it "42" name two effects; joined with a bare ":" both would be
+// "billing:invoice:42", and the second handler's message would be taken for
+// a conflict (poisoned) or a duplicate (skipped).
+func TestRouterHandlersWhoseNameAndKeyJoinAlikeKeepKeysApart(t *testing.T) {
+	t.Parallel()
+	e := backends[0].new(t)
+	var outs testenv.Outcomes
+	keys := map[string]string{"billing": "invoice:42", "billing:invoice": "42"}
+	cfg := &watermillonce.Config{Key: func(m *message.Message) string {
+		return keys[message.HandlerNameFromCtx(m.Context())]
+	}}
+	acked := newDeliveries(t)
+	router := newRouter(t, acked.middleware, watermillonce.MustMiddleware(e.guard(t, &core.Config{Observer: outs.Observe}), cfg))
+	topic := e.topic("orders")
+	var mu sync.Mutex
+	runs := map[string]int{}
+	for name := range keys {
+		route{handler: name, sub: e.subscriber(t, name), topic: topic, fn: func(msg *message.Message) ([]*message.Message, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			runs[message.HandlerNameFromCtx(msg.Context())]++
+			return nil, nil
+		}}.add(router)
+	}
+	runRouter(t, router)
+	publish(t, e.publisher(t), topic, newMessage("order"))
+	acked.waitAcked(t, 2)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string]int{"billing": 1, "billing:invoice": 1}, runs)
+	require.EqualValues(t, 2, outs.Get(core.Ran))
 }
