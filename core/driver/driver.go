@@ -225,8 +225,11 @@ type Listener interface {
 	// Remove stops listening to key; a notification of key may still come
 	// meanwhile.
 	Remove(ctx context.Context, key string) error
-	// Close stops listening to every key. When it returns, every goroutine
-	// of the Listener has ended and notify is not called again.
+	// Close stops listening to every key, within a bound of the store's
+	// own (a second for redisstore). When it returns nil, every goroutine
+	// of the Listener has ended and notify is not called again; an error
+	// may leave a goroutine making a connection, which ends by the
+	// client's own timeouts without calling notify.
 	Close() error
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -205,8 +207,15 @@ func (l *listener) Remove(ctx context.Context, key string) error {
 	return errors.Join(errs...)
 }
 
+// closeWait bounds how long Close waits for the Listener's goroutines.
+const closeWait = time.Second
+
 // Close implements driver.Listener: it closes the connections and waits
-// for their readers to end.
+// for their readers to end, for closeWait at most. A reader that is making
+// its connection again holds it until go-redis gives up (the client's
+// DialTimeout and ReadTimeout, or the server's answer): Close then returns
+// an error, and that reader, with the goroutine closing its connection,
+// ends on its own by then, without notifying.
 func (l *listener) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -215,15 +224,24 @@ func (l *listener) Close() error {
 	}
 	l.closed = true
 	l.cancel()
-	var errs []error
-	for _, p := range l.nodes {
-		if err := p.ps.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	nodes := slices.Collect(maps.Values(l.nodes))
 	l.mu.Unlock()
-	l.wg.Wait()
-	return errors.Join(errs...)
+	for _, p := range nodes {
+		l.wg.Go(func() { _ = p.ps.Close() }) // waits for a reader making its connection
+	}
+	done := make(chan struct{})
+	go func() {
+		l.wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		return errors.New("jobonce: redisstore: Listener closed with a reader still making its connection; it ends with the client's dial and read timeouts")
+	}
 }
 
 // route returns the clients of the nodes that publish key's channel.
