@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 )
 
@@ -98,7 +97,7 @@ type Config struct {
 	// job again), and deploy again without it once every worker runs this
 	// release. Under it, a complete sent again after its reply was lost, or
 	// after core.ErrUnreplicated, cannot tell its own marker from another
-	// copy's and answers core.ErrLeaseLost, as the previous release did: the
+	// copy's and answers driver.ErrLeaseLost, as the previous release did: the
 	// job reports LeaseLost. Defaults to false.
 	LegacyMarkers bool
 }
@@ -293,7 +292,7 @@ func (s *Store) Extend(ctx context.Context, key string, token driver.Token, leas
 // record.go): a request sent again by the claim that wrote it answers nil,
 // and sets the marker's TTL again to what it has left, so that the wait
 // (Config.WaitReplicas) covers it anew. Under Config.LegacyMarkers it names
-// none, and a request sent again answers core.ErrLeaseLost.
+// none, and a request sent again answers driver.ErrLeaseLost.
 func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	if s.wait.on() {
 		_, _, errs := s.Batch(ctx, []driver.CompleteRequest{req}, nil)
@@ -348,14 +347,14 @@ func (s *Store) releaseArgs(token driver.Token) []any {
 	return []any{ownerValue(token)}
 }
 
-// tokenChecked maps a token-checked script's 0 reply to core.ErrLeaseLost.
+// tokenChecked maps a token-checked script's 0 reply to driver.ErrLeaseLost.
 func tokenChecked(ctx context.Context, cmd *redis.Cmd) error {
 	n, err := cmd.Int64()
 	if err != nil {
 		return cancelled(ctx, err)
 	}
 	if n != 1 {
-		return core.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	return nil
 }
