@@ -14,6 +14,7 @@ import (
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/batchcall"
+	"github.com/jobonce/jobonce/internal/redisops"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -197,14 +198,14 @@ func TestInspectReadsEveryMarker(t *testing.T) {
 			key, tok := prefix+"inspect", driver.NewToken()
 			claim, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: tok, Fingerprint: fp, Lease: time.Minute})
 			require.NoError(t, err)
-			rec, err := s.Inspect(ctx, key)
+			rec, err := redisops.Inspect(ctx, client, key)
 			require.NoError(t, err)
 			require.Equal(t, driver.StateRunning, rec.State)
 			require.Equal(t, tok, rec.Token)
 			require.Equal(t, claim.Fence, rec.Fence, "Inspect reads the claim's fence")
 			require.True(t, fp == rec.Fingerprint, "fingerprint of %d bytes", len(fp))
 			require.NoError(t, s.Complete(ctx, driver.CompleteRequest{Key: key, Token: tok, Fingerprint: fp, Result: result, Retention: time.Minute}))
-			rec, err = s.Inspect(ctx, key)
+			rec, err = redisops.Inspect(ctx, client, key)
 			require.NoError(t, err)
 			require.Equal(t, driver.StateDone, rec.State)
 			require.True(t, fp == rec.Fingerprint, "fingerprint of %d bytes", len(fp))

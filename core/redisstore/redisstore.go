@@ -125,7 +125,7 @@ var (
 // (failover) or Cluster client; a nil client, or a nil *redis.Client,
 // *redis.ClusterClient or *redis.Ring, is an error. Unless
 // cfg.SkipEvictionCheck is set, it reads the server's settings
-// (ReadServerInfo) and logs at Warn each risk that can lose done markers (an
+// (INFO and CONFIG GET) and logs at Warn each risk that can lose done markers (an
 // eviction policy but noeviction, no persistence); with Config.WaitAOF it
 // asks the server for WAITAOF, and returns an error when the server refuses
 // it. Those reads run together, and New waits for them 2s at most, whatever
@@ -198,8 +198,11 @@ func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 	return s, nil
 }
 
-// CheckEviction returns the server's maxmemory-policy. Under an allkeys-*
-// policy Redis may evict claims and done markers, letting duplicates run.
+// CheckEviction returns the server's maxmemory-policy (CONFIG GET). Under
+// any policy but noeviction Redis may evict claims and done markers,
+// letting duplicates run: volatile-* policies evict keys with a TTL, which
+// every claim and done marker has. New warns of such a policy unless
+// Config.SkipEvictionCheck is set.
 func (s *Store) CheckEviction(ctx context.Context) (string, error) {
 	res, err := s.client.ConfigGet(ctx, "maxmemory-policy").Result()
 	if err != nil {
