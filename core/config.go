@@ -65,7 +65,8 @@ type Config struct {
 	// MaxRetryAfter is the largest RetryAfter hint. The hint is the running
 	// claim's remaining lease, which the heartbeat keeps near Lease, so this
 	// bound decides how soon a copy that found its job running comes back.
-	// Defaults to Lease/3, the heartbeat's period.
+	// Defaults to Lease/3, the heartbeat's period, or MinRetryAfter when
+	// that is larger.
 	MaxRetryAfter time.Duration
 
 	// StoreTimeout bounds every store call: each claim (also under a context
@@ -109,9 +110,11 @@ type Config struct {
 	// for Conflict, LeaseLost, Unrecorded, Unavailable and Rejected, for
 	// Unguarded when FailOpen ran a job on a store failure, and for Ran when
 	// the result was too large to store (MaxResultSize), and Info for
-	// the first Duplicate of each kind under an adapter's default key
-	// (Job.DefaultKey), which names the setting that keys work repeated on
-	// purpose by occurrence. Defaults to slog.Default().
+	// the first Duplicate of each source and kind (Job.Source, Job.Kind; the
+	// first 100 pairs) under an adapter's default key (Job.DefaultKey), or
+	// in shadow mode the first job enforcement would skip as one, which
+	// names the setting that keys work repeated on purpose by occurrence.
+	// Defaults to slog.Default().
 	Logger *slog.Logger
 
 	// MeterProvider supplies the OpenTelemetry meter for outcome counters and

@@ -82,7 +82,7 @@ func TestBadCallsAreNamedInErrors(t *testing.T) {
 		{func() (core.Outcome, error) { res, err := claim.Work(ctx, nop); return res.Outcome, err },
 			"jobonce: core: Claim.Work: the claim was used by Work already"},
 		{func() (core.Outcome, error) { return txg.Do(ctx, "k", nil) }, "jobonce: core: TxGuard.Do: job function is nil"},
-		{func() (core.Outcome, error) { return txg.DoJob(ctx, core.Job{Key: "k"}, nil) }, "jobonce: core: TxGuard.DoJob: job function is nil"},
+		{func() (core.Outcome, error) { return txg.Run(ctx, core.Job{Key: "k"}, nil) }, "jobonce: core: TxGuard.Run: job function is nil"},
 	} {
 		out, err := tc.call()
 		require.EqualError(t, err, tc.want)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,4 +89,21 @@ func TestEnqueueWhoseMarkerAnswerWasLostIsPublishedOnRetry(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok, "the retry was skipped as published within the window")
 	require.Equal(t, 1, publishes)
+}
+
+// A publish that panics releases Enqueue's marker, so the next Enqueue
+// publishes: the job was never published.
+func TestEnqueuePanickingPublishReleasesItsMarker(t *testing.T) {
+	g, err := core.New(memstore.New(), nil)
+	require.NoError(t, err)
+	ctx := context.Background()
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = g.Enqueue(ctx, "k", time.Hour, func(context.Context) error { panic("client bug") })
+	}()
+	var published atomic.Int32
+	ok, err := g.Enqueue(ctx, "k", time.Hour, func(context.Context) error { published.Add(1); return nil })
+	t.Logf("retry after the panic: published=%v err=%v", ok, err)
+	require.NoError(t, err)
+	require.True(t, ok, "the job was never published, yet Enqueue reports it as published within the window (false, nil)")
 }

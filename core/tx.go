@@ -63,25 +63,26 @@ func (t *TxGuard[TTx]) Logger() *slog.Logger { return t.g.cfg.Logger }
 //     Duplicate and a nil error; fn does not run.
 //   - key is held by a transaction that does not commit within the store's
 //     bound, or by a live claim of the Guard: Running and a *RunningError.
-//   - a different fingerprint (DoJob): Conflict, matching ErrConflict.
+//   - a different fingerprint (Run): Conflict, matching ErrConflict.
 //   - the transaction cannot be begun or the record written: Unavailable
 //     (ErrStoreUnavailable), or Canceled (matching ctx.Err()) when ctx
 //     ended first.
 //   - an empty key or a nil fn: Rejected.
 func (t *TxGuard[TTx]) Do(ctx context.Context, key string, fn func(ctx context.Context, tx TTx) error) (Outcome, error) {
-	return t.doJob(ctx, Job{Key: key}, fn, "TxGuard.Do")
+	return t.run(ctx, Job{Key: key}, fn, "TxGuard.Do")
 }
 
-// DoJob is Do with a payload fingerprint: when job.Fingerprint is set and
-// the key is done or held with a different one, the outcome is Conflict.
-// job.Unguarded runs fn in a transaction without a record, reported as
-// Unguarded.
-func (t *TxGuard[TTx]) DoJob(ctx context.Context, job Job, fn func(ctx context.Context, tx TTx) error) (Outcome, error) {
-	return t.doJob(ctx, job, fn, "TxGuard.DoJob")
+// Run is Do for a Job, as Guard.Run is Guard.Do for one (no result is
+// stored: the transaction holds the job's effect). When job.Fingerprint is
+// set and the key is done or held with a different one, the outcome is
+// Conflict. job.Unguarded runs fn in a transaction without a record,
+// reported as Unguarded.
+func (t *TxGuard[TTx]) Run(ctx context.Context, job Job, fn func(ctx context.Context, tx TTx) error) (Outcome, error) {
+	return t.run(ctx, job, fn, "TxGuard.Run")
 }
 
-// doJob is DoJob; caller names the exported function, in errors.
-func (t *TxGuard[TTx]) doJob(ctx context.Context, job Job, fn func(ctx context.Context, tx TTx) error, caller string) (Outcome, error) {
+// run is Run; caller names the exported function, in errors.
+func (t *TxGuard[TTx]) run(ctx context.Context, job Job, fn func(ctx context.Context, tx TTx) error, caller string) (Outcome, error) {
 	e := t.doInTx(ctx, job, fn, caller)
 	t.g.observe(ctx, e, job.DefaultKey)
 	if e.Outcome == Unguarded {

@@ -135,7 +135,7 @@ func workTx[T river.JobArgs](ctx context.Context, tg *core.TxGuard[pgx.Tx], job 
 	if !key.Unguarded && guarded(ctx) {
 		return ErrGuardedTwice
 	}
-	out, err := tg.DoJob(ctx, key, func(ctx context.Context, tx pgx.Tx) error {
+	out, err := tg.Run(ctx, key, func(ctx context.Context, tx pgx.Tx) error {
 		if err := fn(ctx, tx, job); err != nil {
 			return err
 		}

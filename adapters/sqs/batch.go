@@ -14,13 +14,13 @@ import (
 
 // batch is one received batch of messages, processed by one goroutine.
 type batch struct {
-	r        *run
+	r        *session
 	msgs     []types.Message
 	jobs     []core.Job
 	claims   []*core.Claim
 	received time.Time
 	extender *time.Timer // renews the open messages' visibility
-	out      *sender     // issues the batch's SQS calls
+	out      *callQueue  // issues the batch's SQS calls
 	capped   bool        // the 12h visibility limit was reached and reported
 	groups   []string    // FIFO message group ids
 	open     []bool      // the message is not settled yet: keep it invisible
@@ -47,12 +47,12 @@ type result struct {
 // (a FIFO message retried in place keeps its slot while it waits). A round
 // waits for all its handlers, so a long handler delays the later rounds of
 // its batch (copies of a job and later messages of a FIFO group).
-// The batch's SQS calls go through its sender, and process returns once they
+// The batch's SQS calls go through its callQueue, and process returns once they
 // have returned.
-func (r *run) process(msgs []types.Message, received time.Time) {
+func (r *session) process(msgs []types.Message, received time.Time) {
 	defer r.batches.Done()
 	n := len(msgs)
-	b := &batch{r: r, msgs: msgs, received: received, out: startSender(),
+	b := &batch{r: r, msgs: msgs, received: received, out: startCallQueue(),
 		claims: make([]*core.Claim, n), open: make([]bool, n), removed: make([]bool, n), passed: make([]bool, n),
 		attempts: make([]int, n), retryAt: make([]time.Time, n), jobs: make([]core.Job, n), groups: make([]string, n)}
 	defer b.out.close()
@@ -231,13 +231,13 @@ func (b *batch) round(idx []int, results chan result) {
 }
 
 // handler returns the job function of message m.
-func (r *run) handler(m types.Message) core.RunFunc {
+func (r *session) handler(m types.Message) core.RunFunc {
 	return func(ctx context.Context) ([]byte, error) { return nil, r.p.Handler(ctx, m) }
 }
 
 // work runs the handler for one claimed message. Its handler slot is freed
 // by the batch when it takes the result.
-func (r *run) work(i int, c *core.Claim, m types.Message, results chan<- result) {
+func (r *session) work(i int, c *core.Claim, m types.Message, results chan<- result) {
 	var res core.Result
 	var err error
 	defer func() {

@@ -176,7 +176,7 @@ var _ queueAttributes = (*sqs.Client)(nil)
 // maxReceiveCount returns Poller.MaxReceiveCount, or on a FIFO queue, when it
 // is zero, the maxReceiveCount of the queue's redrive policy (0 when there is
 // none or it cannot be read).
-func (r *run) maxReceiveCount(ctx context.Context) int {
+func (r *session) maxReceiveCount(ctx context.Context) int {
 	if n := r.p.MaxReceiveCount; n != 0 || !r.o.fifo {
 		return max(n, 0)
 	}

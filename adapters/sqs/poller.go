@@ -101,8 +101,8 @@ func (p *Poller) Run(ctx context.Context) error {
 	return r.run(ctx)
 }
 
-// run is one Run of a Poller, with the defaults applied.
-type run struct {
+// session is one Run of a Poller, with the defaults applied.
+type session struct {
 	p         *Poller
 	o         *options
 	url       *string
@@ -130,7 +130,7 @@ type run struct {
 	abandoned atomic.Bool
 }
 
-func (p *Poller) start() (*run, error) {
+func (p *Poller) start() (*session, error) {
 	switch {
 	case nilcheck.IsNil(p.Client):
 		return nil, errors.New("jobonce: sqsonce: Poller.Client is nil")
@@ -145,7 +145,7 @@ func (p *Poller) start() (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &run{p: p, o: o, url: aws.String(p.QueueURL), givenUp: &p.givenUp,
+	r := &session{p: p, o: o, url: aws.String(p.QueueURL), givenUp: &p.givenUp,
 		conc: p.Concurrency, batch: int32(p.BatchSize), vis: p.VisibilityTimeout,
 		shutdown: p.ShutdownTimeout, flush: p.FlushDelay}
 	wait := p.WaitTime
@@ -193,7 +193,7 @@ func (p *Poller) start() (*run, error) {
 	return r, nil
 }
 
-func (r *run) run(ctx context.Context) error {
+func (r *session) run(ctx context.Context) error {
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	r.hctx = hctx
@@ -268,7 +268,7 @@ var ErrHandlersRunning = errors.New("jobonce: sqsonce: handlers still running af
 // receive long-polls until ctx is cancelled, handing each batch to a
 // goroutine of its own. It returns an error only when the queue does not
 // exist.
-func (r *run) receive(ctx context.Context) error {
+func (r *session) receive(ctx context.Context) error {
 	var pause time.Duration
 	for {
 		n := r.acquire(ctx)
@@ -306,7 +306,7 @@ func (r *run) receive(ctx context.Context) error {
 
 // receiveBatch receives up to n messages. A panicking client is reported as
 // a failed receive, which the receiver retries with a backoff.
-func (r *run) receiveBatch(ctx context.Context, n int32) (out *sqs.ReceiveMessageOutput, err error) {
+func (r *session) receiveBatch(ctx context.Context, n int32) (out *sqs.ReceiveMessageOutput, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			out, err = nil, fmt.Errorf("jobonce: sqsonce: SQS client panicked in ReceiveMessage: %v", p)
@@ -333,7 +333,7 @@ const receiveLinger = 10 * time.Millisecond
 // acquire takes at least one free handler slot, waiting for it, then more,
 // up to the batch size, waiting up to receiveLinger for them. It returns 0
 // when ctx is done.
-func (r *run) acquire(ctx context.Context) int32 {
+func (r *session) acquire(ctx context.Context) int32 {
 	select {
 	case r.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -367,7 +367,7 @@ func (r *run) acquire(ctx context.Context) int32 {
 	return n
 }
 
-func (r *run) release(n int) {
+func (r *session) release(n int) {
 	for range n {
 		<-r.slots
 	}

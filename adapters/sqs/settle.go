@@ -43,7 +43,7 @@ func (b *batch) place(i int, d decision) {
 }
 
 // flush queues the settled deletes and visibility changes, a batch call
-// each, on the batch's sender; it does not wait for them.
+// each, on the batch's callQueue; it does not wait for them.
 func (b *batch) flush() {
 	if len(b.deletes) > 0 {
 		b.delete(b.deletes)
@@ -141,7 +141,7 @@ func (b *batch) changeVisibility(idx []int, delays []int32) {
 
 // call makes one SQS call, bounded by sqsTimeout even after Run's context is
 // cancelled. A panicking client is reported as a failed call.
-func call[T any](r *run, f func(ctx context.Context) (*T, error)) (out *T, err error) {
+func call[T any](r *session, f func(ctx context.Context) (*T, error)) (out *T, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.hctx), sqsTimeout)
 	defer cancel()
 	defer func() {

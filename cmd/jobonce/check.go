@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/redisops"
 )
 
 var checkCommand = &command{
@@ -67,19 +67,19 @@ func runCheck(ctx context.Context, c *invocation) error {
 // kind; main exits 2 on it.
 var errRisk = errors.New("risk found")
 
-var allKinds = []redisstore.RiskKind{redisstore.RiskEviction, redisstore.RiskPersistence, redisstore.RiskReplication}
+var allKinds = []redisops.RiskKind{redisops.RiskEviction, redisops.RiskPersistence, redisops.RiskReplication}
 
 // parseFailOn parses -fail-on: kinds separated by commas, "all" or "none".
-func parseFailOn(s string) ([]redisstore.RiskKind, error) {
+func parseFailOn(s string) ([]redisops.RiskKind, error) {
 	switch strings.TrimSpace(s) {
 	case "all":
 		return allKinds, nil
 	case "none", "":
 		return nil, nil
 	}
-	var kinds []redisstore.RiskKind
+	var kinds []redisops.RiskKind
 	for name := range strings.SplitSeq(s, ",") {
-		kind := redisstore.RiskKind(strings.TrimSpace(name))
+		kind := redisops.RiskKind(strings.TrimSpace(name))
 		if !slices.Contains(allKinds, kind) {
 			return nil, fmt.Errorf("-fail-on: unknown risk kind %q (want eviction, persistence, replication, all or none)", name)
 		}
@@ -89,7 +89,7 @@ func parseFailOn(s string) ([]redisstore.RiskKind, error) {
 }
 
 // failing returns the kinds of risks in failOn, each once.
-func failing(risks []redisstore.Risk, failOn []redisstore.RiskKind, seen []string) []string {
+func failing(risks []redisops.Risk, failOn []redisops.RiskKind, seen []string) []string {
 	for _, r := range risks {
 		if slices.Contains(failOn, r.Kind) && !slices.Contains(seen, string(r.Kind)) {
 			seen = append(seen, string(r.Kind))
@@ -110,8 +110,8 @@ func riskError(failing []string) error {
 // check prints what decides whether each server keeps done markers and a
 // RISK line per way it can lose them. Its error wraps errRisk when a risk is
 // of a kind in failOn.
-func check(ctx context.Context, client redis.UniversalClient, out io.Writer, failOn []redisstore.RiskKind, maxLag time.Duration) error {
-	infos, err := redisstore.ReadServerInfo(ctx, client)
+func check(ctx context.Context, client redis.UniversalClient, out io.Writer, failOn []redisops.RiskKind, maxLag time.Duration) error {
+	infos, err := redisops.ReadServerInfo(ctx, client)
 	if err != nil {
 		return err
 	}
@@ -131,26 +131,26 @@ func check(ctx context.Context, client redis.UniversalClient, out io.Writer, fai
 // unchecked returns, as risks, the settings check could not read: a server
 // that refuses CONFIG GET may evict done markers or keep none across a
 // restart, and a check that cannot tell must not pass.
-func unchecked(info redisstore.ServerInfo) []redisstore.Risk {
-	var risks []redisstore.Risk
+func unchecked(info redisops.ServerInfo) []redisops.Risk {
+	var risks []redisops.Risk
 	if info.MaxmemoryPolicy == "" {
-		risks = append(risks, redisstore.Risk{Kind: redisstore.RiskEviction,
+		risks = append(risks, redisops.Risk{Kind: redisops.RiskEviction,
 			Detail: "maxmemory-policy unknown (CONFIG GET refused): could not check that done markers are never evicted"})
 	}
 	if !info.ConfigKnown && !info.AppendOnly {
-		risks = append(risks, redisstore.Risk{Kind: redisstore.RiskPersistence,
+		risks = append(risks, redisops.Risk{Kind: redisops.RiskPersistence,
 			Detail: "RDB save settings unknown (CONFIG GET refused) and no AOF: could not check that done markers survive a restart"})
 	}
 	return risks
 }
 
-func printRisks(out io.Writer, risks []redisstore.Risk) {
+func printRisks(out io.Writer, risks []redisops.Risk) {
 	for _, r := range risks {
 		fmt.Fprintf(out, "  RISK: %s: %s\n", r.Kind, r.Detail)
 	}
 }
 
-func printServer(out io.Writer, info redisstore.ServerInfo) {
+func printServer(out io.Writer, info redisops.ServerInfo) {
 	fmt.Fprintf(out, "server %s (run_id %s, up %s)\n", info.Addr, info.RunID, info.Uptime)
 	policy := info.MaxmemoryPolicy
 	if policy == "" {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/redisops"
 )
 
 // indexSuffix names pgstore's expiry index after its table.
@@ -39,22 +39,22 @@ func (s pgServer) commitsWaitForStandby() bool {
 }
 
 // risks returns the ways s can lose committed rows, and so done markers.
-func (s pgServer) risks(maxLag time.Duration) []redisstore.Risk {
-	var risks []redisstore.Risk
+func (s pgServer) risks(maxLag time.Duration) []redisops.Risk {
+	var risks []redisops.Risk
 	if s.fsync == "off" {
-		risks = append(risks, redisstore.Risk{Kind: redisstore.RiskPersistence, Detail: "fsync off: a crash of the server's machine can lose or corrupt committed rows, done markers among them: duplicates can run"})
+		risks = append(risks, redisops.Risk{Kind: redisops.RiskPersistence, Detail: "fsync off: a crash of the server's machine can lose or corrupt committed rows, done markers among them: duplicates can run"})
 	}
 	if s.syncCommit == "off" {
-		risks = append(risks, redisstore.Risk{Kind: redisstore.RiskPersistence, Detail: "synchronous_commit off: a crash loses the last commits (up to 3 x wal_writer_delay), done markers among them: duplicates can run; set it on for the workers' role"})
+		risks = append(risks, redisops.Risk{Kind: redisops.RiskPersistence, Detail: "synchronous_commit off: a crash loses the last commits (up to 3 x wal_writer_delay), done markers among them: duplicates can run; set it on for the workers' role"})
 	}
 	if s.standby || s.commitsWaitForStandby() {
 		return risks
 	}
 	switch {
 	case s.standbys == 0:
-		risks = append(risks, redisstore.Risk{Kind: redisstore.RiskReplication, Detail: "primary with no standby streaming: duplicates can run after this server is lost, with every done marker on it"})
+		risks = append(risks, redisops.Risk{Kind: redisops.RiskReplication, Detail: "primary with no standby streaming: duplicates can run after this server is lost, with every done marker on it"})
 	case s.flushLag != nil && *s.flushLag > maxLag:
-		risks = append(risks, redisstore.Risk{Kind: redisstore.RiskReplication, Detail: fmt.Sprintf(
+		risks = append(risks, redisops.Risk{Kind: redisops.RiskReplication, Detail: fmt.Sprintf(
 			"standby flush lag %s is above %s and commits wait for no standby: duplicates can run after a failover, which loses the done markers of the last %s",
 			*s.flushLag, maxLag, *s.flushLag)})
 	}
@@ -74,7 +74,7 @@ type pgTableState struct {
 // markers, with a RISK line per way it can lose them, then the state of
 // table. Its error wraps errRisk when a risk is of a kind in failOn; a
 // missing table or column is an error of its own, which comes first.
-func checkPostgres(ctx context.Context, pool *pgxpool.Pool, table pgTable, out io.Writer, failOn []redisstore.RiskKind, maxLag time.Duration) error {
+func checkPostgres(ctx context.Context, pool *pgxpool.Pool, table pgTable, out io.Writer, failOn []redisops.RiskKind, maxLag time.Duration) error {
 	var s pgServer
 	var upUs int64
 	var lagUs *int64

@@ -48,7 +48,7 @@
 // for each server: the eviction policy, the persistence (AOF, RDB
 // snapshots) and the replication (role, connected replicas, largest replica
 // lag) that decide whether done markers survive memory pressure, restarts
-// and failovers (see redisstore.ServerInfo.Risks). On PostgreSQL: the
+// and failovers (see redisops.ServerInfo.Risks). On PostgreSQL: the
 // server's version and role, fsync and synchronous_commit (off loses the
 // last commits in a crash: a persistence risk), the standbys streaming from
 // it, whether commits wait for a synchronous one, and the largest flush lag

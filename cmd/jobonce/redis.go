@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/redisops"
 )
 
 //go:embed forget.lua
@@ -47,7 +48,7 @@ func openRedis(rawURL string) (*redisKeys, error) {
 }
 
 func (r *redisKeys) inspect(ctx context.Context, key string) (record, error) {
-	rec, err := r.store.Inspect(ctx, key)
+	rec, err := redisops.Inspect(ctx, r.client, key)
 	if err != nil {
 		return record{}, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/redisops"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -63,10 +64,10 @@ func (e releaseEnv) run(t *testing.T, a ...string) (string, error) {
 	return out.String(), err
 }
 
-func (e releaseEnv) inspect(t *testing.T, key string) redisstore.Record {
+func (e releaseEnv) inspect(t *testing.T, key string) redisops.Record {
 	stored, err := e.guard.StoredKey(key)
 	require.NoError(t, err)
-	rec, err := e.store.Inspect(context.Background(), stored)
+	rec, err := redisops.Inspect(context.Background(), e.client, stored)
 	require.NoError(t, err)
 	return rec
 }
@@ -118,7 +119,7 @@ func holdJob(t *testing.T, g *core.Guard, key string, stop <-chan struct{}) (job
 
 // requireHeld asserts that the claim before still holds key, that its
 // holder's job runs on, and that a second copy does not run beside it.
-func (e releaseEnv) requireHeld(t *testing.T, key string, before redisstore.Record, jobCtx context.Context) {
+func (e releaseEnv) requireHeld(t *testing.T, key string, before redisops.Record, jobCtx context.Context) {
 	t.Helper()
 	after := e.inspect(t, key)
 	require.Equal(t, driver.StateRunning, after.State, "the claim is still held")

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 )
 
@@ -121,7 +120,7 @@ func (s *Store) Extend(ctx context.Context, key string, token driver.Token, leas
 	defer s.mu.Unlock()
 	e := s.held(key, token)
 	if e == nil {
-		return core.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	e.expires = s.now().Add(lease)
 	return nil
@@ -143,7 +142,7 @@ func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error 
 	e := s.live(req.Key, now)
 	if e == nil || e.token != req.Token {
 		s.mu.Unlock()
-		return core.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	awaited := !e.done && e.awaited
 	if !e.done {
@@ -162,7 +161,7 @@ func (s *Store) Release(ctx context.Context, key string, token driver.Token) err
 	e := s.held(key, token)
 	if e == nil {
 		s.mu.Unlock()
-		return core.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	delete(s.entries, key)
 	s.notifyUnlock(key, e.awaited)

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 )
 
@@ -128,7 +127,7 @@ func (s *Store) sendBatch(ctx context.Context, queued []int, nc int, completes [
 				if tag, err = br.Exec(); err == nil {
 					settled[i] = true
 					if tag.RowsAffected() == 0 {
-						errs[i] = core.ErrLeaseLost
+						errs[i] = driver.ErrLeaseLost
 					}
 				}
 			} else {

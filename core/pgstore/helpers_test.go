@@ -96,8 +96,8 @@ func (m txMode) Do(ctx context.Context, key string, fn func(context.Context, pgx
 	return m.tg.Do(ctx, key, fn)
 }
 
-func (m txMode) DoJob(ctx context.Context, job core.Job, fn func(context.Context, pgx.Tx) error) (core.Outcome, error) {
-	return m.tg.DoJob(ctx, job, fn)
+func (m txMode) Run(ctx context.Context, job core.Job, fn func(context.Context, pgx.Tx) error) (core.Outcome, error) {
+	return m.tg.Run(ctx, job, fn)
 }
 
 // Record records key as done in tx at the store's level (RecordTx), as a

@@ -16,7 +16,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/pgstore"
-	"github.com/jobonce/jobonce/core/storetest"
+	"github.com/jobonce/jobonce/internal/batchcall"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -71,7 +71,7 @@ func TestKeyTooLongForIndex(t *testing.T) {
 	_, _ = rand.Read(long) // random bytes do not compress below the limit
 	_, err := s.Claim(ctx, claimReq(string(long), time.Minute))
 	require.ErrorContains(t, err, "key is too long for the primary key index")
-	replies, errs := storetest.ClaimBatch(ctx, s, []driver.ClaimRequest{claimReq("short", time.Minute), claimReq(string(long), time.Minute)})
+	replies, errs := batchcall.Claims(ctx, s, []driver.ClaimRequest{claimReq("short", time.Minute), claimReq(string(long), time.Minute)})
 	require.NoError(t, errs[0])
 	require.Equal(t, driver.StateClaimed, replies[0].State)
 	require.ErrorContains(t, errs[1], "key is too long for the primary key index")
@@ -113,7 +113,7 @@ func TestCancelledWhileWaiting(t *testing.T) {
 		claims[i] = claimReq(k, time.Minute)
 		completes[i] = driver.CompleteRequest{Key: k, Token: claims[i].Token, Result: []byte("r"), Retention: time.Minute}
 	}
-	_, errs := storetest.ClaimBatch(ctx, s, claims)
+	_, errs := batchcall.Claims(ctx, s, claims)
 	require.NoError(t, errors.Join(errs...))
 
 	unblock, blocker := blockKeys(t, pool, "b")
@@ -140,7 +140,7 @@ func TestCancelledWhileWaiting(t *testing.T) {
 	} {
 		cctx, cancel := c.ctx()
 		began := time.Now()
-		errs := storetest.CompleteBatch(cctx, s, completes)
+		errs := batchcall.Completes(cctx, s, completes)
 		wait(c.want, "CompleteBatch", errs...)
 		cancel()
 		cctx, cancel = c.ctx()
@@ -163,7 +163,7 @@ func TestCancelledWhileWaiting(t *testing.T) {
 	unblock()
 	require.Zero(t, count(t, pool, "SELECT count(*) FROM jobonce_keys WHERE token IS NULL"), "no done marker was written")
 	require.Equal(t, 3, count(t, pool, "SELECT count(*) FROM jobonce_keys"))
-	require.NoError(t, errors.Join(storetest.CompleteBatch(ctx, s, completes)...))
+	require.NoError(t, errors.Join(batchcall.Completes(ctx, s, completes)...))
 }
 
 // TestClaimCancelledWhileWaiting: a claim waiting on a transactional record
@@ -187,7 +187,7 @@ func TestClaimCancelledWhileWaiting(t *testing.T) {
 
 	cctx, cancel = context.WithCancel(ctx)
 	time.AfterFunc(200*time.Millisecond, cancel)
-	replies, errs := storetest.ClaimBatch(cctx, s, []driver.ClaimRequest{claimReq("free", time.Minute), claimReq(held, time.Minute)})
+	replies, errs := batchcall.Claims(cctx, s, []driver.ClaimRequest{claimReq("free", time.Minute), claimReq(held, time.Minute)})
 	for i, err := range errs {
 		require.ErrorIs(t, err, context.Canceled, "request %d", i)
 		require.Zero(t, replies[i].State)

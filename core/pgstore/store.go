@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 )
 
@@ -224,7 +223,7 @@ func scanClaim(rows pgx.Rows) (driver.ClaimReply, bool, error) {
 	return reply, settled, rows.Err()
 }
 
-// Extend implements driver.Store. It returns core.ErrLeaseLost when token no
+// Extend implements driver.Store. It returns driver.ErrLeaseLost when token no
 // longer holds a live claim on key. A lease under 1ms gives an error.
 func (s *Store) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) error {
 	if err := checkDuration("Extend lease", lease); err != nil {
@@ -235,7 +234,7 @@ func (s *Store) Extend(ctx context.Context, key string, token driver.Token, leas
 		return s.fail(ctx, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return core.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	return nil
 }
@@ -249,7 +248,7 @@ func (s *Store) completeArgs(req *driver.CompleteRequest) []any {
 // Result comes back nil, an empty one empty). The done row keeps the claim's
 // fence, so a complete sent again by the same claim (req.Fence, as its claim
 // reported it) finds its own row and answers nil, the row unchanged. It
-// returns core.ErrLeaseLost when req.Token no longer holds a live claim and
+// returns driver.ErrLeaseLost when req.Token no longer holds a live claim and
 // did not write the key's done row. A retention under 1ms gives an error.
 func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	if err := checkDuration("CompleteRequest.Retention", req.Retention); err != nil {
@@ -260,14 +259,14 @@ func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error 
 		return s.fail(ctx, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return core.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	return nil
 }
 
 // Release implements driver.Store: the claim held by token expires at once,
 // so the key is free; its row stays until pruned, keeping its fence for the
-// next claim. It returns core.ErrLeaseLost when token no longer holds a live
+// next claim. It returns driver.ErrLeaseLost when token no longer holds a live
 // claim, and never touches another token's claim or a done row.
 func (s *Store) Release(ctx context.Context, key string, token driver.Token) error {
 	tag, err := s.exec(ctx, s.sql.release, []byte(key), uuid(token), s.channel)
@@ -275,7 +274,7 @@ func (s *Store) Release(ctx context.Context, key string, token driver.Token) err
 		return s.fail(ctx, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return core.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/pgstore"
-	"github.com/jobonce/jobonce/core/storetest"
+	"github.com/jobonce/jobonce/internal/batchcall"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -289,7 +289,7 @@ func TestClaimsAreAnsweredAlikeUnderEveryIsolationDefault(t *testing.T) {
 				if i%2 == 0 {
 					r, err = s.Claim(ctx, req)
 				} else {
-					replies, errs := storetest.ClaimBatch(ctx, s, []driver.ClaimRequest{req, claimReq(key+"-other", time.Minute)})
+					replies, errs := batchcall.Claims(ctx, s, []driver.ClaimRequest{req, claimReq(key+"-other", time.Minute)})
 					r, err = replies[0], errs[0]
 				}
 				require.NoError(t, err, "%s: a claim of a key another copy claims or completes", level)
@@ -465,7 +465,7 @@ func TestBatch(t *testing.T) {
 		claimReq("new-a", time.Minute), // the same key twice in one batch
 		claimReq("bad", 0),
 	}
-	replies, errs := storetest.ClaimBatch(ctx, s, reqs)
+	replies, errs := batchcall.Claims(ctx, s, reqs)
 	require.Len(t, replies, len(reqs))
 	for i := range 5 {
 		require.NoError(t, errs[i], i)
@@ -478,7 +478,7 @@ func TestBatch(t *testing.T) {
 	require.Equal(t, driver.ClaimReply{State: driver.StateDone, Result: []byte("r"), Fingerprint: "", Remaining: replies[3].Remaining}, replies[3])
 	require.Equal(t, driver.StateRunning, replies[4].State)
 
-	cerrs := storetest.CompleteBatch(ctx, s, []driver.CompleteRequest{
+	cerrs := batchcall.Completes(ctx, s, []driver.CompleteRequest{
 		{Key: "new-a", Token: reqs[2].Token, Result: []byte("a"), Retention: time.Hour},
 		{Key: "new-b", Token: reqs[4].Token, Retention: time.Hour}, // wrong token
 		{Key: "new-b", Token: reqs[0].Token, Result: []byte("b"), Retention: time.Hour},
@@ -489,7 +489,7 @@ func TestBatch(t *testing.T) {
 	require.NoError(t, cerrs[2])
 	require.ErrorContains(t, cerrs[3], "CompleteRequest.Retention must be at least 1ms")
 
-	replies, errs = storetest.ClaimBatch(ctx, s, []driver.ClaimRequest{claimReq("new-a", time.Minute), claimReq("new-b", time.Minute)})
+	replies, errs = batchcall.Claims(ctx, s, []driver.ClaimRequest{claimReq("new-a", time.Minute), claimReq("new-b", time.Minute)})
 	require.NoError(t, errors.Join(errs...))
 	require.Equal(t, []byte("a"), replies[0].Result)
 	require.Equal(t, []byte("b"), replies[1].Result)
@@ -518,7 +518,7 @@ func TestBatchesDoNotDeadlock(t *testing.T) {
 					}
 					reqs = append(reqs, claimReq(fmt.Sprintf("k%02d", k), time.Minute))
 				}
-				replies, errs := storetest.ClaimBatch(ctx, s, reqs)
+				replies, errs := batchcall.Claims(ctx, s, reqs)
 				mu.Lock()
 				for i := range reqs {
 					require.NoError(t, errs[i])
@@ -565,7 +565,7 @@ func TestLiveRowsAnswerWithoutLocks(t *testing.T) {
 	r, err = s.Claim(qctx, claimReq("running", time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, driver.StateRunning, r.State)
-	replies, errs := storetest.ClaimBatch(qctx, s, []driver.ClaimRequest{claimReq("done", time.Minute), claimReq("running", time.Minute)})
+	replies, errs := batchcall.Claims(qctx, s, []driver.ClaimRequest{claimReq("done", time.Minute), claimReq("running", time.Minute)})
 	require.NoError(t, errors.Join(errs...))
 	require.Equal(t, driver.StateDone, replies[0].State)
 	require.Equal(t, driver.StateRunning, replies[1].State)

@@ -298,7 +298,7 @@ func TestDoTxJobConflict(t *testing.T) {
 	job := core.Job{Key: "k", Fingerprint: core.Fingerprint([]byte("payload-1"))}
 	mode := txOf(t, s)
 	run := func(job core.Job) (core.Outcome, error) {
-		return mode.DoJob(ctx, job, func(context.Context, pgx.Tx) error { return nil })
+		return mode.Run(ctx, job, func(context.Context, pgx.Tx) error { return nil })
 	}
 	out, err := run(job)
 	require.NoError(t, err)
@@ -401,7 +401,7 @@ func TestDoTxConcurrentCopiesExactlyOnce(t *testing.T) {
 				if w%2 == 0 {
 					job.Fingerprint = key // half the workers check fingerprints
 				}
-				out, err := mode.DoJob(ctx, job, effect)
+				out, err := mode.Run(ctx, job, effect)
 				switch {
 				case errors.Is(err, core.ErrRunning):
 					running.Add(1)
@@ -726,7 +726,7 @@ func TestUnguardedCommitAnsweredPastItsDeadlineIsUnguarded(t *testing.T) {
 	pool, proxy := proxied(t, schema)
 	mode := txWith(t, migratedStore(t, pool, nil), &core.Config{StoreTimeout: 500 * time.Millisecond})
 
-	out, err := mode.DoJob(ctx, core.Job{Key: "k", Unguarded: true}, func(ctx context.Context, tx pgx.Tx) error {
+	out, err := mode.Run(ctx, core.Job{Key: "k", Unguarded: true}, func(ctx context.Context, tx pgx.Tx) error {
 		proxy.HoldReplyOnce([]byte("commit"))
 		return insertEffect("k")(ctx, tx)
 	})

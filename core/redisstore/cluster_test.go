@@ -14,6 +14,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/storetest"
+	"github.com/jobonce/jobonce/internal/redisops"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -41,7 +42,7 @@ func TestCluster(t *testing.T) {
 		for _, key := range []string{testenv.Prefix(t) + "a", testenv.Prefix(t) + "b{x}", testenv.Prefix(t) + "c{y}"} {
 			_, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: driver.NewToken(), Lease: time.Minute})
 			require.NoError(t, err)
-			rec, err := s.Inspect(ctx, key)
+			rec, err := redisops.Inspect(ctx, client, key)
 			require.NoError(t, err)
 			require.Positive(t, rec.Age, key)
 			require.InDelta(t, time.Minute, rec.Age+rec.TTL, float64(2*time.Millisecond), key)

@@ -1,8 +1,6 @@
 package redisstore
 
 import (
-	"cmp"
-	"context"
 	"log/slog"
 	"time"
 
@@ -52,26 +50,4 @@ func warnContextTimeouts(logger *slog.Logger, client redis.UniversalClient) {
 	logger.Warn("jobonce: redisstore: the Redis client was made without ContextTimeoutEnabled: a call to a server that does not answer "+
 		"outlasts its context: "+waits+"; set ContextTimeoutEnabled: true in the client's options",
 		"option", "ContextTimeoutEnabled", "read_timeout", rt)
-}
-
-// boundedBy returns client for a call made with ctx, its every read and
-// write of a connection bounded by the time left to ctx's deadline whatever
-// its ContextTimeoutEnabled and ReadTimeout say: for a *redis.Client
-// (single-node or failover), go-redis's Client.WithTimeout, a view on the
-// same connections. A client of another type, or a ctx without a deadline,
-// comes back as it is: its calls end with ctx only under
-// ContextTimeoutEnabled. The error is ctx's when its deadline has passed.
-func boundedBy(ctx context.Context, client redis.UniversalClient) (redis.UniversalClient, error) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		return client, nil
-	}
-	left := time.Until(deadline)
-	if left <= 0 {
-		return nil, cmp.Or(ctx.Err(), context.DeadlineExceeded)
-	}
-	if c, ok := client.(*redis.Client); ok {
-		return c.WithTimeout(left), nil
-	}
-	return client, nil
 }

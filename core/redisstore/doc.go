@@ -87,8 +87,9 @@
 // whatever the client's timeouts) gets a warning saying so and why, never
 // silence, and the first claim reads it again, and after it a claim once a
 // second until a read succeeds, each read adding 250ms at most to its
-// claim. ReadServerInfo and ServerInfo.Risks report eviction,
-// persistence and replication risks; cmd/jobonce check prints them.
+// claim. The jobonce command's check (cmd/jobonce) prints the eviction,
+// persistence and replication risks of each server, and its inspect a
+// stored key.
 //
 // # Replication and failover
 //
@@ -108,7 +109,7 @@
 // also waits for the append-only file, for a restart of the primary.
 //
 // Every Config.CheckEvery, within one claim, the Store reads its servers
-// again (ReadServerInfo) and logs once at Warn, and counts in
+// again (INFO and CONFIG GET) and logs once at Warn, and counts in
 // jobonce.redis.events, each restart, failover, and risk of eviction or
 // lost persistence it notices.
 package redisstore

@@ -79,32 +79,6 @@ func Example_batch() {
 	// invoice:1 running
 }
 
-// Inspect shows operators what Redis holds for a key.
-func ExampleStore_Inspect() {
-	rdb := exampleClient()
-	defer rdb.Close()
-	guard, store := exampleGuard(rdb)
-	ctx := context.Background()
-
-	_, err := guard.Run(ctx, core.Job{Key: "charge:order-7"}, func(context.Context) ([]byte, error) {
-		return []byte("receipt-31"), nil
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	stored, err := guard.StoredKey("charge:order-7") // with the Guard's prefix, hashed
-	if err != nil {
-		log.Fatal(err)
-	}
-	rec, err := store.Inspect(ctx, stored)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(rec.State, string(rec.Result), rec.TTL.Round(time.Hour)) // the retention left
-	// Output:
-	// done receipt-31 24h0m0s
-}
-
 // exampleClient returns a client for the Redis the examples run against.
 func exampleClient() *redis.Client {
 	opt, err := redis.ParseURL(testenv.RedisURL())

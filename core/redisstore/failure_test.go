@@ -13,7 +13,8 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/redisstore"
-	"github.com/jobonce/jobonce/core/storetest"
+	"github.com/jobonce/jobonce/internal/batchcall"
+	"github.com/jobonce/jobonce/internal/redisops"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -70,14 +71,14 @@ func TestStalledServerGivesContextErrors(t *testing.T) {
 				}
 			}
 			ctx, cancel := c.ctx()
-			replies, errs := storetest.ClaimBatch(ctx, s, claims)
+			replies, errs := batchcall.Claims(ctx, s, claims)
 			cancel()
 			check("ClaimBatch", errs...)
 			for _, r := range replies {
 				require.Zero(t, r.State)
 			}
 			ctx, cancel = c.ctx()
-			check("CompleteBatch", storetest.CompleteBatch(ctx, s, completes)...)
+			check("CompleteBatch", batchcall.Completes(ctx, s, completes)...)
 			cancel()
 			ctx, cancel = c.ctx()
 			_, err := s.Claim(ctx, claims[0])
@@ -98,8 +99,8 @@ func TestStalledServerIsNotCancellation(t *testing.T) {
 	f := startFakeRedis(t, func(int) string { return "" })
 	s := fakeStore(t, f.Addr(), -1)
 	claims, completes := requests(2)
-	_, errs := storetest.ClaimBatch(context.Background(), s, claims)
-	errs = append(errs, storetest.CompleteBatch(context.Background(), s, completes)...)
+	_, errs := batchcall.Claims(context.Background(), s, claims)
+	errs = append(errs, batchcall.Completes(context.Background(), s, completes)...)
 	for i, err := range errs {
 		require.Error(t, err, i)
 		require.False(t, errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded), "%d: %v", i, err)
@@ -121,14 +122,14 @@ func TestPartialPipeline(t *testing.T) {
 		})
 		s := fakeStore(t, f.Addr(), retries)
 		claims, completes := requests(4)
-		errs := storetest.CompleteBatch(context.Background(), s, completes)
+		errs := batchcall.Completes(context.Background(), s, completes)
 		require.Len(t, errs, 4)
 		for i := 2; i < 4; i++ {
 			require.Error(t, errs[i], "retries %d, request %d", retries, i)
 			require.NotErrorIs(t, errs[i], core.ErrLeaseLost)
 		}
 
-		replies, cerrs := storetest.ClaimBatch(context.Background(), s, claims)
+		replies, cerrs := batchcall.Claims(context.Background(), s, claims)
 		require.Len(t, cerrs, 4)
 		for i := range 4 {
 			if i >= 2 {
@@ -151,12 +152,12 @@ func TestUnexpectedReplies(t *testing.T) {
 		f := startFakeRedis(t, func(int) string { return reply })
 		s := fakeStore(t, f.Addr(), -1)
 		claims, completes := requests(2)
-		replies, errs := storetest.ClaimBatch(context.Background(), s, claims)
+		replies, errs := batchcall.Claims(context.Background(), s, claims)
 		for i, err := range errs {
 			require.Error(t, err, "%q claim %d", reply, i)
 			require.Zero(t, replies[i].State)
 		}
-		for i, err := range storetest.CompleteBatch(context.Background(), s, completes) {
+		for i, err := range batchcall.Completes(context.Background(), s, completes) {
 			if strings.HasPrefix(reply, ":") {
 				continue // any reply other than 1 means the token did not hold the key
 			}
@@ -197,14 +198,14 @@ func TestInspectReadsEveryMarker(t *testing.T) {
 			key, tok := prefix+"inspect", driver.NewToken()
 			claim, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: tok, Fingerprint: fp, Lease: time.Minute})
 			require.NoError(t, err)
-			rec, err := s.Inspect(ctx, key)
+			rec, err := redisops.Inspect(ctx, client, key)
 			require.NoError(t, err)
 			require.Equal(t, driver.StateRunning, rec.State)
 			require.Equal(t, tok, rec.Token)
 			require.Equal(t, claim.Fence, rec.Fence, "Inspect reads the claim's fence")
 			require.True(t, fp == rec.Fingerprint, "fingerprint of %d bytes", len(fp))
 			require.NoError(t, s.Complete(ctx, driver.CompleteRequest{Key: key, Token: tok, Fingerprint: fp, Result: result, Retention: time.Minute}))
-			rec, err = s.Inspect(ctx, key)
+			rec, err = redisops.Inspect(ctx, client, key)
 			require.NoError(t, err)
 			require.Equal(t, driver.StateDone, rec.State)
 			require.True(t, fp == rec.Fingerprint, "fingerprint of %d bytes", len(fp))

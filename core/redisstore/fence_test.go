@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/redisops"
 )
 
 // TestFenceIsServerTime: a claim's fence is the Redis server's clock in
@@ -44,7 +45,7 @@ func TestClaimWrittenBeforeFences(t *testing.T) {
 		require.Equal(t, "fp", r.Fingerprint)
 		require.Greater(t, r.Remaining, 50*time.Second)
 	}
-	rec, err := s.Inspect(ctx, key)
+	rec, err := redisops.Inspect(ctx, client, key)
 	require.NoError(t, err)
 	require.Equal(t, driver.StateRunning, rec.State)
 	require.Equal(t, tok, rec.Token)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/redisops"
 )
 
 // A claim's Age is the server's clock at the inspection less its fence, so
@@ -20,7 +21,7 @@ func TestInspectDatesAClaimByTheServersClock(t *testing.T) {
 	r, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: tok, Lease: lease})
 	require.NoError(t, err)
 
-	rec, err := s.Inspect(ctx, key)
+	rec, err := redisops.Inspect(ctx, client, key)
 	require.NoError(t, err)
 	after, err := client.Time(ctx).Result()
 	require.NoError(t, err)
@@ -32,16 +33,16 @@ func TestInspectDatesAClaimByTheServersClock(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for rec.Age < 30*time.Millisecond {
 		require.True(t, time.Now().Before(deadline), "the claim's age stays %s", rec.Age)
-		rec, err = s.Inspect(ctx, key)
+		rec, err = redisops.Inspect(ctx, client, key)
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.Extend(ctx, key, tok, lease))
-	rec, err = s.Inspect(ctx, key)
+	rec, err = redisops.Inspect(ctx, client, key)
 	require.NoError(t, err)
 	require.Greater(t, rec.Age+rec.TTL, lease+29*time.Millisecond, "renewed: age %s, lease left %s", rec.Age, rec.TTL)
 
 	require.NoError(t, client.Set(ctx, key, "R"+string(tok[:])+"fp", time.Minute).Err())
-	rec, err = s.Inspect(ctx, key)
+	rec, err = redisops.Inspect(ctx, client, key)
 	require.NoError(t, err)
 	require.Zero(t, rec.Age, "a claim without a fence cannot be dated")
 }
@@ -56,14 +57,14 @@ func TestInspectReturnsTheStoredValue(t *testing.T) {
 	r, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: tok, Lease: time.Minute, Fingerprint: "fp"})
 	require.NoError(t, err)
 
-	rec, err := s.Inspect(ctx, key)
+	rec, err := redisops.Inspect(ctx, client, key)
 	require.NoError(t, err)
 	v, err := client.Get(ctx, key).Result()
 	require.NoError(t, err)
 	require.Equal(t, v, rec.Value)
 
 	require.NoError(t, s.Complete(ctx, driver.CompleteRequest{Key: key, Token: tok, Fence: r.Fence, Fingerprint: "fp", Result: []byte("r"), Retention: time.Minute}))
-	rec, err = s.Inspect(ctx, key)
+	rec, err = redisops.Inspect(ctx, client, key)
 	require.NoError(t, err)
 	require.Equal(t, driver.StateDone, rec.State)
 	v, err = client.Get(ctx, key).Result()
@@ -72,7 +73,7 @@ func TestInspectReturnsTheStoredValue(t *testing.T) {
 	require.NotEqual(t, "", rec.Value)
 
 	require.NoError(t, client.Del(ctx, key).Err())
-	rec, err = s.Inspect(ctx, key)
+	rec, err = redisops.Inspect(ctx, client, key)
 	require.NoError(t, err)
 	require.Empty(t, rec.Value, "an absent key has no value")
 }

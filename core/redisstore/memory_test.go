@@ -13,7 +13,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
-	"github.com/jobonce/jobonce/core/storetest"
+	"github.com/jobonce/jobonce/internal/batchcall"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -56,10 +56,10 @@ func doneMarkerMemory(b *testing.B, fp string) {
 				claims[i] = driver.ClaimRequest{Key: key, Token: tok, Fingerprint: fp, Lease: time.Minute}
 				completes[i] = driver.CompleteRequest{Key: key, Token: tok, Fingerprint: fp, Retention: time.Hour}
 			}
-			if _, errs := storetest.ClaimBatch(ctx, store, claims); errs[0] != nil {
+			if _, errs := batchcall.Claims(ctx, store, claims); errs[0] != nil {
 				b.Fatal(errs[0])
 			}
-			if errs := storetest.CompleteBatch(ctx, store, completes); errs[0] != nil {
+			if errs := batchcall.Completes(ctx, store, completes); errs[0] != nil {
 				b.Fatal(errs[0])
 			}
 		}

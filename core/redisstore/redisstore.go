@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 )
 
@@ -98,7 +97,7 @@ type Config struct {
 	// job again), and deploy again without it once every worker runs this
 	// release. Under it, a complete sent again after its reply was lost, or
 	// after core.ErrUnreplicated, cannot tell its own marker from another
-	// copy's and answers core.ErrLeaseLost, as the previous release did: the
+	// copy's and answers driver.ErrLeaseLost, as the previous release did: the
 	// job reports LeaseLost. Defaults to false.
 	LegacyMarkers bool
 }
@@ -126,7 +125,7 @@ var (
 // (failover) or Cluster client; a nil client, or a nil *redis.Client,
 // *redis.ClusterClient or *redis.Ring, is an error. Unless
 // cfg.SkipEvictionCheck is set, it reads the server's settings
-// (ReadServerInfo) and logs at Warn each risk that can lose done markers (an
+// (INFO and CONFIG GET) and logs at Warn each risk that can lose done markers (an
 // eviction policy but noeviction, no persistence); with Config.WaitAOF it
 // asks the server for WAITAOF, and returns an error when the server refuses
 // it. Those reads run together, and New waits for them 2s at most, whatever
@@ -199,8 +198,11 @@ func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 	return s, nil
 }
 
-// CheckEviction returns the server's maxmemory-policy. Under an allkeys-*
-// policy Redis may evict claims and done markers, letting duplicates run.
+// CheckEviction returns the server's maxmemory-policy (CONFIG GET). Under
+// any policy but noeviction Redis may evict claims and done markers,
+// letting duplicates run: volatile-* policies evict keys with a TTL, which
+// every claim and done marker has. New warns of such a policy unless
+// Config.SkipEvictionCheck is set.
 func (s *Store) CheckEviction(ctx context.Context) (string, error) {
 	res, err := s.client.ConfigGet(ctx, "maxmemory-policy").Result()
 	if err != nil {
@@ -293,7 +295,7 @@ func (s *Store) Extend(ctx context.Context, key string, token driver.Token, leas
 // record.go): a request sent again by the claim that wrote it answers nil,
 // and sets the marker's TTL again to what it has left, so that the wait
 // (Config.WaitReplicas) covers it anew. Under Config.LegacyMarkers it names
-// none, and a request sent again answers core.ErrLeaseLost.
+// none, and a request sent again answers driver.ErrLeaseLost.
 func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	if s.wait.on() {
 		_, _, errs := s.Batch(ctx, []driver.CompleteRequest{req}, nil)
@@ -348,14 +350,14 @@ func (s *Store) releaseArgs(token driver.Token) []any {
 	return []any{ownerValue(token)}
 }
 
-// tokenChecked maps a token-checked script's 0 reply to core.ErrLeaseLost.
+// tokenChecked maps a token-checked script's 0 reply to driver.ErrLeaseLost.
 func tokenChecked(ctx context.Context, cmd *redis.Cmd) error {
 	n, err := cmd.Int64()
 	if err != nil {
 		return cancelled(ctx, err)
 	}
 	if n != 1 {
-		return core.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/core/storetest"
+	"github.com/jobonce/jobonce/internal/batchcall"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -359,7 +360,7 @@ func TestLegacyMarkerOfAnotherClaimIsLeaseLost(t *testing.T) {
 		}
 		require.NoError(t, s.Complete(ctx, done(b)))
 		if batched {
-			require.ErrorIs(t, storetest.CompleteBatch(ctx, s, []driver.CompleteRequest{done(a)})[0], core.ErrLeaseLost)
+			require.ErrorIs(t, batchcall.Completes(ctx, s, []driver.CompleteRequest{done(a)})[0], core.ErrLeaseLost)
 		} else {
 			require.ErrorIs(t, s.Complete(ctx, done(a)), core.ErrLeaseLost)
 		}

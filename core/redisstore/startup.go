@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/jobonce/jobonce/internal/redisops"
 )
 
 // startupTimeout is how long New waits for its reads of the server, which
@@ -70,7 +72,7 @@ func (s *Store) startUp(every time.Duration, check, probe bool) error {
 // an append-only file, would answer every write unacknowledged, so every job
 // would fail closed. A refusal is a Redis error starting "ERR".
 func probeWaitAOF(ctx context.Context, client redis.UniversalClient) error {
-	client, err := boundedBy(ctx, client)
+	client, err := redisops.BoundedBy(ctx, client)
 	if err != nil {
 		return err
 	}
@@ -78,7 +80,7 @@ func probeWaitAOF(ctx context.Context, client redis.UniversalClient) error {
 }
 
 // inBackground runs read in a goroutine and returns where its error comes.
-// The goroutine ends when read does: the caller bounds read (boundedBy), or
+// The goroutine ends when read does: the caller bounds read (redisops.BoundedBy), or
 // leaves it to end on its own when the client allows no bound.
 func inBackground(read func() error) <-chan error {
 	done := make(chan error, 1)
@@ -100,7 +102,7 @@ func awaitRead(wait context.Context, done <-chan error) error {
 // checkIfDue checks the servers' state (see Config.CheckEvery) when a check
 // is due, or the check at New has not run yet, within the caller's call:
 // bounded by its context and by checkTimeout, whatever the client's
-// ContextTimeoutEnabled and ReadTimeout (see boundedBy).
+// ContextTimeoutEnabled and ReadTimeout (see redisops.BoundedBy).
 func (s *Store) checkIfDue(ctx context.Context) {
 	due, retry := s.watch.due()
 	if !due {

@@ -13,6 +13,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/redisops"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -144,7 +145,7 @@ func TestMarkerAcknowledgedOnceTheReplicaCatchesUp(t *testing.T) {
 	require.Equal(t, []core.Outcome{core.Ran}, <-finished)
 	key, err := g.StoredKey("lagging")
 	require.NoError(t, err)
-	r, err := newStore(t, replicas[0].Client()).Inspect(ctx, key)
+	r, err := redisops.Inspect(ctx, replicas[0].Client(), key)
 	require.NoError(t, err)
 	require.Equal(t, driver.StateDone, r.State, "the replica has the marker")
 }
@@ -188,7 +189,7 @@ func TestMarkerSentAgainNeverTakesAnotherCopysMarker(t *testing.T) {
 		// and B claims, runs and records the same job.
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
-			if r, err := plain.Inspect(ctx, key); err == nil && r.State == driver.StateDone {
+			if r, err := redisops.Inspect(ctx, client, key); err == nil && r.State == driver.StateDone {
 				break
 			}
 			time.Sleep(time.Millisecond) // a poll with a deadline

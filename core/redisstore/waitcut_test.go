@@ -74,3 +74,33 @@ func TestClaimWhoseWaitIsCutAndRedialRefusedIsNotRunUnguarded(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, []driver.State{driver.StateClaimed, driver.StateRunning}, r.State)
 }
+
+// With WaitReplicas, the claim script runs and then WAIT blocks up to
+// WaitTimeout in the same pipeline. When the caller's context ends meanwhile
+// (the client set up with ContextTimeoutEnabled, as the README asks), the
+// claim is answered the context's error, and the claim granted on the
+// server is released, as Batch's doc says of claims granted but not
+// acknowledged: the next copy claims the key at once rather than being
+// answered Running for the whole lease.
+func TestClaimCutDuringWaitIsReleased(t *testing.T) {
+	prefix := testenv.Prefix(t)
+	client := testenv.Redis(t, prefix)
+	opt := *client.Options()
+	opt.ContextTimeoutEnabled = true
+	cc := redis.NewClient(&opt)
+	t.Cleanup(func() { _ = cc.Close() })
+	s, err := redisstore.New(cc, &redisstore.Config{Logger: quiet, WaitReplicas: 1, WaitTimeout: 2 * time.Second})
+	require.NoError(t, err)
+	plain := newStore(t, client)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	key := prefix + "cut"
+	_, err = s.Claim(ctx, driver.ClaimRequest{Key: key, Token: driver.NewToken(), Lease: time.Minute})
+	require.Error(t, err)
+
+	r, err := plain.Claim(context.Background(), driver.ClaimRequest{Key: key, Token: driver.NewToken(), Lease: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, driver.StateClaimed, r.State,
+		"a claim answered with an error must not stay held for its lease (%s left)", r.Remaining)
+}

@@ -11,6 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/jobonce/jobonce/internal/redisops"
 )
 
 // Events the watch reports (the event attribute of jobonce.redis.events).
@@ -35,9 +37,9 @@ type watch struct {
 	logger  *slog.Logger
 	events  metric.Int64Counter
 
-	mu    sync.Mutex            // one check at a time; guards what follows
-	last  map[string]ServerInfo // by address; nil before the first check
-	risks map[string]Risk       // address and kind → the risk, while it lasts
+	mu    sync.Mutex                     // one check at a time; guards what follows
+	last  map[string]redisops.ServerInfo // by address; nil before the first check
+	risks map[string]redisops.Risk       // address and kind → the risk, while it lasts
 }
 
 func newWatch(every time.Duration, logger *slog.Logger, mp metric.MeterProvider) (*watch, error) {
@@ -46,7 +48,7 @@ func newWatch(every time.Duration, logger *slog.Logger, mp metric.MeterProvider)
 	if err != nil {
 		return nil, err
 	}
-	return &watch{every: every, logger: logger, events: events, risks: map[string]Risk{}}, nil
+	return &watch{every: every, logger: logger, events: events, risks: map[string]redisops.Risk{}}, nil
 }
 
 // due reports whether a check is due now, and if so books it, so that one
@@ -92,11 +94,11 @@ func (w *watch) check(ctx context.Context, client redis.UniversalClient) error {
 		return errChecking
 	}
 	defer w.mu.Unlock()
-	infos, err := ReadServerInfo(ctx, client)
+	infos, err := redisops.ReadServerInfo(ctx, client)
 	if err != nil {
 		return err
 	}
-	now := make(map[string]ServerInfo, len(infos))
+	now := make(map[string]redisops.ServerInfo, len(infos))
 	for _, info := range infos {
 		now[info.Addr] = info
 		prev, known := w.last[info.Addr]
@@ -124,10 +126,10 @@ func (w *watch) check(ctx context.Context, client redis.UniversalClient) error {
 // appeared on info's server since the last check, and those that ended.
 // (A replication risk, a primary without replicas, is a deployment's
 // choice; jobonce check reports it.)
-func (w *watch) compareRisks(ctx context.Context, info ServerInfo) {
-	seen := map[RiskKind]bool{}
+func (w *watch) compareRisks(ctx context.Context, info redisops.ServerInfo) {
+	seen := map[redisops.RiskKind]bool{}
 	for _, r := range info.Risks(0) {
-		if r.Kind == RiskReplication {
+		if r.Kind == redisops.RiskReplication {
 			continue
 		}
 		seen[r.Kind] = true
@@ -137,7 +139,7 @@ func (w *watch) compareRisks(ctx context.Context, info ServerInfo) {
 			w.report(ctx, string(r.Kind), "jobonce: "+r.Detail, info)
 		}
 	}
-	for _, kind := range []RiskKind{RiskEviction, RiskPersistence} {
+	for _, kind := range []redisops.RiskKind{redisops.RiskEviction, redisops.RiskPersistence} {
 		id := info.Addr + " " + string(kind)
 		if _, ok := w.risks[id]; ok && !seen[kind] {
 			delete(w.risks, id)
@@ -146,7 +148,7 @@ func (w *watch) compareRisks(ctx context.Context, info ServerInfo) {
 	}
 }
 
-func (w *watch) report(ctx context.Context, event, msg string, info ServerInfo) {
+func (w *watch) report(ctx context.Context, event, msg string, info redisops.ServerInfo) {
 	w.logger.WarnContext(ctx, msg, "event", event, "addr", info.Addr, "role", info.Role,
 		"maxmemory-policy", info.MaxmemoryPolicy, "appendonly", info.AppendOnly, "uptime", info.Uptime)
 	w.events.Add(ctx, 1, metric.WithAttributes(attribute.String("event", event)))

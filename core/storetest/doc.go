@@ -27,6 +27,13 @@
 //   - a call with a done context fails with an error wrapping the context's
 //     error and changes nothing; a batch call answers every request so.
 //
+// The package is public for the authors of stores: Run (and RunStore,
+// RunGuard and RunNotifier, its parts) is the conformance suite, and
+// RunChaos with ChaosOptions is the chaos harness, which runs jobs through a
+// Guard on a store whose calls fail, hang and answer late, and checks the
+// recorded history against the run-once semantics. jobonce's own stores run
+// both from their tests.
+//
 // Keys are random per run and every lease or retention it writes is at most
 // a minute, except in the longest-duration case, whose done marker the
 // store's own cleanup must remove.

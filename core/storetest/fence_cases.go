@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/batchcall"
 )
 
 // fencesIncrease: successive claims of a key get strictly increasing
@@ -90,7 +91,7 @@ func batchFences(t *testing.T, s *suite) {
 	ctx := ctx(t)
 	a := claimReq(s.key("batch-fence-a"), driver.NewToken(), "", time.Minute)
 	b := claimReq(s.key("batch-fence-b"), driver.NewToken(), "", time.Minute)
-	replies, errs := ClaimBatch(ctx, bs, []driver.ClaimRequest{a, b, a, claimReq(b.Key, driver.NewToken(), "", time.Minute)})
+	replies, errs := batchcall.Claims(ctx, bs, []driver.ClaimRequest{a, b, a, claimReq(b.Key, driver.NewToken(), "", time.Minute)})
 	require.Equal(t, make([]error, 4), errs)
 	fa, fb := s.fence(replies[0], nil), s.fence(replies[1], nil)
 	require.Equal(t, replies[0], replies[2], "a claim sent again in the batch gets the same fence")
@@ -98,7 +99,7 @@ func batchFences(t *testing.T, s *suite) {
 
 	require.NoError(t, s.store.Release(ctx, a.Key, a.Token))
 	require.NoError(t, s.store.Release(ctx, b.Key, b.Token))
-	replies, errs = ClaimBatch(ctx, bs, []driver.ClaimRequest{
+	replies, errs = batchcall.Claims(ctx, bs, []driver.ClaimRequest{
 		claimReq(a.Key, driver.NewToken(), "", time.Minute),
 		claimReq(b.Key, driver.NewToken(), "", time.Minute),
 	})
@@ -120,7 +121,7 @@ func doneRemaining(t *testing.T, s *suite) {
 		require.NoError(t, err)
 		replies = append(replies, r)
 		if bs, ok := s.store.(driver.BatchStore); ok {
-			rs, errs := ClaimBatch(ctx, bs, []driver.ClaimRequest{claimReq(key, driver.NewToken(), "", time.Minute)})
+			rs, errs := batchcall.Claims(ctx, bs, []driver.ClaimRequest{claimReq(key, driver.NewToken(), "", time.Minute)})
 			require.NoError(t, errs[0])
 			replies = append(replies, rs[0])
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/batchcall"
 )
 
 // RunStore runs the Store contract cases.
@@ -192,7 +193,7 @@ func completeSentAgain(t *testing.T, s *suite) {
 		}
 		complete := func(req driver.CompleteRequest) error {
 			if batched {
-				return CompleteBatch(ctx, bs, []driver.CompleteRequest{req})[0]
+				return batchcall.Completes(ctx, bs, []driver.CompleteRequest{req})[0]
 			}
 			return s.store.Complete(ctx, req)
 		}
@@ -303,7 +304,7 @@ func batch(t *testing.T, s *suite) {
 		key := s.key("batch-" + string(rune('a'+i%3))) // three keys, each twice
 		reqs[i] = claimReq(key, toks[i], "", time.Minute)
 	}
-	replies, errs := ClaimBatch(ctx, bs, reqs)
+	replies, errs := batchcall.Claims(ctx, bs, reqs)
 	require.Len(t, replies, 6)
 	require.Len(t, errs, 6)
 	for i := range 3 {
@@ -317,7 +318,7 @@ func batch(t *testing.T, s *suite) {
 		{Key: reqs[1].Key, Token: toks[4], Retention: time.Minute}, // not the holder
 		{Key: reqs[2].Key, Token: toks[2], Retention: time.Minute},
 	}
-	errs = CompleteBatch(ctx, bs, done)
+	errs = batchcall.Completes(ctx, bs, done)
 	require.Len(t, errs, 3)
 	require.NoError(t, errs[0])
 	require.ErrorIs(t, errs[1], core.ErrLeaseLost)
@@ -326,7 +327,7 @@ func batch(t *testing.T, s *suite) {
 	for i := range again {
 		again[i] = claimReq(reqs[i].Key, driver.NewToken(), "", time.Minute)
 	}
-	replies, errs = ClaimBatch(ctx, bs, again)
+	replies, errs = batchcall.Claims(ctx, bs, again)
 	require.Equal(t, []error{nil, nil, nil}, errs)
 	require.Equal(t, driver.StateDone, replies[0].State)
 	require.Equal(t, []byte("a"), replies[0].Result)
@@ -402,7 +403,7 @@ func claimSentAgain(t *testing.T, s *suite) {
 	require.Equal(t, driver.StateRunning, r.State)
 	require.LessOrEqual(t, r.Remaining, 20*time.Second, "sending a claim again does not renew its lease")
 	if bs, ok := s.store.(driver.BatchStore); ok {
-		replies, errs := ClaimBatch(ctx, bs, []driver.ClaimRequest{req, req})
+		replies, errs := batchcall.Claims(ctx, bs, []driver.ClaimRequest{req, req})
 		require.Equal(t, []error{nil, nil}, errs)
 		require.Equal(t, fence, s.fence(replies[0], nil))
 		require.Equal(t, fence, s.fence(replies[1], nil))
@@ -503,14 +504,14 @@ func batchFingerprintsOfAnyLength(t *testing.T, s *suite) {
 			names = append(names, "fingerprint "+fname+", result "+rname)
 		}
 	}
-	replies, errs := ClaimBatch(ctx, bs, claims)
+	replies, errs := batchcall.Claims(ctx, bs, claims)
 	require.Len(t, replies, len(claims))
 	require.Len(t, errs, len(claims))
 	for i := range claims {
 		require.NoError(t, errs[i], names[i])
 		require.Equal(t, driver.StateClaimed, replies[i].State, names[i])
 	}
-	errs = CompleteBatch(ctx, bs, completes)
+	errs = batchcall.Completes(ctx, bs, completes)
 	require.Len(t, errs, len(completes))
 	for i := range completes {
 		require.NoError(t, errs[i], names[i])
@@ -519,7 +520,7 @@ func batchFingerprintsOfAnyLength(t *testing.T, s *suite) {
 	for i, c := range claims {
 		again[i] = claimReq(c.Key, driver.NewToken(), c.Fingerprint, time.Minute)
 	}
-	replies, errs = ClaimBatch(ctx, bs, again)
+	replies, errs = batchcall.Claims(ctx, bs, again)
 	for i, c := range completes {
 		require.NoError(t, errs[i], names[i])
 		require.Equal(t, driver.StateDone, replies[i].State, names[i])
@@ -596,14 +597,14 @@ func shortDurationsRejected(t *testing.T, s *suite) {
 
 	if bs, ok := s.store.(driver.BatchStore); ok {
 		key3, tok3 := s.key("short-batch"), driver.NewToken()
-		replies, errs := ClaimBatch(ctx, bs, []driver.ClaimRequest{
+		replies, errs := batchcall.Claims(ctx, bs, []driver.ClaimRequest{
 			claimReq(s.key("short-batch-bad"), driver.NewToken(), "", 500*time.Microsecond),
 			claimReq(key3, tok3, "", time.Minute),
 		})
 		requireDurationError(t, errs[0], "Lease", 500*time.Microsecond)
 		require.NoError(t, errs[1])
 		require.Equal(t, driver.StateClaimed, replies[1].State)
-		errs = CompleteBatch(ctx, bs, []driver.CompleteRequest{
+		errs = batchcall.Completes(ctx, bs, []driver.CompleteRequest{
 			{Key: key3, Token: tok3, Retention: 0},
 			{Key: key, Token: tok, Retention: time.Minute},
 		})
@@ -702,20 +703,20 @@ func batchCancelledContext(t *testing.T, s *suite) {
 			claims[i] = claimReq(key, tok, "fp", time.Minute)
 			completes[i] = driver.CompleteRequest{Key: key, Token: tok, Fingerprint: "fp", Result: []byte("r"), Retention: time.Minute}
 		}
-		replies, errs := ClaimBatch(c.ctx, bs, claims)
+		replies, errs := batchcall.Claims(c.ctx, bs, claims)
 		require.Len(t, replies, n)
 		require.Len(t, errs, n)
 		for i := range n {
 			requireCancelled(t, errs[i], c.want, "ClaimBatch")
 			require.Zero(t, replies[i].State, "an unanswered claim has no state")
 		}
-		replies, errs = ClaimBatch(live, bs, claims)
+		replies, errs = batchcall.Claims(live, bs, claims)
 		for i := range n {
 			require.NoError(t, errs[i])
 			require.Equal(t, driver.StateClaimed, replies[i].State, "a cancelled ClaimBatch wrote nothing")
 		}
 
-		errs = CompleteBatch(c.ctx, bs, completes)
+		errs = batchcall.Completes(c.ctx, bs, completes)
 		require.Len(t, errs, n)
 		for i := range n {
 			requireCancelled(t, errs[i], c.want, "CompleteBatch")
@@ -725,7 +726,7 @@ func batchCancelledContext(t *testing.T, s *suite) {
 			require.NoError(t, err)
 			require.Equal(t, driver.StateRunning, r.State, "a cancelled CompleteBatch wrote no marker")
 		}
-		errs = CompleteBatch(live, bs, completes)
+		errs = batchcall.Completes(live, bs, completes)
 		require.Equal(t, make([]error, n), errs)
 	}
 }

@@ -73,16 +73,3 @@ func (s *suite) claimWhenFree(ctx context.Context, req driver.ClaimRequest) driv
 	s.fence(r, err)
 	return r
 }
-
-// ClaimBatch sends claims alone through bs.Batch, for a store's own tests.
-func ClaimBatch(ctx context.Context, bs driver.BatchStore, claims []driver.ClaimRequest) ([]driver.ClaimReply, []error) {
-	replies, errs, _ := bs.Batch(ctx, nil, claims)
-	return replies, errs
-}
-
-// CompleteBatch sends completes alone through bs.Batch, for a store's own
-// tests.
-func CompleteBatch(ctx context.Context, bs driver.BatchStore, completes []driver.CompleteRequest) []error {
-	_, _, errs := bs.Batch(ctx, completes, nil)
-	return errs
-}

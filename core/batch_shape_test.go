@@ -39,7 +39,7 @@ func (s *shapeStore) Batch(_ context.Context, completes []driver.CompleteRequest
 // answers in all, but split wrongly between claims and markers, or some
 // missing) fails every call in it: no claim reads a marker's zero reply,
 // and no marker reads a missing error as success.
-func TestAttackGroupCommitRejectsWrongShapes(t *testing.T) {
+func TestGroupCommitFailsEveryCallOfAMisshapedBatch(t *testing.T) {
 	granted := func(n int) []driver.ClaimReply {
 		r := make([]driver.ClaimReply, n)
 		for i := range r {

@@ -1,4 +1,4 @@
-package redisstore
+package redisops
 
 import (
 	"bufio"
@@ -106,7 +106,7 @@ func clientAddr(client redis.UniversalClient) string {
 }
 
 func readServer(ctx context.Context, client redis.UniversalClient, addr string) (ServerInfo, error) {
-	client, err := boundedBy(ctx, client)
+	client, err := BoundedBy(ctx, client)
 	if err != nil {
 		return ServerInfo{}, fmt.Errorf("jobonce: redisstore: INFO on %s: %w", cmp.Or(addr, "the server"), err)
 	}

@@ -2,11 +2,11 @@ package sqsonce
 
 import "sync"
 
-// sender issues a batch's SQS calls (deletes and visibility changes) one
+// callQueue issues a batch's SQS calls (deletes and visibility changes) one
 // after the other, in the order they were queued, on a goroutine of its
 // own, so the batch's loop never waits for SQS: a finished job's done marker
 // is written while the calls for other messages are in flight.
-type sender struct {
+type callQueue struct {
 	mu     sync.Mutex
 	queue  []func()
 	closed bool
@@ -14,14 +14,14 @@ type sender struct {
 	done   chan struct{}
 }
 
-func startSender() *sender {
-	s := &sender{wake: make(chan struct{}, 1), done: make(chan struct{})}
+func startCallQueue() *callQueue {
+	s := &callQueue{wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go s.loop()
 	return s
 }
 
 // push queues call; it never blocks.
-func (s *sender) push(call func()) {
+func (s *callQueue) push(call func()) {
 	s.mu.Lock()
 	s.queue = append(s.queue, call)
 	s.mu.Unlock()
@@ -32,7 +32,7 @@ func (s *sender) push(call func()) {
 }
 
 // close waits until every queued call has returned.
-func (s *sender) close() {
+func (s *callQueue) close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
@@ -43,7 +43,7 @@ func (s *sender) close() {
 	<-s.done
 }
 
-func (s *sender) loop() {
+func (s *callQueue) loop() {
 	defer close(s.done)
 	for {
 		s.mu.Lock()

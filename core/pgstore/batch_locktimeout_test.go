@@ -17,7 +17,7 @@ import (
 // rolls the marker back with it, so the marker must be sent again and
 // reported from that second write. It must be durable when reported nil,
 // and the call must stay within its context.
-func TestAttackMixedBatchLockTimeoutAfterAMarker(t *testing.T) {
+func TestMixedBatchRewritesAMarkerRolledBackByALockTimeout(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
 	s, pool := newStore(t, &pgstore.Config{LockTimeout: 2 * time.Second})

@@ -46,8 +46,8 @@ func (s *slowRenewal) Release(context.Context, string, driver.Token) error { ret
 // A heartbeat whose expiry function ran (its renewal answered past the
 // lease's end) may go back to the pool and serve another job: the expiry
 // function holds its own job's cancel, so it can never cancel the next job
-// (TestAttackHeartbeatExpiryOutlivesReuse checks the same under -race).
-func TestAttackHeartbeatWhoseExpiryFiredServesTheNextJob(t *testing.T) {
+// (TestLateRenewalDoesNotCancelTheNextJob checks the same under -race).
+func TestHeartbeatWhoseExpiryFiredServesTheNextJob(t *testing.T) {
 	// One P, so that the pool's Get finds what the Guard put (sync.Pool does
 	// not steal another P's private item).
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))

@@ -8,11 +8,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The sender runs calls in the order they were queued, one at a time; push
+// The callQueue runs calls in the order they were queued, one at a time; push
 // never waits for a call, and close waits for all of them.
-func TestSender(t *testing.T) {
+func TestCallQueueRunsCallsInOrder(t *testing.T) {
 	t.Parallel()
-	s := startSender()
+	s := startCallQueue()
 	gate := make(chan struct{})
 	var mu sync.Mutex
 	var order []int

@@ -46,17 +46,14 @@ func (s busyClaims) Batch(ctx context.Context, completes []driver.CompleteReques
 	return testenv.OneByOne(s).Batch(ctx, completes, claims)
 }
 
-// Since 81269df a done marker's attempts, its wait in the group commit's
-// queue included, share one StoreTimeout. When other callers' claims fill
-// every round trip in flight for about a StoreTimeout (a store that is slow
-// for their keys, such as PostgreSQL claims waiting on rows held by open
-// transactions), the marker waits that StoreTimeout out in the queue and
-// is left with nothing for its own round trip: it is not written, though
-// the store is healthy for it, and the job that ran is Unrecorded (a later
-// copy runs it again). Before 81269df the marker then made a round trip of
-// its own and was written (Ran). Whatever other callers do, a caller's own
-// store call should get its bound.
-func TestAttackMarkerStarvedByOthersHungClaims(t *testing.T) {
+// A done marker's attempts, its wait in the group commit's queue included,
+// share one StoreTimeout, yet others' claims cannot use that budget up: when
+// other callers' claims fill every round trip in flight for about a
+// StoreTimeout (a store slow for their keys, such as PostgreSQL claims
+// waiting on rows held by open transactions), the marker still gets a round
+// trip of its own and is written (Ran), since the store is healthy for it,
+// and a redelivery is a Duplicate.
+func TestMarkerWrittenWhileOthersClaimsHang(t *testing.T) {
 	const storeTimeout = 200 * time.Millisecond
 	s := busyClaims{Store: memstore.New(), entered: make(chan struct{}, core.GroupRoundTrips)}
 	g, err := core.New(s, &core.Config{StoreTimeout: storeTimeout, PlainKeys: true})

@@ -1,4 +1,4 @@
-package redisstore_test
+package redisops_test
 
 import (
 	"context"
@@ -9,13 +9,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/redisops"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
-func readOne(t *testing.T, client redis.UniversalClient) redisstore.ServerInfo {
+func readOne(t *testing.T, client redis.UniversalClient) redisops.ServerInfo {
 	t.Helper()
-	infos, err := redisstore.ReadServerInfo(context.Background(), client)
+	infos, err := redisops.ReadServerInfo(context.Background(), client)
 	require.NoError(t, err)
 	require.Len(t, infos, 1)
 	return infos[0]
@@ -37,7 +37,7 @@ func TestReadServerInfo(t *testing.T) {
 	// scripts/test.sh starts the test Redis with --save '' --appendonly no.
 	require.False(t, info.AppendOnly)
 	require.False(t, info.SaveConfigured)
-	require.Contains(t, kinds(info.Risks(time.Minute)), redisstore.RiskPersistence)
+	require.Contains(t, kinds(info.Risks(time.Minute)), redisops.RiskPersistence)
 }
 
 func TestReadServerInfoPersistence(t *testing.T) {
@@ -48,7 +48,7 @@ func TestReadServerInfoPersistence(t *testing.T) {
 	require.True(t, info.AppendOnly)
 	require.True(t, info.SaveConfigured)
 	require.Equal(t, "allkeys-lru", info.MaxmemoryPolicy)
-	require.Equal(t, []redisstore.RiskKind{redisstore.RiskEviction, redisstore.RiskReplication}, kinds(info.Risks(time.Minute)))
+	require.Equal(t, []redisops.RiskKind{redisops.RiskEviction, redisops.RiskReplication}, kinds(info.Risks(time.Minute)))
 }
 
 func TestReadServerInfoConfigRefused(t *testing.T) {
@@ -59,7 +59,7 @@ func TestReadServerInfoConfigRefused(t *testing.T) {
 	require.False(t, info.ConfigKnown)
 	require.Equal(t, "volatile-lru", info.MaxmemoryPolicy, "INFO memory still tells the policy")
 	require.False(t, info.AppendOnly)
-	require.NotContains(t, kinds(info.Risks(time.Minute)), redisstore.RiskPersistence, "unknown persistence is not reported")
+	require.NotContains(t, kinds(info.Risks(time.Minute)), redisops.RiskPersistence, "unknown persistence is not reported")
 }
 
 func TestReadServerInfoFailoverAddr(t *testing.T) {
@@ -89,14 +89,14 @@ func TestReadServerInfoReplica(t *testing.T) {
 	t.Parallel()
 	primaryServer, replicas := testenv.StartRedisReplicas(t, 1)
 	primary, replica := primaryServer.Client(), replicas[0].Client()
-	var p, r redisstore.ServerInfo
+	var p, r redisops.ServerInfo
 	require.Eventually(t, func() bool {
 		p, r = readOne(t, primary), readOne(t, replica)
 		return p.ConnectedReplicas == 1 && r.ReplID == p.ReplID
 	}, 20*time.Second, 20*time.Millisecond, "the replica did not connect and sync (a synced replica shares its primary's replication ID)")
 	require.Equal(t, "master", p.Role)
 	require.Less(t, p.ReplicaLag, 10*time.Second)
-	require.NotContains(t, kinds(p.Risks(10*time.Second)), redisstore.RiskReplication)
+	require.NotContains(t, kinds(p.Risks(10*time.Second)), redisops.RiskReplication)
 
 	require.Equal(t, "slave", r.Role)
 	require.Zero(t, r.ConnectedReplicas)
@@ -108,10 +108,10 @@ func TestReadServerInfoReplica(t *testing.T) {
 		return p.ReplicaLag >= 2*time.Second
 	}, 20*time.Second, 50*time.Millisecond, "the stopped replica's lag did not grow")
 	risks := p.Risks(time.Second)
-	require.Contains(t, kinds(risks), redisstore.RiskReplication)
+	require.Contains(t, kinds(risks), redisops.RiskReplication)
 	require.Contains(t, risks[len(risks)-1].Detail, "replica lag "+p.ReplicaLag.String())
 	replicas[0].Resume()
-	require.NotContains(t, kinds(r.Risks(10*time.Second)), redisstore.RiskReplication, "a replica is not written to")
+	require.NotContains(t, kinds(r.Risks(10*time.Second)), redisops.RiskReplication, "a replica is not written to")
 
 	require.NoError(t, replica.SlaveOf(context.Background(), "NO", "ONE").Err())
 	promoted := readOne(t, replica)
@@ -120,10 +120,10 @@ func TestReadServerInfoReplica(t *testing.T) {
 }
 
 func TestReadServerInfoCluster(t *testing.T) {
-	addrs := startCluster(t)
+	addrs := testenv.StartRedisCluster(t, 3, 0).Addrs()
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = client.Close() })
-	infos, err := redisstore.ReadServerInfo(context.Background(), client)
+	infos, err := redisops.ReadServerInfo(context.Background(), client)
 	require.NoError(t, err)
 	require.Len(t, infos, 3, "one ServerInfo per primary")
 	var got []string
@@ -144,38 +144,38 @@ func TestReadServerInfoDown(t *testing.T) {
 	require.NoError(t, ln.Close())
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { _ = client.Close() })
-	_, err = redisstore.ReadServerInfo(context.Background(), client)
+	_, err = redisops.ReadServerInfo(context.Background(), client)
 	require.ErrorContains(t, err, "jobonce: redisstore: INFO on "+addr)
 }
 
 func TestRisks(t *testing.T) {
 	t.Parallel()
-	safe := redisstore.ServerInfo{Role: "master", ConnectedReplicas: 1, ReplicaLag: time.Second,
+	safe := redisops.ServerInfo{Role: "master", ConnectedReplicas: 1, ReplicaLag: time.Second,
 		MaxmemoryPolicy: "noeviction", AppendOnly: true, SaveConfigured: true, ConfigKnown: true}
 	for _, tc := range []struct {
 		name string
-		edit func(*redisstore.ServerInfo)
-		want []redisstore.RiskKind
+		edit func(*redisops.ServerInfo)
+		want []redisops.RiskKind
 	}{
-		{"Safe", func(*redisstore.ServerInfo) {}, nil},
-		{"AllkeysLRU", func(i *redisstore.ServerInfo) { i.MaxmemoryPolicy = "allkeys-lru" }, []redisstore.RiskKind{redisstore.RiskEviction}},
-		{"AllkeysRandom", func(i *redisstore.ServerInfo) { i.MaxmemoryPolicy = "allkeys-random" }, []redisstore.RiskKind{redisstore.RiskEviction}},
-		{"VolatileLRU", func(i *redisstore.ServerInfo) { i.MaxmemoryPolicy = "volatile-lru" }, []redisstore.RiskKind{redisstore.RiskEviction}},
-		{"NoEviction", func(i *redisstore.ServerInfo) { i.MaxmemoryPolicy = "noeviction" }, nil},
-		{"OnlyRDB", func(i *redisstore.ServerInfo) { i.AppendOnly = false }, nil},
-		{"OnlyAOF", func(i *redisstore.ServerInfo) { i.SaveConfigured = false }, nil},
-		{"NoPersistence", func(i *redisstore.ServerInfo) { i.AppendOnly, i.SaveConfigured = false, false },
-			[]redisstore.RiskKind{redisstore.RiskPersistence}},
-		{"PersistenceUnknown", func(i *redisstore.ServerInfo) { i.AppendOnly, i.SaveConfigured, i.ConfigKnown = false, false, false }, nil},
-		{"NoReplica", func(i *redisstore.ServerInfo) { i.ConnectedReplicas, i.ReplicaLag = 0, 0 },
-			[]redisstore.RiskKind{redisstore.RiskReplication}},
-		{"LagAtLimit", func(i *redisstore.ServerInfo) { i.ReplicaLag = 10 * time.Second }, nil},
-		{"LagAboveLimit", func(i *redisstore.ServerInfo) { i.ReplicaLag = 11 * time.Second },
-			[]redisstore.RiskKind{redisstore.RiskReplication}},
-		{"Replica", func(i *redisstore.ServerInfo) { i.Role, i.ConnectedReplicas = "slave", 0 }, nil},
-		{"All", func(i *redisstore.ServerInfo) {
-			*i = redisstore.ServerInfo{Role: "master", MaxmemoryPolicy: "allkeys-lfu", ConfigKnown: true}
-		}, []redisstore.RiskKind{redisstore.RiskEviction, redisstore.RiskPersistence, redisstore.RiskReplication}},
+		{"Safe", func(*redisops.ServerInfo) {}, nil},
+		{"AllkeysLRU", func(i *redisops.ServerInfo) { i.MaxmemoryPolicy = "allkeys-lru" }, []redisops.RiskKind{redisops.RiskEviction}},
+		{"AllkeysRandom", func(i *redisops.ServerInfo) { i.MaxmemoryPolicy = "allkeys-random" }, []redisops.RiskKind{redisops.RiskEviction}},
+		{"VolatileLRU", func(i *redisops.ServerInfo) { i.MaxmemoryPolicy = "volatile-lru" }, []redisops.RiskKind{redisops.RiskEviction}},
+		{"NoEviction", func(i *redisops.ServerInfo) { i.MaxmemoryPolicy = "noeviction" }, nil},
+		{"OnlyRDB", func(i *redisops.ServerInfo) { i.AppendOnly = false }, nil},
+		{"OnlyAOF", func(i *redisops.ServerInfo) { i.SaveConfigured = false }, nil},
+		{"NoPersistence", func(i *redisops.ServerInfo) { i.AppendOnly, i.SaveConfigured = false, false },
+			[]redisops.RiskKind{redisops.RiskPersistence}},
+		{"PersistenceUnknown", func(i *redisops.ServerInfo) { i.AppendOnly, i.SaveConfigured, i.ConfigKnown = false, false, false }, nil},
+		{"NoReplica", func(i *redisops.ServerInfo) { i.ConnectedReplicas, i.ReplicaLag = 0, 0 },
+			[]redisops.RiskKind{redisops.RiskReplication}},
+		{"LagAtLimit", func(i *redisops.ServerInfo) { i.ReplicaLag = 10 * time.Second }, nil},
+		{"LagAboveLimit", func(i *redisops.ServerInfo) { i.ReplicaLag = 11 * time.Second },
+			[]redisops.RiskKind{redisops.RiskReplication}},
+		{"Replica", func(i *redisops.ServerInfo) { i.Role, i.ConnectedReplicas = "slave", 0 }, nil},
+		{"All", func(i *redisops.ServerInfo) {
+			*i = redisops.ServerInfo{Role: "master", MaxmemoryPolicy: "allkeys-lfu", ConfigKnown: true}
+		}, []redisops.RiskKind{redisops.RiskEviction, redisops.RiskPersistence, redisops.RiskReplication}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			info := safe
@@ -191,7 +191,7 @@ func TestRisks(t *testing.T) {
 
 func TestRisksDetail(t *testing.T) {
 	t.Parallel()
-	info := redisstore.ServerInfo{Role: "master", ConnectedReplicas: 2, ReplicaLag: 30 * time.Second,
+	info := redisops.ServerInfo{Role: "master", ConnectedReplicas: 2, ReplicaLag: 30 * time.Second,
 		MaxmemoryPolicy: "allkeys-lru", AppendOnly: true, ConfigKnown: true}
 	risks := info.Risks(10 * time.Second)
 	require.Len(t, risks, 2)
@@ -200,8 +200,8 @@ func TestRisksDetail(t *testing.T) {
 	require.Contains(t, risks[1].Detail, "10s")
 }
 
-func kinds(risks []redisstore.Risk) []redisstore.RiskKind {
-	var ks []redisstore.RiskKind
+func kinds(risks []redisops.Risk) []redisops.RiskKind {
+	var ks []redisops.RiskKind
 	for _, r := range risks {
 		ks = append(ks, r.Kind)
 	}
@@ -216,7 +216,7 @@ func TestReadServerInfoWrongPasswordFails(t *testing.T) {
 	require.NoError(t, srv.Client().ConfigSet(context.Background(), "requirepass", "right-password").Err())
 	client := redis.NewClient(&redis.Options{Addr: srv.Client().Options().Addr, Password: "wrong-password", MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })
-	_, err := redisstore.ReadServerInfo(context.Background(), client)
+	_, err := redisops.ReadServerInfo(context.Background(), client)
 	require.ErrorContains(t, err, "jobonce: redisstore: INFO on ")
 	require.ErrorContains(t, err, "WRONGPASS")
 }

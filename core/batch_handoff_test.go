@@ -10,19 +10,17 @@ import (
 )
 
 // When a round trip ends while the head of the queue is already leading,
-// handOff gives its turn up. If the queue holds more than maxBatch calls,
-// the leading head takes maxBatch of them and the rest stay queued with no
-// leader, although a slot is free: they wait for the head's round trip, and
-// when that one hangs, for their own bound (StoreTimeout), then each makes a
-// round trip of its own. "One round trip that hangs holds nobody up" does
-// not hold for them.
+// handOff gives its turn up; when the queue holds more than maxBatch calls,
+// the leading head takes maxBatch of them and a free slot leads the rest, so
+// no call waits behind a round trip that hangs while a slot is free ("one
+// round trip that hangs holds nobody up").
 //
 // The test makes every round trip in flight end together (they wait on
 // c.mu, which the test holds), with GOMAXPROCS=1 so that the later ones'
-// handOffs run before the woken head takes its batch; it fails on the first
-// attempt that strands calls. On a healthy store every call outside the
-// hung batch should be answered at once.
-func TestAttackQueueStrandedWhileASlotIsFree(t *testing.T) {
+// handOffs run before the woken head takes its batch, and requires every
+// call outside the hung batch to be answered at once, in each of ten
+// attempts.
+func TestCoalescerLeavesNoCallQueuedWhileASlotIsFree(t *testing.T) {
 	prev := runtime.GOMAXPROCS(1)
 	defer runtime.GOMAXPROCS(prev)
 	const timeout = 3 * time.Second

@@ -88,7 +88,7 @@ func (f *failoverStore) Complete(ctx context.Context, req driver.CompleteRequest
 
 // Through the Guard, the same sequence as above: copy B ran and recorded the
 // job; copy A's marker was lost; A does not report Ran.
-func TestAttack2GuardReportsRanForAnotherCopysMarker(t *testing.T) {
+func TestGuardReportsLeaseLostWhenAFailoverLostItsMarker(t *testing.T) {
 	prefix, s := unacknowledged(t)
 	client := testenv.Redis(t, prefix)
 	fs := &failoverStore{Store: newStore(t, client), unacked: s, client: client}
@@ -107,7 +107,7 @@ func TestAttack2GuardReportsRanForAnotherCopysMarker(t *testing.T) {
 // claimed, ran and recorded the job. A's first marker attempt is lost on
 // the way (nothing written): the retry finds B's marker, equal to A's, and
 // A reports LeaseLost, the truth, not Ran.
-func TestAttack2GuardReportsRanAfterLeaseLostAndTransientError(t *testing.T) {
+func TestGuardReportsLeaseLostWhenItsRetryFindsAnotherCopysMarker(t *testing.T) {
 	prefix := testenv.Prefix(t)
 	client := testenv.Redis(t, prefix)
 	fs := &failoverStore{Store: newStore(t, client), client: client}

@@ -93,23 +93,6 @@ func TestClaimRunsItsJobOnce(t *testing.T) {
 	}
 }
 
-// A publish that panics releases Enqueue's marker, so the next Enqueue
-// publishes: the job was never published.
-func TestEnqueuePanickingPublishReleasesItsMarker(t *testing.T) {
-	g, err := core.New(memstore.New(), nil)
-	require.NoError(t, err)
-	ctx := context.Background()
-	func() {
-		defer func() { _ = recover() }()
-		_, _ = g.Enqueue(ctx, "k", time.Hour, func(context.Context) error { panic("client bug") })
-	}()
-	var published atomic.Int32
-	ok, err := g.Enqueue(ctx, "k", time.Hour, func(context.Context) error { published.Add(1); return nil })
-	t.Logf("retry after the panic: published=%v err=%v", ok, err)
-	require.NoError(t, err)
-	require.True(t, ok, "the job was never published, yet Enqueue reports it as published within the window (false, nil)")
-}
-
 // failingComplete is a memstore whose Complete calls hang until their
 // context ends (a store that honours its context but does not answer).
 type failingComplete struct{ *memstore.Store }

@@ -14,16 +14,15 @@ import (
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
-// Once a defect, now fixed (per-primary pipelines do not follow MOVED). With WaitReplicas on a
-// Cluster client, Batch sends each key's scripts on the client of the
-// primary MasterForKey names, from the Cluster client's cached slot map.
-// After a slot moves (a routine resharding), that map is stale until the
-// Cluster client reloads it, and a plain node client does not follow MOVED:
-// the claim was answered the MOVED error, while the Store without WAIT (the
-// Cluster client's own pipeline) follows it. Under FailOpen such an error
-// ran the job unguarded; without it, every job of the slot failed until the
-// map was reloaded.
-func TestAttack2ClusterWaitDoesNotFollowMoved(t *testing.T) {
+// With WaitReplicas on a Cluster client, Batch sends each key's scripts on
+// the client of the primary MasterForKey names, from the Cluster client's
+// cached slot map. After a slot moves (a routine resharding), that map is
+// stale until the Cluster client reloads it: a claim that meets MOVED on the
+// old owner follows it to the slot's new owner at once, as the Store
+// without WAIT (the Cluster client's own pipeline) does, rather than being
+// answered the MOVED error (a store failure: under FailOpen, a job run
+// unguarded).
+func TestClusterWaitFollowsMoved(t *testing.T) {
 	cluster := testenv.StartRedisCluster(t, 3, 1)
 	ctx := context.Background()
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
@@ -83,12 +82,11 @@ func TestAttack2ClusterWaitDoesNotFollowMoved(t *testing.T) {
 	require.Equal(t, driver.StateClaimed, r.State)
 }
 
-// Once a defect, now fixed (one primary's missing acknowledgement fails the others'). On a
-// Cluster, Batch runs one pipeline and one WAIT per primary, but keeps one
-// verdict for all: the first WAIT that failed. Claims on primaries whose
-// replicas acknowledged them are released and answered ErrUnreplicated (and,
-// under FailOpen, run unguarded) because another primary's replica is slow.
-func TestAttack2ClusterOnePrimarysWaitFailsAll(t *testing.T) {
+// On a Cluster, Batch runs one pipeline and one WAIT per primary, and each
+// claim gets its own primary's verdict: a claim whose primary's replica
+// acknowledged it is granted though another primary's replica is stopped,
+// whose claims alone are released and answered ErrUnreplicated.
+func TestClusterOnePrimarysWaitFailsOnlyItsOwnClaims(t *testing.T) {
 	cluster := testenv.StartRedisCluster(t, 3, 1)
 	ctx := context.Background()
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})

@@ -17,7 +17,7 @@ import (
 // start a goroutine and the job's context would end only later); nested
 // Guards each see their own idempotency key and fence, and the outer one's
 // come back after the inner job.
-func TestAttackJobContextPropagatesAtOnceAndNests(t *testing.T) {
+func TestJobContextEndsWithItsCallerAndNests(t *testing.T) {
 	outer := testenv.MemGuard(t, nil)
 	inner := testenv.MemGuard(t, &core.Config{KeyPrefix: "inner:"})
 	parent, cancel := context.WithCancel(context.Background())

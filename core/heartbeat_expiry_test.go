@@ -41,18 +41,15 @@ func (s *lateRenewal) Complete(ctx context.Context, req driver.CompleteRequest) 
 }
 
 // A beat whose renewal answers after the lease's end lets its expiry timer
-// fire; the timer's function reads h.cancel when it runs, in a goroutine of
-// its own. The beat then re-arms the heartbeat's timer, so the stop after
-// the done marker finds Stop() true and no beat in flight, clears h.cancel
-// and puts the heartbeat back in the pool for another job, while nothing
-// orders that against the expiry function's read. Under load the expiry
-// function can run after the reuse: it then calls nil (a panic on a timer
-// goroutine, which ends the process) or the next job's cancel, which
-// cancels that job with ErrLeaseLost though it holds its claim.
+// fire, in a goroutine of its own; the beat then re-arms the timer, and the
+// stop after the done marker puts the heartbeat back in the pool for another
+// job. The expiry function holds its own job's cancel, so the next jobs that
+// take the heartbeat from the pool are not cancelled though they hold their
+// claims, and nothing panics on a timer goroutine.
 //
-// Run with -race: the race detector reports the unsynchronised read (in
-// the expiry function) and write (in heartbeat.stop) of h.cancel.
-func TestAttackHeartbeatExpiryOutlivesReuse(t *testing.T) {
+// Run with -race: the race detector reports any unsynchronised access
+// between the expiry function and heartbeat.stop.
+func TestLateRenewalDoesNotCancelTheNextJob(t *testing.T) {
 	const lease = 600 * time.Millisecond // room for a loaded machine: a next job is cancelled only if its heartbeat is late by 400ms
 	s := &lateRenewal{Store: memstore.New(), late: lease*2/3 + 50*time.Millisecond, answered: make(chan struct{})}
 	g, err := core.New(s, &core.Config{Lease: lease, StoreTimeout: 2 * time.Second})
