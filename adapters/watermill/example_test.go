@@ -99,7 +99,7 @@ func ExampleIsPoison() {
 	}
 	// Output:
 	// charged 10 EUR
-	// poisoned 99 EUR: jobonce: watermillonce: message m-3 (handler "charge") is not retried: jobonce: key reused with a different payload: key "charge:o-7" is done with fingerprint "LCPkUzsK_Iiuv5ydbiDvtg", this delivery has "ytOa-nW9GiLUe-ejxM0qxA"
+	// poisoned 99 EUR: jobonce: watermillonce: message m-3 (handler "charge") is not retried: jobonce: key reused with a different payload: key "6:charge:o-7" is done with fingerprint "LCPkUzsK_Iiuv5ydbiDvtg", this delivery has "ytOa-nW9GiLUe-ejxM0qxA"
 }
 
 // A publisher that publishes each message once per UUID and topic: a
