@@ -15,11 +15,13 @@ const (
 	// maxBatch bounds how many calls share one store round trip.
 	maxBatch = 128
 	// groupRoundTrips is how many round trips a Guard's group commit has in
-	// flight at most. Under light load (an Asynq server hands out one task
-	// at a time) calls then go at once, as without batching; under heavy
-	// load they queue and share round trips; and one round trip that hangs
-	// holds nobody up.
+	// flight at most: one while the store answers in its usual time, more
+	// only while the round trips in flight are overdue (see stall), so one
+	// round trip that hangs holds nobody up.
 	groupRoundTrips = 4
+	// minStall and maxStall bound stall.
+	minStall = 100 * time.Microsecond
+	maxStall = 100 * time.Millisecond
 )
 
 var (
@@ -34,11 +36,15 @@ var (
 )
 
 // coalescer gathers concurrent store calls into shared round trips (group
-// commit). A call that finds fewer than slots round trips in flight leads
-// one at once; calls that arrive while slots are in flight queue, and when
-// one returns, the first of them leads the next round trip for the queue.
-// No goroutine is started and nothing delays a call: callers take turns,
-// and one round trip that hangs does not hold up the others.
+// commit) by natural batching: a call that finds no round trip in flight
+// goes at once, alone; calls that arrive while one is in flight queue, and
+// when it returns, the first of them leads the next round trip for the
+// queue. So an idle store is called at once, and a busy one gets batches as
+// large as the load makes them, one round trip at a time. When the youngest
+// round trip in flight is overdue (it has taken more than twice the
+// recent average, see stall), the head of the queue leads another at once,
+// up to slots in flight, so one round trip that hangs holds nobody up. No
+// goroutine is started: callers take turns.
 //
 // What it guarantees whatever other callers (or the store) do:
 //   - A call is answered within its own context and two timeouts: a queued
@@ -58,6 +64,8 @@ type coalescer[I, O any] struct {
 
 	mu       sync.Mutex
 	inFlight int              // round trips in flight (led or about to be)
+	flights  []time.Time      // when each round trip in flight began
+	typical  time.Duration    // moving average of round trips' durations
 	queue    []*pending[I, O] // calls waiting for the next round trip
 }
 
@@ -76,6 +84,7 @@ type pending[I, O any] struct {
 	out   O
 	err   error
 	state int
+	began time.Time     // when its round trip began, once leading
 	wake  chan struct{} // signalled once: leading or answered
 }
 
@@ -88,23 +97,30 @@ func (c *coalescer[I, O]) do(ctx context.Context, in I) (O, error) {
 // round trip to take it, then makes its own.
 func (c *coalescer[I, O]) doWithin(ctx context.Context, in I, patience time.Duration) (O, error) {
 	c.mu.Lock()
-	if c.inFlight < max(c.slots, 1) {
-		c.inFlight++
+	now := time.Now()
+	if len(c.queue) == 0 && (c.inFlight == 0 || c.overdue(now)) {
+		c.begin(now)
 		c.mu.Unlock()
 		out, err := c.alone(ctx, in)
 		c.mu.Lock()
-		c.handOff()
+		c.handOff(now)
 		c.mu.Unlock()
 		return out, err
 	}
 	p := &pending[I, O]{ctx: ctx, in: in, wake: make(chan struct{}, 1)}
 	c.queue = append(c.queue, p)
+	if c.overdue(now) {
+		c.promote(now)
+	}
+	giveUp := now.Add(min(patience, c.timeout)) // then leave the queue
+	stuck := giveUp.Add(c.timeout)              // then give up on a round trip led by another
+	wait := c.nextCheck(p, now, giveUp)
 	c.mu.Unlock()
 
-	bound := newBound(min(patience, c.timeout))
+	bound := newBound(wait)
 	defer putBound(bound)
 	done := ctx.Done()
-	for waited := 1; ; {
+	for {
 		select {
 		case <-p.wake:
 			if p.state == leading { // set before the signal, read after it
@@ -118,17 +134,120 @@ func (c *coalescer[I, O]) doWithin(ctx context.Context, in I, patience time.Dura
 			}
 			done = nil // in a round trip: its answer comes within its bound
 		case <-bound.C:
-			if c.leave(p) {
+			switch next, act := c.check(p, giveUp, stuck); act {
+			case goAlone:
 				return c.alone(ctx, in)
-			}
-			if waited == 2 && c.abandon(p) {
+			case giveUpStuck:
 				var zero O
 				return zero, errStoreStuck
+			case waitMore:
+				bound.Reset(next)
 			}
-			waited++
-			bound.Reset(c.timeout)
+			// woken: the signal is in p.wake
 		}
 	}
+}
+
+// What a queued call does when its timer fires (see check).
+const (
+	waitMore    = iota // wait again, for the duration check returned
+	woken              // its wake signal is sent: read it
+	goAlone            // it left the queue: make a round trip of its own
+	giveUpStuck        // it gave up on a round trip led by another call
+)
+
+// check decides, when p's timer fires, whether p leaves the queue (giveUp
+// has passed), gives up on the round trip it is in (stuck has passed), or
+// waits more; a queued call whose wait found the youngest round trip in
+// flight overdue first makes the head of the queue lead another.
+func (c *coalescer[I, O]) check(p *pending[I, O], giveUp, stuck time.Time) (time.Duration, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	switch p.state {
+	case queued:
+		if !now.Before(giveUp) {
+			p.state = abandoned
+			c.queue = slices.DeleteFunc(c.queue, func(q *pending[I, O]) bool { return q == p })
+			return 0, goAlone
+		}
+		if c.overdue(now) {
+			c.promote(now)
+			if p.state == leading {
+				return 0, woken
+			}
+		}
+		return c.nextCheck(p, now, giveUp), waitMore
+	case inRound:
+		if !now.Before(stuck) {
+			p.state = abandoned
+			return 0, giveUpStuck
+		}
+		return stuck.Sub(now), waitMore
+	}
+	return 0, woken
+}
+
+// nextCheck returns how long queued call p waits before it looks again:
+// until giveUp, or for the head of the queue while a slot is free, until the
+// youngest round trip in flight is overdue. c.mu is held.
+func (c *coalescer[I, O]) nextCheck(p *pending[I, O], now, giveUp time.Time) time.Duration {
+	wait := giveUp.Sub(now)
+	if c.queue[0] == p && c.inFlight < max(c.slots, 1) && c.inFlight > 0 {
+		wait = min(wait, c.youngest().Add(c.stall()).Sub(now))
+	}
+	return max(wait, time.Microsecond)
+}
+
+// stall is how long a round trip may take before the queue leads another
+// alongside it: twice the recent average, within [minStall, maxStall]. c.mu
+// is held.
+func (c *coalescer[I, O]) stall() time.Duration {
+	return min(max(2*c.typical, minStall), maxStall)
+}
+
+// youngest returns when the latest round trip in flight began. c.mu is
+// held.
+func (c *coalescer[I, O]) youngest() time.Time {
+	var t time.Time
+	for _, f := range c.flights {
+		if f.After(t) {
+			t = f
+		}
+	}
+	return t
+}
+
+// overdue reports whether another round trip may begin alongside those in
+// flight: a slot is free and the youngest in flight is overdue. c.mu is
+// held.
+func (c *coalescer[I, O]) overdue(now time.Time) bool {
+	return c.inFlight < max(c.slots, 1) && now.Sub(c.youngest()) >= c.stall()
+}
+
+// begin counts a round trip beginning at now. c.mu is held.
+func (c *coalescer[I, O]) begin(now time.Time) {
+	c.inFlight++
+	c.flights = append(c.flights, now)
+}
+
+// promote makes the head of the queue lead a round trip in a slot of its
+// own, unless it leads already. c.mu is held.
+func (c *coalescer[I, O]) promote(now time.Time) {
+	if len(c.queue) == 0 || c.queue[0].state == leading {
+		return
+	}
+	c.inFlight++
+	c.designate(now)
+}
+
+// designate makes the head of the queue lead a round trip that begins at
+// now, in a slot already counted. c.mu is held.
+func (c *coalescer[I, O]) designate(now time.Time) {
+	head := c.queue[0]
+	head.state, head.began = leading, now
+	c.flights = append(c.flights, now)
+	head.wake <- struct{}{}
 }
 
 // bounds holds stopped timers for queued calls to wait with: a queued call
@@ -158,18 +277,6 @@ func (c *coalescer[I, O]) leave(p *pending[I, O]) bool {
 	}
 	p.state = abandoned
 	c.queue = slices.DeleteFunc(c.queue, func(q *pending[I, O]) bool { return q == p })
-	return true
-}
-
-// abandon gives up on a call in a round trip led by another call. It
-// reports false when the call was answered or handed the lead meanwhile.
-func (c *coalescer[I, O]) abandon(p *pending[I, O]) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if p.state != inRound {
-		return false
-	}
-	p.state = abandoned
 	return true
 }
 
@@ -208,7 +315,7 @@ func (c *coalescer[I, O]) lead(batch []*pending[I, O]) {
 		p.out, p.err, p.state = outs[i+1], errs[i+1], answered
 		p.wake <- struct{}{}
 	}
-	c.handOff()
+	c.handOff(batch[0].began)
 }
 
 // leadAlone is lead for a batch of the caller's call alone.
@@ -217,12 +324,18 @@ func (c *coalescer[I, O]) leadAlone(p *pending[I, O]) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p.out, p.err, p.state = out, err, answered
-	c.handOff()
+	c.handOff(p.began)
 }
 
-// handOff makes the head of the queue lead the next round trip, or gives
-// the turn up. c.mu is held.
-func (c *coalescer[I, O]) handOff() {
+// handOff ends the round trip that began at began: it makes the head of the
+// queue lead the next round trip in its slot, or gives the slot up. c.mu is
+// held.
+func (c *coalescer[I, O]) handOff(began time.Time) {
+	if i := slices.Index(c.flights, began); i >= 0 {
+		c.flights = slices.Delete(c.flights, i, i+1)
+	}
+	now := time.Now()
+	c.typical += (now.Sub(began) - c.typical) / 8
 	if len(c.queue) == 0 || c.queue[0].state == leading {
 		c.inFlight--
 		return
@@ -230,8 +343,7 @@ func (c *coalescer[I, O]) handOff() {
 	// The head of the queue leads next; it takes its batch when it runs, so
 	// the calls that arrive meanwhile (often the ones just answered, making
 	// their next call) join it.
-	c.queue[0].state = leading
-	c.queue[0].wake <- struct{}{}
+	c.designate(now)
 }
 
 // take removes the next batch from the queue: the leading call, at its
@@ -249,9 +361,7 @@ func (c *coalescer[I, O]) take() []*pending[I, O] {
 	if len(c.queue) > 0 && c.inFlight < max(c.slots, 1) {
 		// More calls than one batch takes, and a round trip to spare: the
 		// next head leads one now rather than wait for this one.
-		c.inFlight++
-		c.queue[0].state = leading
-		c.queue[0].wake <- struct{}{}
+		c.promote(time.Now())
 	}
 	return batch
 }
