@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -21,9 +22,9 @@ import (
 var rawRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 
 // BenchmarkClaimComplete runs one guarded no-op per op: jobonce's claim and
-// complete, the raw SET NX PX + token-checked DEL pair, bsm/redislock's
-// Obtain + Release, and redsync's Lock + Unlock, each on a fresh key, at 1
-// and 64 goroutines.
+// complete, the raw SET NX PX + token-checked DEL pair, the naive SET NX PX
+// + SET of a done marker, bsm/redislock's Obtain + Release, and redsync's
+// Lock + Unlock, each on a fresh key, at 1, 16 and 64 goroutines.
 func BenchmarkClaimComplete(b *testing.B) {
 	prefix := testenv.Prefix(b)
 	client := testenv.Redis(b, prefix)
@@ -49,6 +50,12 @@ func BenchmarkClaimComplete(b *testing.B) {
 			}
 			return rawRelease.Run(ctx, client, []string{prefix + key}, tok).Err()
 		}},
+		{"naive", func(ctx context.Context, key string) error {
+			if err := client.SetNX(ctx, prefix+key, "running", 30*time.Second).Err(); err != nil {
+				return err
+			}
+			return client.Set(ctx, prefix+key, "done", time.Minute).Err()
+		}},
 		{"jobonce", func(ctx context.Context, key string) error {
 			_, err := g.Do(ctx, key, func(context.Context) error { return nil })
 			return err
@@ -69,7 +76,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 			return err
 		}},
 	}
-	for _, c := range []int{1, 64} {
+	for _, c := range []int{1, 16, 64} {
 		for _, impl := range impls {
 			b.Run("c="+strconv.Itoa(c)+"/impl="+impl.name, func(b *testing.B) {
 				ctx := context.Background()
@@ -83,7 +90,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 					}
 					return
 				}
-				b.SetParallelism(c / 2) // GOMAXPROCS 2 × 32 = 64 goroutines
+				b.SetParallelism(max(c/runtime.GOMAXPROCS(0), 1)) // c goroutines
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
 						if err := impl.op(ctx, next()); err != nil {

@@ -10,85 +10,136 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	asynqonce "github.com/jobonce/jobonce/adapters/asynq"
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
-// BenchmarkServer measures no-op tasks per second through an Asynq server,
-// plain and with the middleware (with its defaults, without batching, and
-// the naive two-command middleware for reference), on the same Redis in the
-// same run.
-// Each iteration is one task: b.N distinct tasks are enqueued outside the
-// timer, then a server with concurrency 16 drains the queue. cpu-µs/task is
-// the CPU time of this process (server and middleware) per task, and
-// redis-cpu-µs/task the Redis server's (which includes other clients' load
-// on a shared Redis): on a busy machine their sum, the cost of a task, is a
-// steadier measure than tasks/s. For the middleware, marker-p50-µs and
-// marker-p99-µs are the crash window: how long after the handler returned
-// its task's done marker was written (see testenv.MarkerDelays).
+// benchChunk is how many tasks a variant works in one turn of a round.
+const benchChunk = 1000
+
+// serverVariant is one way of working no-op tasks for BenchmarkServer, with
+// what it cost over the run.
+type serverVariant struct {
+	name   string
+	queue  string
+	h      asynq.Handler
+	delays *testenv.MarkerDelays // the crash window, of the guarded variants
+
+	left  atomic.Int64  // tasks of the current turn not yet worked
+	first atomic.Int64  // when the turn's first task began (UnixNano)
+	done  chan struct{} // closed when left reaches 0
+
+	spent, cpu, rcpu time.Duration
+	tasks            int
+}
+
+// BenchmarkServer measures no-op tasks per second through an Asynq server
+// with concurrency 16, plain and with the middleware (with its defaults,
+// without batching, and the naive two-command middleware for reference),
+// on a Redis server of the benchmark's own. The variants take turns in
+// rounds, in an order that rotates each round: in each turn 1000 distinct
+// tasks are enqueued, then a server drains them, timed from its first task
+// to its last, so every variant sees the same machine load and every ratio
+// comes from one run. It reports each variant's tasks/s, the CPU time of this process (server and
+// middleware) and of Redis per task (-cpu-µs/task, -redis-cpu-µs/task: on a
+// busy machine their sum, the cost of a task, is a steadier measure than a
+// rate), the ratios jobonce/plain, unbatched/plain, naive/plain and
+// jobonce/naive, and for the middleware the crash window: how long after the
+// handler returned its task's done marker was written (-marker-p50-µs,
+// -marker-p99-µs; see testenv.MarkerDelays). Run:
+//
+//	go test -run '^$' -bench BenchmarkServer -benchtime 4000x -count 3 ./adapters/asynq
 func BenchmarkServer(b *testing.B) {
-	for _, variant := range []string{"plain", "jobonce", "unbatched", "naive"} {
-		b.Run(variant, func(b *testing.B) {
-			b.ReportAllocs()
-			e := newAsynqEnv(b)
-			pipe := asynq.Queue(e.queue)
-			for i := range b.N {
-				if _, err := e.client.Enqueue(asynq.NewTask("noop", []byte(strconv.Itoa(i))), pipe); err != nil {
+	redisSrv := testenv.StartRedisServer(b)
+	rdb := redisSrv.Client()
+	opt := asynq.RedisClientOpt{Addr: redisSrv.Addr}
+	client := asynq.NewClient(opt)
+	b.Cleanup(func() { _ = client.Close() })
+
+	var variants []*serverVariant
+	for _, name := range []string{"plain", "jobonce", "unbatched", "naive"} {
+		v := &serverVariant{name: name, queue: "bench-" + name}
+		var h asynq.Handler = asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+			v.first.CompareAndSwap(0, time.Now().UnixNano())
+			if v.left.Add(-1) == 0 {
+				close(v.done)
+			}
+			return nil
+		})
+		switch name {
+		case "jobonce", "unbatched":
+			v.delays = new(testenv.MarkerDelays)
+			cfg := &core.Config{DisableBatching: name == "unbatched", Observer: v.delays.Observe}
+			inner := asynq.HandlerFunc(testenv.RecordReturns(v.delays, asynqonce.DefaultKey, h.ProcessTask))
+			h = asynqonce.MustMiddleware(testenv.RedisGuardOn(b, rdb, name+":", cfg), nil)(inner)
+		case "naive":
+			h = naive(rdb, "naive:", h)
+		}
+		v.h = h
+		variants = append(variants, v)
+	}
+	var seq atomic.Int64
+	b.ResetTimer()
+	for done, round := 0, 0; done < b.N; done, round = done+benchChunk, round+1 {
+		n := min(benchChunk, b.N-done)
+		for j := range variants {
+			v := variants[(j+round)%len(variants)]
+			b.StopTimer()
+			for range n {
+				task := asynq.NewTask("noop", strconv.AppendInt(nil, seq.Add(1), 10))
+				if _, err := client.Enqueue(task, asynq.Queue(v.queue)); err != nil {
 					b.Fatal(err)
 				}
 			}
-			var n atomic.Int64
-			done := make(chan struct{})
-			var h asynq.Handler = asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
-				if n.Add(1) == int64(b.N) {
-					close(done)
-				}
-				return nil
+			v.left.Store(int64(n))
+			v.first.Store(0)
+			v.done = make(chan struct{})
+			srv := asynq.NewServer(opt, asynq.Config{
+				Concurrency: 16, Queues: map[string]int{v.queue: 1}, LogLevel: asynq.ErrorLevel,
+				IsFailure: asynqonce.IsFailure, RetryDelayFunc: asynqonce.RetryDelay(asynq.DefaultRetryDelayFunc),
 			})
-			var delays *testenv.MarkerDelays // the crash window, of the guarded variants
-			switch variant {
-			case "jobonce", "unbatched":
-				delays = new(testenv.MarkerDelays)
-				cfg := &core.Config{DisableBatching: variant == "unbatched", Observer: delays.Observe}
-				inner := asynq.HandlerFunc(testenv.RecordReturns(delays, asynqonce.DefaultKey, h.ProcessTask))
-				h = asynqonce.MustMiddleware(testenv.RedisGuard(b, cfg), nil)(inner)
-			case "naive":
-				h = naive(b, h)
-			}
-			cfg := e.serverConfig(16)
-			srv := asynq.NewServer(e.opt, cfg)
-			stats := testenv.Redis(b, "")
-			b.ResetTimer()
-			start, cpu, rcpu := time.Now(), testenv.ProcessCPU(), testenv.RedisCPU(b, stats)
-			if err := srv.Start(h); err != nil {
+			b.StartTimer()
+			cpu, rcpu := testenv.ProcessCPU(), testenv.RedisCPU(b, rdb)
+			if err := srv.Start(v.h); err != nil {
 				b.Fatal(err)
 			}
 			select {
-			case <-done:
+			case <-v.done:
 			case <-time.After(5 * time.Minute):
-				b.Fatal("tasks did not finish")
+				b.Fatalf("%s: tasks did not finish", v.name)
 			}
-			elapsed, used, rused := time.Since(start), testenv.ProcessCPU()-cpu, testenv.RedisCPU(b, stats)-rcpu
+			v.spent += time.Since(time.Unix(0, v.first.Load())) // from the first task, not the server's start
+			v.cpu += testenv.ProcessCPU() - cpu
+			v.rcpu += testenv.RedisCPU(b, rdb) - rcpu
+			v.tasks += n
 			b.StopTimer()
 			srv.Shutdown()
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "tasks/s")
-			b.ReportMetric(float64(used.Microseconds())/float64(b.N), "cpu-µs/task")
-			b.ReportMetric(float64(rused.Microseconds())/float64(b.N), "redis-cpu-µs/task")
-			if delays != nil {
-				delays.Report(b, "")
-			}
-		})
+			b.StartTimer()
+		}
 	}
+	rate := make(map[string]float64)
+	for _, v := range variants {
+		rate[v.name] = float64(v.tasks) / v.spent.Seconds()
+		b.ReportMetric(rate[v.name], v.name+"-tasks/s")
+		b.ReportMetric(float64(v.cpu.Microseconds())/float64(v.tasks), v.name+"-cpu-µs/task")
+		b.ReportMetric(float64(v.rcpu.Microseconds())/float64(v.tasks), v.name+"-redis-cpu-µs/task")
+		if v.delays != nil {
+			v.delays.Report(b, v.name+"-")
+		}
+	}
+	for _, name := range []string{"jobonce", "unbatched", "naive"} {
+		b.ReportMetric(rate[name]/rate["plain"], name+"/plain")
+	}
+	b.ReportMetric(rate["jobonce"]/rate["naive"], "jobonce/naive")
 }
 
 // naive is the reference two-command middleware: SET NX PX to claim, SET of
 // a done marker after the handler (no token check, no heartbeat, no
-// release).
-func naive(b *testing.B, next asynq.Handler) asynq.Handler {
-	prefix := testenv.Prefix(b)
-	rdb := testenv.Redis(b, prefix)
+// release), on rdb under prefix.
+func naive(rdb *redis.Client, prefix string, next asynq.Handler) asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		key := prefix + asynqonce.DefaultKey(t)
 		ok, err := rdb.SetNX(ctx, key, "running", 30*time.Second).Result()
@@ -105,38 +156,57 @@ func naive(b *testing.B, next asynq.Handler) asynq.Handler {
 // BenchmarkHandler measures tasks through the wrapped handler, called
 // directly (no Asynq server), against the naive two-command middleware: the
 // middleware's own cost per task, one task at a time (c1) and from 16
-// goroutines (c16), where claims and done markers share round trips.
+// goroutines (c16), where claims and done markers share round trips. The
+// variants take turns in chunks of 500 tasks, in an order that rotates each
+// round, so every ratio comes from one run; it reports each one's time and
+// this process's CPU per task, and jobonce/naive (above 1, jobonce is
+// faster). Run:
+//
+//	go test -run '^$' -bench BenchmarkHandler -benchtime 4000x -count 3 ./adapters/asynq
 func BenchmarkHandler(b *testing.B) {
+	rdb := testenv.StartRedisServer(b).Client()
 	noop := asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })
+	names := []string{"naive", "unbatched", "jobonce"}
+	handlers := map[string]asynq.Handler{
+		"naive":     naive(rdb, "naive:", noop),
+		"unbatched": asynqonce.MustMiddleware(testenv.RedisGuardOn(b, rdb, "unbatched:", &core.Config{DisableBatching: true}), nil)(noop),
+		"jobonce":   asynqonce.MustMiddleware(testenv.RedisGuardOn(b, rdb, "jobonce:", nil), nil)(noop),
+	}
+	var seq atomic.Int64
 	for _, c := range []int{1, 16} {
-		for _, variant := range []string{"naive", "unbatched", "jobonce"} {
-			b.Run(fmt.Sprintf("c%d/%s", c, variant), func(b *testing.B) {
-				b.ReportAllocs()
-				var h asynq.Handler
-				if variant == "naive" {
-					h = naive(b, noop)
-				} else {
-					g := testenv.RedisGuard(b, &core.Config{DisableBatching: variant == "unbatched"})
-					h = asynqonce.MustMiddleware(g, nil)(noop)
-				}
-				var next atomic.Int64
-				ctx := context.Background()
-				b.ResetTimer()
-				var wg sync.WaitGroup
-				for range c {
-					wg.Go(func() {
-						for n := next.Add(1); n <= int64(b.N); n = next.Add(1) {
-							task := asynq.NewTask("noop", strconv.AppendInt(nil, n, 10))
-							if err := h.ProcessTask(ctx, task); err != nil {
-								b.Error(err)
-								return
+		b.Run(fmt.Sprintf("c%d", c), func(b *testing.B) {
+			const chunk = 500
+			spent, cpu := map[string]time.Duration{}, map[string]time.Duration{}
+			for done, round := 0, 0; done < b.N; done, round = done+chunk, round+1 {
+				n := int64(min(chunk, b.N-done))
+				for j := range names {
+					name := names[(j+round)%len(names)]
+					h := handlers[name]
+					var next atomic.Int64
+					start, own := time.Now(), testenv.ProcessCPU()
+					var wg sync.WaitGroup
+					for range c {
+						wg.Go(func() {
+							for next.Add(1) <= n {
+								task := asynq.NewTask("noop", strconv.AppendInt(nil, seq.Add(1), 10))
+								if err := h.ProcessTask(context.Background(), task); err != nil {
+									b.Error(err)
+									return
+								}
 							}
-						}
-					})
+						})
+					}
+					wg.Wait()
+					spent[name] += time.Since(start)
+					cpu[name] += testenv.ProcessCPU() - own
 				}
-				wg.Wait()
-			})
-		}
+			}
+			for _, name := range names {
+				b.ReportMetric(float64(spent[name].Nanoseconds())/float64(b.N), name+"-ns/task")
+				b.ReportMetric(float64(cpu[name].Microseconds())/float64(b.N), name+"-cpu-µs/task")
+			}
+			b.ReportMetric(spent["naive"].Seconds()/spent["jobonce"].Seconds(), "jobonce/naive")
+		})
 	}
 }
 

@@ -3,11 +3,12 @@ package riveronce
 import (
 	"context"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -31,32 +32,115 @@ type noopWorker struct {
 
 func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
 
-// BenchmarkNoOpJobs works b.N no-op jobs through a River client on
-// PostgreSQL, side by side: plain; with the middleware on Redis (batched,
-// the default); with batching off; and with a naive two-command middleware
-// for reference. Settings: FetchCooldown 1ms, FetchPollInterval 50ms,
-// MaxWorkers 100, one client, jobs inserted before the clock starts. It
-// reports jobs/s, the CPU time this process and the Redis server used per
-// job (redis-cpu-µs/job includes other clients' load on a shared Redis),
-// and for the
-// middleware the crash window: marker-p50-µs and marker-p99-µs, how long
-// after the worker returned its job's done marker was written (see
-// testenv.MarkerDelays).
+// noOpVariant is one way of working no-op jobs for BenchmarkNoOpJobs, with
+// what it cost over the run.
+type noOpVariant struct {
+	name   string
+	pool   *pgxpool.Pool
+	schema string
+	mw     []rivertype.Middleware
+	delays *testenv.MarkerDelays // the crash window, of the guarded variants
+
+	spent, cpu, rcpu time.Duration
+	jobs             int
+}
+
+// BenchmarkNoOpJobs works no-op jobs through River clients on PostgreSQL,
+// side by side: plain; with the middleware on Redis (batched, the default);
+// with batching off; and with a naive two-command middleware for reference,
+// each on a schema of its own, the middleware on a Redis server of the
+// benchmark's own. The variants take turns in rounds, in an order that
+// rotates each round: in each turn 2000 jobs are inserted, then a new client
+// works them, timed from its start to the last job's completion, so every
+// variant sees the same machine load and every ratio comes from one run.
+// Settings: FetchCooldown 1ms, FetchPollInterval 50ms, MaxWorkers 100. It
+// reports each variant's jobs/s, the CPU time this process and Redis used
+// per job, the ratios middleware/plain, middleware-unbatched/plain,
+// naive/plain and middleware/naive, and for the middleware the crash window:
+// how long after the worker returned its job's done marker was written
+// (-marker-p50-µs, -marker-p99-µs; see testenv.MarkerDelays). Run:
+//
+//	go test -run '^$' -bench NoOpJobs -benchtime 8000x -count 3 ./adapters/river
 func BenchmarkNoOpJobs(b *testing.B) {
-	b.Run("plain", func(b *testing.B) { benchNoOp(b, nil, nil) })
-	for _, variant := range []string{"middleware", "middleware-unbatched"} {
-		b.Run(variant, func(b *testing.B) {
-			b.StopTimer()
-			delays := new(testenv.MarkerDelays)
-			g := testenv.RedisGuard(b, &core.Config{DisableBatching: variant == "middleware-unbatched", Observer: delays.Observe})
-			benchNoOp(b, []rivertype.Middleware{MustMiddleware(g, nil)}, delays)
-		})
+	rdb := testenv.StartRedisServer(b).Client()
+	var variants []*noOpVariant
+	for _, name := range []string{"plain", "middleware", "middleware-unbatched", "naive"} {
+		v := &noOpVariant{name: name}
+		v.pool, v.schema = riverSchema(b)
+		switch name {
+		case "middleware", "middleware-unbatched":
+			v.delays = new(testenv.MarkerDelays)
+			g := testenv.RedisGuardOn(b, rdb, name+":", &core.Config{DisableBatching: name == "middleware-unbatched", Observer: v.delays.Observe})
+			v.mw = []rivertype.Middleware{MustMiddleware(g, nil)}
+		case "naive":
+			v.mw = []rivertype.Middleware{&naiveMiddleware{rdb: rdb, prefix: "naive:"}}
+		}
+		variants = append(variants, v)
 	}
-	b.Run("naive", func(b *testing.B) {
-		b.StopTimer()
-		prefix := testenv.Prefix(b)
-		benchNoOp(b, []rivertype.Middleware{&naiveMiddleware{rdb: testenv.Redis(b, prefix), prefix: prefix}}, nil)
+	const chunk = 2000
+	for done, round := 0, 0; done < b.N; done, round = done+chunk, round+1 {
+		n := min(chunk, b.N-done)
+		for j := range variants {
+			variants[(j+round)%len(variants)].turn(b, rdb, done, n)
+		}
+	}
+	rate := make(map[string]float64)
+	for _, v := range variants {
+		rate[v.name] = float64(v.jobs) / v.spent.Seconds()
+		b.ReportMetric(rate[v.name], v.name+"-jobs/s")
+		b.ReportMetric(float64(v.cpu.Microseconds())/float64(v.jobs), v.name+"-cpu-µs/job")
+		b.ReportMetric(float64(v.rcpu.Microseconds())/float64(v.jobs), v.name+"-redis-cpu-µs/job")
+		if v.delays != nil {
+			v.delays.Report(b, v.name+"-")
+		}
+	}
+	for _, name := range []string{"middleware", "middleware-unbatched", "naive"} {
+		b.ReportMetric(rate[name]/rate["plain"], name+"/plain")
+	}
+	b.ReportMetric(rate["middleware"]/rate["naive"], "middleware/naive")
+}
+
+// turn inserts n no-op jobs numbered from first, outside the timer, and
+// works them with a new client, counting what that cost.
+func (v *noOpVariant) turn(b *testing.B, rdb *redis.Client, first, n int) {
+	b.StopTimer()
+	ctx := context.Background()
+	params := make([]river.InsertManyParams, 0, n)
+	for i := first; i < first+n; i++ {
+		params = append(params, river.InsertManyParams{Args: noopArgs{N: i}})
+	}
+	_, err := insertClient(b, v.pool, v.schema).InsertManyFast(ctx, params)
+	require.NoError(b, err)
+	workers := river.NewWorkers()
+	var worker river.Worker[noopArgs] = noopWorker{}
+	if v.delays != nil {
+		worker = river.WorkFunc(testenv.RecordReturns(v.delays, noopKey, worker.Work))
+	}
+	river.AddWorker(workers, worker)
+	cfg := clientConfig(v.schema, workers, 100)
+	cfg.FetchCooldown = time.Millisecond
+	cfg.Middleware = v.mw
+	client, err := river.NewClient(riverDriver(v.pool), cfg)
+	require.NoError(b, err)
+	events, cancel := client.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: n + 1000, Kinds: []river.EventKind{river.EventKindJobCompleted},
 	})
+	defer cancel()
+	b.StartTimer()
+	start, cpu, rcpu := time.Now(), testenv.ProcessCPU(), testenv.RedisCPU(b, rdb)
+	require.NoError(b, client.Start(ctx))
+	for range n {
+		<-events
+	}
+	v.spent += time.Since(start)
+	v.cpu += testenv.ProcessCPU() - cpu
+	v.rcpu += testenv.RedisCPU(b, rdb) - rcpu
+	v.jobs += n
+	b.StopTimer()
+	stop, cancelStop := context.WithTimeout(ctx, 10*time.Second)
+	defer cancelStop()
+	require.NoError(b, client.Stop(stop))
+	b.StartTimer()
 }
 
 // noopKey is the middleware's default key of a no-op job.
@@ -89,105 +173,60 @@ func (m *naiveMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doInn
 	return m.rdb.Set(context.WithoutCancel(ctx), key, "done", 24*time.Hour).Err()
 }
 
-// benchNoOp works b.N no-op jobs through mw; with delays set, it records
-// their crash window there and reports it.
-func benchNoOp(b *testing.B, mw []rivertype.Middleware, delays *testenv.MarkerDelays) {
-	b.ReportAllocs()
-	b.StopTimer()
-	ctx := context.Background()
-	client, events, cancel := noOpClient(b, mw, delays)
-	defer cancel()
-
-	stats := testenv.Redis(b, "")
-	b.StartTimer()
-	cpu, rcpu := testenv.ProcessCPU(), testenv.RedisCPU(b, stats)
-	start := time.Now()
-	require.NoError(b, client.Start(ctx))
-	for range b.N {
-		<-events
-	}
-	elapsed := time.Since(start)
-	cpu, rcpu = testenv.ProcessCPU()-cpu, testenv.RedisCPU(b, stats)-rcpu
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
-	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/job")
-	b.ReportMetric(float64(rcpu.Microseconds())/float64(b.N), "redis-cpu-µs/job")
-	if delays != nil {
-		delays.Report(b, "")
-	}
-	stop, cancelStop := context.WithTimeout(ctx, 10*time.Second)
-	defer cancelStop()
-	require.NoError(b, client.Stop(stop))
-}
-
-// noOpClient returns a client, not started, on a schema of its own holding
-// b.N no-op jobs, and its completion events. With delays set, the worker
-// records its returns there.
-func noOpClient(b *testing.B, mw []rivertype.Middleware, delays *testenv.MarkerDelays) (*river.Client[pgx.Tx], <-chan *river.Event, func()) {
-	pool, schema := riverSchema(b)
-	ctx := context.Background()
-	inserter := insertClient(b, pool, schema)
-	const chunk = 5000
-	for i := 0; i < b.N; i += chunk {
-		params := make([]river.InsertManyParams, 0, chunk)
-		for j := i; j < min(i+chunk, b.N); j++ {
-			params = append(params, river.InsertManyParams{Args: noopArgs{N: j}})
-		}
-		_, err := inserter.InsertManyFast(ctx, params)
-		require.NoError(b, err)
-	}
-	workers := river.NewWorkers()
-	var worker river.Worker[noopArgs] = noopWorker{}
-	if delays != nil {
-		worker = river.WorkFunc(testenv.RecordReturns(delays, noopKey, worker.Work))
-	}
-	river.AddWorker(workers, worker)
-	cfg := clientConfig(schema, workers, 100)
-	cfg.FetchCooldown = time.Millisecond
-	cfg.Middleware = mw
-	client, err := river.NewClient(riverDriver(pool), cfg)
-	require.NoError(b, err)
-	events, cancel := client.SubscribeConfig(&river.SubscribeConfig{
-		ChanSize: b.N + 1000, Kinds: []river.EventKind{river.EventKindJobCompleted},
-	})
-	return client, events, cancel
-}
-
-// BenchmarkWork measures the middleware alone, without River: b.N jobs with
-// distinct args through Middleware.Work from 100 goroutines, on the test
-// Redis, next to calling the job directly. It reports the CPU time this
-// process used per job.
+// BenchmarkWork measures the middleware alone, without River: jobs with
+// distinct args through Middleware.Work from 100 goroutines, on a Redis
+// server of the benchmark's own, next to calling the job directly and to
+// the naive middleware. The variants take turns in chunks of 1000 jobs, in
+// an order that rotates each round, so every ratio comes from one run. It
+// reports each one's time and this process's CPU per job, and
+// middleware/naive (above 1, the middleware is faster). Run:
+//
+//	go test -run '^$' -bench BenchmarkWork -benchtime 8000x -count 3 ./adapters/river
 func BenchmarkWork(b *testing.B) {
-	run := func(b *testing.B, work func(ctx context.Context, row *rivertype.JobRow, doInner func(context.Context) error) error) {
-		b.ReportAllocs()
-		b.SetParallelism(50)
-		var n atomic.Int64
-		cpu := testenv.ProcessCPU()
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				i := n.Add(1)
-				row := &rivertype.JobRow{ID: i, Kind: "riveronce_noop", EncodedArgs: strconv.AppendInt([]byte(`{"n":`), i, 10), Metadata: []byte(`{}`)}
-				if err := work(context.Background(), row, func(context.Context) error { return nil }); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-		b.StopTimer()
-		b.ReportMetric(float64((testenv.ProcessCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/job")
-	}
-	b.Run("plain", func(b *testing.B) {
-		run(b, func(ctx context.Context, _ *rivertype.JobRow, doInner func(context.Context) error) error {
+	rdb := testenv.StartRedisServer(b).Client()
+	type work = func(ctx context.Context, row *rivertype.JobRow, doInner func(context.Context) error) error
+	names := []string{"plain", "middleware", "middleware-unbatched", "naive"}
+	works := map[string]work{
+		"plain": func(ctx context.Context, _ *rivertype.JobRow, doInner func(context.Context) error) error {
 			return doInner(ctx)
-		})
-	})
-	b.Run("middleware", func(b *testing.B) {
-		run(b, MustMiddleware(testenv.RedisGuard(b, nil), nil).Work)
-	})
-	b.Run("middleware-unbatched", func(b *testing.B) {
-		run(b, MustMiddleware(testenv.RedisGuard(b, &core.Config{DisableBatching: true}), nil).Work)
-	})
+		},
+		"middleware":           MustMiddleware(testenv.RedisGuardOn(b, rdb, "middleware:", nil), nil).Work,
+		"middleware-unbatched": MustMiddleware(testenv.RedisGuardOn(b, rdb, "unbatched:", &core.Config{DisableBatching: true}), nil).Work,
+		"naive":                (&naiveMiddleware{rdb: rdb, prefix: "naive:"}).Work,
+	}
+	const chunk, goroutines = 1000, 100
+	var seq atomic.Int64
+	spent, cpu := map[string]time.Duration{}, map[string]time.Duration{}
+	for done, round := 0, 0; done < b.N; done, round = done+chunk, round+1 {
+		n := int64(min(chunk, b.N-done))
+		for j := range names {
+			name := names[(j+round)%len(names)]
+			w := works[name]
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			start, own := time.Now(), testenv.ProcessCPU()
+			for range goroutines {
+				wg.Go(func() {
+					for next.Add(1) <= n {
+						i := seq.Add(1)
+						row := &rivertype.JobRow{ID: i, Kind: "riveronce_noop", EncodedArgs: strconv.AppendInt([]byte(`{"n":`), i, 10), Metadata: []byte(`{}`)}
+						if err := w(context.Background(), row, func(context.Context) error { return nil }); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			spent[name] += time.Since(start)
+			cpu[name] += testenv.ProcessCPU() - own
+		}
+	}
+	for _, name := range names {
+		b.ReportMetric(float64(spent[name].Nanoseconds())/float64(b.N), name+"-ns/job")
+		b.ReportMetric(float64(cpu[name].Microseconds())/float64(b.N), name+"-cpu-µs/job")
+	}
+	b.ReportMetric(spent["naive"].Seconds()/spent["middleware"].Seconds(), "middleware/naive")
 }
 
 type settleArgs struct {
