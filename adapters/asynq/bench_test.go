@@ -99,7 +99,7 @@ func BenchmarkServer(b *testing.B) {
 			v.done = make(chan struct{})
 			srv := asynq.NewServer(opt, asynq.Config{
 				Concurrency: 16, Queues: map[string]int{v.queue: 1}, LogLevel: asynq.ErrorLevel,
-				IsFailure: asynqonce.IsFailure, RetryDelayFunc: asynqonce.RetryDelay(asynq.DefaultRetryDelayFunc),
+				IsFailure: asynqonce.IsFailure, RetryDelayFunc: asynqonce.RetryDelay,
 			})
 			b.StartTimer()
 			cpu, rcpu := testenv.ProcessCPU(), testenv.RedisCPU(b, rdb)
