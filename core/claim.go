@@ -102,12 +102,12 @@ func (g *Guard) claimOne(ctx context.Context, c *Claim, job Job) {
 		return
 	}
 	c.started = time.Now()
-	if g.group == nil {
+	if g.groupCommit == nil {
 		sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
 		c.reply, c.err = g.storeClaim(sctx, c.claimRequest())
 		cancel()
 	} else {
-		c.reply, c.err = g.group.do(ctx, storeOp{claim: c.claimRequest(), isClaim: true})
+		c.reply, c.err = g.groupCommit.do(ctx, storeOp{claim: c.claimRequest(), isClaim: true})
 	}
 	g.settle(ctx, c)
 }
@@ -598,10 +598,10 @@ func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
 	req := c.completeRequest()
 	sctx, cancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
 	defer cancel()
-	if g.group != nil {
+	if g.groupCommit != nil {
 		// Queued behind round trips that others' calls keep busy, a marker
 		// waits half its time at most, then makes its own round trip.
-		_, err := g.group.doWithin(sctx, storeOp{complete: req}, g.cfg.StoreTimeout/2)
+		_, err := g.groupCommit.doWithin(sctx, storeOp{complete: req}, g.cfg.StoreTimeout/2)
 		if err == nil || markerFinal(err) || sctx.Err() != nil {
 			return completeOutcome(err), err
 		}

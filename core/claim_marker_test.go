@@ -45,7 +45,7 @@ func (s slowStore) Batch(ctx context.Context, completes []driver.CompleteRequest
 // batches): the marker's wait in the group commit's queue, its round trip
 // and its retries share that one bound. When other callers' claims hang in
 // every round trip the group has in flight, it is answered within two
-// StoreTimeouts, the bound the coalescer gives any call.
+// StoreTimeouts, the bound the group commit gives any call.
 func TestMarkerAnsweredWithinOneStoreTimeout(t *testing.T) {
 	const storeTimeout = 200 * time.Millisecond
 	for _, othersHang := range []bool{false, true} {
@@ -72,7 +72,7 @@ func TestMarkerAnsweredWithinOneStoreTimeout(t *testing.T) {
 			t.Logf("outcome %s err %v; answered %s after the caller's context ended", out, err, waited.Round(time.Millisecond))
 			bound := storeTimeout + storeTimeout/2 // one StoreTimeout, and half of it as slack
 			if othersHang {
-				bound = 2 * storeTimeout // even the coalescer's own "two timeouts"
+				bound = 2 * storeTimeout // even the group commit's own "two timeouts"
 			}
 			require.Less(t, waited, bound, "answered within its own context plus one bounded store call (StoreTimeout %s)", storeTimeout)
 		})

@@ -25,15 +25,15 @@ type Config struct {
 	// (heartbeat on, every Lease/3).
 	DisableHeartbeat bool
 
-	// DisableBatching turns off group commit. With a BatchStore (redisstore,
-	// pgstore), claims and done markers of concurrent calls share store round
-	// trips: a call that finds no round trip in flight goes at once; calls
-	// that arrive while one is in flight go together in the next, up to 128,
-	// claims and markers alike. A round trip that takes more than twice the
-	// recent average lets the next one go beside it, up to four in flight,
-	// so one that hangs holds nobody up. No goroutine is involved. Defaults
-	// to false (batching on).
-	DisableBatching bool
+	// DisableGroupCommit turns off group commit. With a BatchStore
+	// (redisstore, pgstore), claims and done markers of concurrent calls
+	// share store round trips: a call that finds no round trip in flight
+	// goes at once; calls that arrive while one is in flight go together in
+	// the next, up to 128, claims and markers alike. A round trip that takes
+	// more than twice the recent average lets the next one go beside it, up
+	// to four in flight, so one that hangs holds nobody up. No goroutine is
+	// involved. Defaults to false (group commit on).
+	DisableGroupCommit bool
 
 	// FailOpen runs jobs unguarded (outcome Unguarded), and lets Enqueue
 	// publish without a marker, when the store cannot be reached: a dial

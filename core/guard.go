@@ -22,7 +22,7 @@ type Guard struct {
 
 	// Group commit of concurrent claims and done markers on a BatchStore;
 	// nil when off.
-	group *coalescer[storeOp, driver.ClaimReply]
+	groupCommit *groupCommit[storeOp, driver.ClaimReply]
 
 	// The completion signal of a store that notifies (driver.Notifier);
 	// nil otherwise, and copies that wait for a running claim poll.
@@ -114,8 +114,8 @@ func New(store driver.Store, cfg *Config) (*Guard, error) {
 	if n, ok := store.(driver.Notifier); ok {
 		g.notifier, g.signal = n, newSignal(n, c.StoreTimeout)
 	}
-	if g.batch != nil && !c.DisableBatching {
-		g.group = newGroupCommit(g.batch, c.StoreTimeout)
+	if g.batch != nil && !c.DisableGroupCommit {
+		g.groupCommit = newGroupCommit(g.batch, c.StoreTimeout)
 	}
 	return g, nil
 }

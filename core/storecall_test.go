@@ -159,9 +159,9 @@ func TestClaimGrantedAfterCancellationIsReleased(t *testing.T) {
 // A store that does not answer is an outage only once StoreTimeout passed,
 // and a claim is bounded by it even under a context without a deadline.
 func TestHungClaimIsBoundedByStoreTimeout(t *testing.T) {
-	for _, batching := range []bool{true, false} {
+	for _, grouped := range []bool{true, false} {
 		s := newGated()
-		g := gatedGuard(t, s, core.Config{StoreTimeout: 100 * time.Millisecond, DisableBatching: !batching})
+		g := gatedGuard(t, s, core.Config{StoreTimeout: 100 * time.Millisecond, DisableGroupCommit: !grouped})
 		// Hung calls fill every round trip the group commit has in flight.
 		var wg sync.WaitGroup
 		var releases []func()
@@ -179,7 +179,7 @@ func TestHungClaimIsBoundedByStoreTimeout(t *testing.T) {
 		var ran atomic.Bool
 		out, err := g.Do(short, "other", func(context.Context) error { ran.Store(true); return nil })
 		cancel()
-		if batching {
+		if grouped {
 			require.Equal(t, core.Canceled, out, "queued behind the hung call, answered within its own deadline")
 			require.ErrorIs(t, err, context.DeadlineExceeded)
 			require.False(t, ran.Load())

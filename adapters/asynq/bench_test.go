@@ -38,7 +38,7 @@ type serverVariant struct {
 
 // BenchmarkServer measures no-op tasks per second through an Asynq server
 // with concurrency 16, plain and with the middleware (with its defaults,
-// without batching, and the naive two-command middleware for reference),
+// without group commit, and the naive two-command middleware for reference),
 // on a Redis server of the benchmark's own. The variants take turns in
 // rounds, in an order that rotates each round: in each turn 1000 distinct
 // tasks are enqueued, then a server drains them, timed from its first task
@@ -72,7 +72,7 @@ func BenchmarkServer(b *testing.B) {
 		switch name {
 		case "jobonce", "unbatched":
 			v.delays = new(testenv.MarkerDelays)
-			cfg := &core.Config{DisableBatching: name == "unbatched", Observer: v.delays.Observe}
+			cfg := &core.Config{DisableGroupCommit: name == "unbatched", Observer: v.delays.Observe}
 			inner := asynq.HandlerFunc(testenv.RecordReturns(v.delays, asynqonce.DefaultKey, h.ProcessTask))
 			h = asynqonce.MustMiddleware(testenv.RedisGuardOn(b, rdb, name+":", cfg), nil)(inner)
 		case "naive":
@@ -169,7 +169,7 @@ func BenchmarkHandler(b *testing.B) {
 	names := []string{"naive", "unbatched", "jobonce"}
 	handlers := map[string]asynq.Handler{
 		"naive":     naive(rdb, "naive:", noop),
-		"unbatched": asynqonce.MustMiddleware(testenv.RedisGuardOn(b, rdb, "unbatched:", &core.Config{DisableBatching: true}), nil)(noop),
+		"unbatched": asynqonce.MustMiddleware(testenv.RedisGuardOn(b, rdb, "unbatched:", &core.Config{DisableGroupCommit: true}), nil)(noop),
 		"jobonce":   asynqonce.MustMiddleware(testenv.RedisGuardOn(b, rdb, "jobonce:", nil), nil)(noop),
 	}
 	var seq atomic.Int64

@@ -109,12 +109,12 @@
 // after the window is a new task with a new ID: listed in
 // Config.PeriodicTypes, its type runs once per window even with one payload.
 //
-// # Batching
+// # Group commit
 //
 // When the Guard's store is a driver.BatchStore (redisstore is), the Guard
 // sends the claims and done markers of tasks that run at the same time in
-// groups, one store round trip per group (core.Config.DisableBatching turns
-// it off). No task waits for a group to fill. Asynq hands tasks out one at a
-// time from one dequeue loop, so on a server their calls overlap less often
-// than in River or the SQS Poller.
+// groups, one store round trip per group (core.Config.DisableGroupCommit
+// turns it off). No task waits for a group to fill. Asynq hands tasks out
+// one at a time from one dequeue loop, so on a server their calls overlap
+// less often than in River or the SQS Poller.
 package asynqonce

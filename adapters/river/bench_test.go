@@ -46,8 +46,8 @@ type noOpVariant struct {
 }
 
 // BenchmarkNoOpJobs works no-op jobs through River clients on PostgreSQL,
-// side by side: plain; with the middleware on Redis (batched, the default);
-// with batching off; and with a naive two-command middleware for reference,
+// side by side: plain; with the middleware on Redis (group commit on, the default);
+// with group commit off; and with a naive two-command middleware for reference,
 // each on a schema of its own, the middleware on a Redis server of the
 // benchmark's own. The variants take turns in rounds, in an order that
 // rotates each round: in each turn 2000 jobs are inserted, then a new client
@@ -70,7 +70,7 @@ func BenchmarkNoOpJobs(b *testing.B) {
 		switch name {
 		case "middleware", "middleware-unbatched":
 			v.delays = new(testenv.MarkerDelays)
-			g := testenv.RedisGuardOn(b, rdb, name+":", &core.Config{DisableBatching: name == "middleware-unbatched", Observer: v.delays.Observe})
+			g := testenv.RedisGuardOn(b, rdb, name+":", &core.Config{DisableGroupCommit: name == "middleware-unbatched", Observer: v.delays.Observe})
 			v.mw = []rivertype.Middleware{MustMiddleware(g, nil)}
 		case "naive":
 			v.mw = []rivertype.Middleware{&naiveMiddleware{rdb: rdb, prefix: "naive:"}}
@@ -150,7 +150,7 @@ func noopKey(job *river.Job[noopArgs]) string {
 
 // naiveMiddleware is the reference the design measures against: two plain
 // Redis commands per job, SET NX with a lease before and SET of a done
-// marker after, with no heartbeat, no token check and no batching.
+// marker after, with no heartbeat, no token check and no group commit.
 type naiveMiddleware struct {
 	river.MiddlewareDefaults
 	rdb    *redis.Client
@@ -191,7 +191,7 @@ func BenchmarkWork(b *testing.B) {
 			return doInner(ctx)
 		},
 		"middleware":           MustMiddleware(testenv.RedisGuardOn(b, rdb, "middleware:", nil), nil).Work,
-		"middleware-unbatched": MustMiddleware(testenv.RedisGuardOn(b, rdb, "unbatched:", &core.Config{DisableBatching: true}), nil).Work,
+		"middleware-unbatched": MustMiddleware(testenv.RedisGuardOn(b, rdb, "unbatched:", &core.Config{DisableGroupCommit: true}), nil).Work,
 		"naive":                (&naiveMiddleware{rdb: rdb, prefix: "naive:"}).Work,
 	}
 	const chunk, goroutines = 1000, 100

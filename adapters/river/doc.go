@@ -128,11 +128,11 @@
 // duplicate. A rescue counts as an attempt in River. After a crash, the dead
 // worker's claims expire with the guard's Lease and the rescued copies run.
 //
-// # Batching
+// # Group commit
 //
 // When the guard's store is a driver.BatchStore (redisstore, pgstore), the
 // guard gathers the claims of concurrent jobs into one store round trip, and
-// their done markers into another (core.Config.DisableBatching turns it
+// their done markers into another (core.Config.DisableGroupCommit turns it
 // off). No job waits for a batch to fill: a round trip starts as soon as the
 // previous one has returned, and River starts the jobs of one fetch together.
 //

@@ -99,16 +99,16 @@ func TestGuardWithUnacknowledgedWrites(t *testing.T) {
 	// Claims acknowledged, done markers not: the job runs once; its marker
 	// is sent again (Again) until StoreTimeout, and the outcome is
 	// Unrecorded, not LeaseLost.
-	for _, batching := range []bool{true, false} {
+	for _, grouped := range []bool{true, false} {
 		split := &splitStore{Store: newStore(t, testenv.Redis(t, prefix)), marks: s}
 		var bs driver.Store = struct{ driver.Store }{split} // no batches
-		if batching {
+		if grouped {
 			bs = testenv.OneByOne(split)
 		}
 		g, err := core.New(bs, &core.Config{KeyPrefix: prefix, StoreTimeout: 300 * time.Millisecond, Logger: quiet})
 		require.NoError(t, err)
 		runs := 0
-		key := fmt.Sprint("m-", batching)
+		key := fmt.Sprint("m-", grouped)
 		out, err = g.Do(ctx, key, func(context.Context) error { runs++; return nil })
 		require.NoError(t, err, "the effect happened: the delivery is handled")
 		require.Equal(t, core.Unrecorded, out)

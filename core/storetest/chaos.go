@@ -210,14 +210,14 @@ func runChaos(t *testing.T, opts ChaosOptions, mode chaosMode, top, seed uint64)
 	r.chaos = newChaos(opts.Store, seed, r.st, opts)
 	r.truth = newTruth(r)
 	g, err := core.New(r.chaos, &core.Config{
-		Lease:           r.lease,
-		Retention:       time.Minute,
-		StoreTimeout:    r.st,
-		KeyPrefix:       r.prefix,
-		FailOpen:        mode.failOpen,
-		DisableBatching: mode.unbatched,
-		Logger:          quiet,
-		Observer:        r.observe,
+		Lease:              r.lease,
+		Retention:          time.Minute,
+		StoreTimeout:       r.st,
+		KeyPrefix:          r.prefix,
+		FailOpen:           mode.failOpen,
+		DisableGroupCommit: mode.unbatched,
+		Logger:             quiet,
+		Observer:           r.observe,
 	})
 	if err != nil {
 		t.Fatal(err)

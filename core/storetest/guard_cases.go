@@ -530,11 +530,11 @@ func claimWorkFinish(t *testing.T, s *suite) {
 // Fingerprints of any length are recorded: a redelivery is a Duplicate with
 // the stored result, another payload a Conflict.
 func longFingerprints(t *testing.T, s *suite) {
-	for _, cfg := range []core.Config{{}, {DisableBatching: true}} {
+	for _, cfg := range []core.Config{{}, {DisableGroupCommit: true}} {
 		g := s.guard(s.store, cfg)
 		ctx := ctx(t)
 		for _, n := range []int{64, 65, 256, 70_000} {
-			key := fmt.Sprintf("fp-%d-%t", n, cfg.DisableBatching)
+			key := fmt.Sprintf("fp-%d-%t", n, cfg.DisableGroupCommit)
 			fp := strings.Repeat("f", n-1)
 			job := core.Job{Key: key, Fingerprint: fp + "\x00"}
 			res, err := g.Run(ctx, job, func(context.Context) ([]byte, error) { return []byte("r"), nil })

@@ -36,15 +36,15 @@ func (h *hung) one(_ context.Context, v int) (int, error) {
 }
 
 // waitQueued waits until n calls are queued behind the round trip in flight.
-func waitQueued[I, O any](t *testing.T, c *coalescer[I, O], n int) {
+func waitQueued[I, O any](t *testing.T, c *groupCommit[I, O], n int) {
 	t.Helper()
 	require.Eventually(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == n },
 		5*time.Second, time.Millisecond)
 }
 
-func TestCoalescerAnswersEveryCallOnce(t *testing.T) {
+func TestGroupCommitAnswersEveryCallOnce(t *testing.T) {
 	var rounds, biggest atomic.Int64
-	c := &coalescer[int, int]{timeout: time.Second, one: func(_ context.Context, v int) (int, error) {
+	c := &groupCommit[int, int]{timeout: time.Second, one: func(_ context.Context, v int) (int, error) {
 		rounds.Add(1)
 		time.Sleep(time.Millisecond) // a round trip takes time, so calls queue behind it
 		return v * 2, nil
@@ -74,9 +74,9 @@ func TestCoalescerAnswersEveryCallOnce(t *testing.T) {
 
 // A panicking round trip fails every call in it: no zero value reads as
 // success, and nobody is left waiting.
-func TestCoalescerFailsEveryCallOfAPanickingRound(t *testing.T) {
+func TestGroupCommitFailsEveryCallOfAPanickingRound(t *testing.T) {
 	h := newHung()
-	c := &coalescer[int, int]{timeout: 10 * time.Second, one: func(ctx context.Context, v int) (int, error) {
+	c := &groupCommit[int, int]{timeout: 10 * time.Second, one: func(ctx context.Context, v int) (int, error) {
 		if v < 0 {
 			panic("store exploded")
 		}
@@ -101,9 +101,9 @@ func TestCoalescerFailsEveryCallOfAPanickingRound(t *testing.T) {
 	require.Zero(t, c.inFlight)
 }
 
-func TestCoalescerFailsABatchWithMissingReplies(t *testing.T) {
+func TestGroupCommitFailsABatchWithMissingReplies(t *testing.T) {
 	h := newHung()
-	c := &coalescer[int, int]{timeout: 10 * time.Second, one: h.one,
+	c := &groupCommit[int, int]{timeout: 10 * time.Second, one: h.one,
 		send: func(_ context.Context, in []int) ([]int, []error) {
 			return make([]int, len(in)-1), make([]error, len(in)-1)
 		}}
@@ -122,11 +122,11 @@ func TestCoalescerFailsABatchWithMissingReplies(t *testing.T) {
 // A call queued behind a hung round trip is answered within its own
 // context, and without a deadline, within two timeouts by a round trip of
 // its own.
-func TestCoalescerAnswersWithinEachCallersBound(t *testing.T) {
+func TestGroupCommitAnswersWithinEachCallersBound(t *testing.T) {
 	h := newHung()
 	defer close(h.release)
 	const timeout = 200 * time.Millisecond
-	c := &coalescer[int, int]{timeout: timeout, one: h.one, send: double}
+	c := &groupCommit[int, int]{timeout: timeout, one: h.one, send: double}
 	go c.do(context.Background(), 0)
 	<-h.entered
 
@@ -149,8 +149,8 @@ func TestCoalescerAnswersWithinEachCallersBound(t *testing.T) {
 
 // A call that makes a round trip on its own is bounded by timeout even
 // under a context without a deadline.
-func TestCoalescerBoundsALoneRoundTrip(t *testing.T) {
-	c := &coalescer[int, int]{timeout: 50 * time.Millisecond, one: func(ctx context.Context, _ int) (int, error) {
+func TestGroupCommitBoundsALoneRoundTrip(t *testing.T) {
+	c := &groupCommit[int, int]{timeout: 50 * time.Millisecond, one: func(ctx context.Context, _ int) (int, error) {
 		<-ctx.Done()
 		return 0, ctx.Err()
 	}, send: double}
@@ -162,11 +162,11 @@ func TestCoalescerBoundsALoneRoundTrip(t *testing.T) {
 
 // A call in a shared round trip that never returns gives up after two
 // timeouts with errStoreStuck.
-func TestCoalescerGivesUpOnAStuckSharedRound(t *testing.T) {
+func TestGroupCommitGivesUpOnAStuckSharedRound(t *testing.T) {
 	first, stuck := newHung(), make(chan struct{})
 	defer close(stuck)
 	const timeout = 100 * time.Millisecond
-	c := &coalescer[int, int]{timeout: timeout, one: first.one,
+	c := &groupCommit[int, int]{timeout: timeout, one: first.one,
 		send: func(context.Context, []int) ([]int, []error) { <-stuck; return nil, nil }}
 	go c.do(context.Background(), 0)
 	<-first.entered
@@ -186,10 +186,10 @@ func TestCoalescerGivesUpOnAStuckSharedRound(t *testing.T) {
 	}
 }
 
-func TestCoalescerDetachesSharedRoundTrips(t *testing.T) {
+func TestGroupCommitDetachesSharedRoundTrips(t *testing.T) {
 	h := newHung()
 	var sawCancelled atomic.Bool
-	c := &coalescer[int, int]{timeout: 10 * time.Second, one: h.one, send: func(ctx context.Context, in []int) ([]int, []error) {
+	c := &groupCommit[int, int]{timeout: 10 * time.Second, one: h.one, send: func(ctx context.Context, in []int) ([]int, []error) {
 		if ctx.Err() != nil {
 			sawCancelled.Store(true)
 		}
@@ -220,10 +220,10 @@ func TestCoalescerDetachesSharedRoundTrips(t *testing.T) {
 // Calls that arrive while a round trip is in flight wait for it and share
 // the next one, though slots are free: four callers make about half as many
 // round trips as calls, where a round trip each would go at once.
-func TestCoalescerBatchesCallsThatArriveDuringARoundTrip(t *testing.T) {
+func TestGroupCommitBatchesCallsThatArriveDuringARoundTrip(t *testing.T) {
 	var rounds, alone, calls atomic.Int64
 	slow := func() { time.Sleep(time.Millisecond) } // a round trip's latency, not a synchronisation
-	c := &coalescer[int, int]{timeout: 10 * time.Second, slots: groupRoundTrips,
+	c := &groupCommit[int, int]{timeout: 10 * time.Second, slots: groupRoundTrips,
 		one: func(_ context.Context, v int) (int, error) {
 			rounds.Add(1)
 			alone.Add(1)
@@ -260,10 +260,10 @@ func TestCoalescerBatchesCallsThatArriveDuringARoundTrip(t *testing.T) {
 
 // A round trip that takes far longer than the recent ones lets the next
 // call go beside it at once, in another slot: it waits for no timeout.
-func TestCoalescerGoesBesideAnOverdueRoundTrip(t *testing.T) {
+func TestGroupCommitGoesBesideAnOverdueRoundTrip(t *testing.T) {
 	h := newHung()
 	const timeout = 10 * time.Second
-	c := &coalescer[int, int]{timeout: timeout, slots: groupRoundTrips, one: h.one, send: double}
+	c := &groupCommit[int, int]{timeout: timeout, slots: groupRoundTrips, one: h.one, send: double}
 	go c.do(context.Background(), 0)
 	<-h.entered
 	start := time.Now()

@@ -15,9 +15,9 @@ import (
 
 // Callers that leave by cancellation or timeout while the lead is handed
 // on: every call is answered exactly once, with its own value or an error,
-// and the coalescer ends idle, with one round trip in flight at a time or
+// and the group commit ends idle, with one round trip in flight at a time or
 // more.
-func TestCoalescerChurn(t *testing.T) {
+func TestGroupCommitChurn(t *testing.T) {
 	for _, slots := range []int{1, groupRoundTrips} {
 		t.Run(fmt.Sprint("slots=", slots), func(t *testing.T) { churn(t, slots) })
 	}
@@ -25,7 +25,7 @@ func TestCoalescerChurn(t *testing.T) {
 
 func churn(t *testing.T, slots int) {
 	var inFlight, sending, most atomic.Int32
-	c := &coalescer[int, int]{timeout: 3 * time.Millisecond, slots: slots,
+	c := &groupCommit[int, int]{timeout: 3 * time.Millisecond, slots: slots,
 		one: func(ctx context.Context, v int) (int, error) {
 			inFlight.Add(1)
 			defer inFlight.Add(-1)

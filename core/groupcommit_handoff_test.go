@@ -20,7 +20,7 @@ import (
 // handOffs run before the woken head takes its batch, and requires every
 // call outside the hung batch to be answered at once, in each of ten
 // attempts.
-func TestCoalescerLeavesNoCallQueuedWhileASlotIsFree(t *testing.T) {
+func TestGroupCommitLeavesNoCallQueuedWhileASlotIsFree(t *testing.T) {
 	prev := runtime.GOMAXPROCS(1)
 	defer runtime.GOMAXPROCS(prev)
 	const timeout = 3 * time.Second
@@ -34,7 +34,7 @@ func TestCoalescerLeavesNoCallQueuedWhileASlotIsFree(t *testing.T) {
 		entered := make(chan struct{}, slots)
 		bigEntered, releaseBig := make(chan struct{}), make(chan struct{})
 		var bigOnce sync.Once
-		c := &coalescer[int, int]{timeout: timeout, slots: slots,
+		c := &groupCommit[int, int]{timeout: timeout, slots: slots,
 			one: func(_ context.Context, v int) (int, error) {
 				if v < slots { // the round trips in flight
 					entered <- struct{}{}

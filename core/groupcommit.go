@@ -35,14 +35,14 @@ var (
 	errBatchReplies = errors.New("jobonce: store answered a batch with the wrong number of replies")
 )
 
-// coalescer gathers concurrent store calls into shared round trips (group
-// commit) by natural batching: a call that finds no round trip in flight
-// goes at once, alone; calls that arrive while one is in flight queue, and
-// when it returns, the first of them leads the next round trip for the
-// queue. So an idle store is called at once, and a busy one gets batches as
-// large as the load makes them, one round trip at a time. When the youngest
-// round trip in flight is overdue (it has taken more than twice the
-// recent average, see stall), the head of the queue leads another at once,
+// groupCommit gathers concurrent store calls into shared round trips: a
+// call that finds no round trip in flight goes at once, alone; calls that
+// arrive while one is in flight queue, and when it returns, the first of
+// them leads the next round trip for the queue. So an idle store is
+// called at once, and a busy one gets batches as large as the load makes
+// them, one round trip at a time. When the youngest round trip in flight
+// is overdue (it has taken more than twice the recent average, see
+// stall), the head of the queue leads another at once,
 // up to slots in flight, so one round trip that hangs holds nobody up. No
 // goroutine is started: callers take turns.
 //
@@ -56,7 +56,7 @@ var (
 //     shared, under a context detached from any one caller's cancellation.
 //   - Success is explicit: a round trip that panics or answers with the
 //     wrong number of replies fails every call in it.
-type coalescer[I, O any] struct {
+type groupCommit[I, O any] struct {
 	one     func(ctx context.Context, in I) (O, error)       // a round trip for one call
 	send    func(ctx context.Context, in []I) ([]O, []error) // a round trip for several
 	timeout time.Duration                                    // bounds a round trip
@@ -69,7 +69,7 @@ type coalescer[I, O any] struct {
 	queue    []*pending[I, O] // calls waiting for the next round trip
 }
 
-// A pending call's state, guarded by coalescer.mu.
+// A pending call's state, guarded by groupCommit.mu.
 const (
 	queued    = iota // in the queue
 	leading          // at the head of the queue, to send the next batch
@@ -89,13 +89,13 @@ type pending[I, O any] struct {
 }
 
 // do sends in, alone or with others, and returns its answer.
-func (c *coalescer[I, O]) do(ctx context.Context, in I) (O, error) {
+func (c *groupCommit[I, O]) do(ctx context.Context, in I) (O, error) {
 	return c.doWithin(ctx, in, c.timeout)
 }
 
 // doWithin is do for a call that, queued, waits at most patience for a
 // round trip to take it, then makes its own.
-func (c *coalescer[I, O]) doWithin(ctx context.Context, in I, patience time.Duration) (O, error) {
+func (c *groupCommit[I, O]) doWithin(ctx context.Context, in I, patience time.Duration) (O, error) {
 	c.mu.Lock()
 	now := time.Now()
 	if len(c.queue) == 0 && (c.inFlight == 0 || c.overdue(now)) {
@@ -160,7 +160,7 @@ const (
 // has passed), gives up on the round trip it is in (stuck has passed), or
 // waits more; a queued call whose wait found the youngest round trip in
 // flight overdue first makes the head of the queue lead another.
-func (c *coalescer[I, O]) check(p *pending[I, O], giveUp, stuck time.Time) (time.Duration, int) {
+func (c *groupCommit[I, O]) check(p *pending[I, O], giveUp, stuck time.Time) (time.Duration, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
@@ -191,7 +191,7 @@ func (c *coalescer[I, O]) check(p *pending[I, O], giveUp, stuck time.Time) (time
 // nextCheck returns how long queued call p waits before it looks again:
 // until giveUp, or for the head of the queue while a slot is free, until the
 // youngest round trip in flight is overdue. c.mu is held.
-func (c *coalescer[I, O]) nextCheck(p *pending[I, O], now, giveUp time.Time) time.Duration {
+func (c *groupCommit[I, O]) nextCheck(p *pending[I, O], now, giveUp time.Time) time.Duration {
 	wait := giveUp.Sub(now)
 	if c.queue[0] == p && c.inFlight < max(c.slots, 1) && c.inFlight > 0 {
 		wait = min(wait, c.youngest().Add(c.stall()).Sub(now))
@@ -202,13 +202,13 @@ func (c *coalescer[I, O]) nextCheck(p *pending[I, O], now, giveUp time.Time) tim
 // stall is how long a round trip may take before the queue leads another
 // alongside it: twice the recent average, within [minStall, maxStall]. c.mu
 // is held.
-func (c *coalescer[I, O]) stall() time.Duration {
+func (c *groupCommit[I, O]) stall() time.Duration {
 	return min(max(2*c.typical, minStall), maxStall)
 }
 
 // youngest returns when the latest round trip in flight began. c.mu is
 // held.
-func (c *coalescer[I, O]) youngest() time.Time {
+func (c *groupCommit[I, O]) youngest() time.Time {
 	var t time.Time
 	for _, f := range c.flights {
 		if f.After(t) {
@@ -221,19 +221,19 @@ func (c *coalescer[I, O]) youngest() time.Time {
 // overdue reports whether another round trip may begin alongside those in
 // flight: a slot is free and the youngest in flight is overdue. c.mu is
 // held.
-func (c *coalescer[I, O]) overdue(now time.Time) bool {
+func (c *groupCommit[I, O]) overdue(now time.Time) bool {
 	return c.inFlight < max(c.slots, 1) && now.Sub(c.youngest()) >= c.stall()
 }
 
 // begin counts a round trip beginning at now. c.mu is held.
-func (c *coalescer[I, O]) begin(now time.Time) {
+func (c *groupCommit[I, O]) begin(now time.Time) {
 	c.inFlight++
 	c.flights = append(c.flights, now)
 }
 
 // promote makes the head of the queue lead a round trip in a slot of its
 // own, unless it leads already. c.mu is held.
-func (c *coalescer[I, O]) promote(now time.Time) {
+func (c *groupCommit[I, O]) promote(now time.Time) {
 	if len(c.queue) == 0 || c.queue[0].state == leading {
 		return
 	}
@@ -243,7 +243,7 @@ func (c *coalescer[I, O]) promote(now time.Time) {
 
 // designate makes the head of the queue lead a round trip that begins at
 // now, in a slot already counted. c.mu is held.
-func (c *coalescer[I, O]) designate(now time.Time) {
+func (c *groupCommit[I, O]) designate(now time.Time) {
 	head := c.queue[0]
 	head.state, head.began = leading, now
 	c.flights = append(c.flights, now)
@@ -269,7 +269,7 @@ func putBound(t *time.Timer) {
 
 // leave takes a queued call out of the queue. It reports false when the call
 // is no longer queued.
-func (c *coalescer[I, O]) leave(p *pending[I, O]) bool {
+func (c *groupCommit[I, O]) leave(p *pending[I, O]) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p.state != queued {
@@ -282,7 +282,7 @@ func (c *coalescer[I, O]) leave(p *pending[I, O]) bool {
 
 // alone makes a round trip for one call, under its context bounded by
 // timeout. It never panics.
-func (c *coalescer[I, O]) alone(ctx context.Context, in I) (out O, err error) {
+func (c *groupCommit[I, O]) alone(ctx context.Context, in I) (out O, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			var zero O
@@ -299,7 +299,7 @@ func (c *coalescer[I, O]) alone(ctx context.Context, in I) (out O, err error) {
 
 // lead sends batch, whose first call is the caller's, answers every call in
 // it, and hands its turn to the head of the queue or gives it up.
-func (c *coalescer[I, O]) lead(batch []*pending[I, O]) {
+func (c *groupCommit[I, O]) lead(batch []*pending[I, O]) {
 	if len(batch) == 1 {
 		c.leadAlone(batch[0])
 		return
@@ -319,7 +319,7 @@ func (c *coalescer[I, O]) lead(batch []*pending[I, O]) {
 }
 
 // leadAlone is lead for a batch of the caller's call alone.
-func (c *coalescer[I, O]) leadAlone(p *pending[I, O]) {
+func (c *groupCommit[I, O]) leadAlone(p *pending[I, O]) {
 	out, err := c.alone(p.ctx, p.in)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -330,7 +330,7 @@ func (c *coalescer[I, O]) leadAlone(p *pending[I, O]) {
 // handOff ends the round trip that began at began: it makes the head of the
 // queue lead the next round trip in its slot, or gives the slot up. c.mu is
 // held.
-func (c *coalescer[I, O]) handOff(began time.Time) {
+func (c *groupCommit[I, O]) handOff(began time.Time) {
 	if i := slices.Index(c.flights, began); i >= 0 {
 		c.flights = slices.Delete(c.flights, i, i+1)
 	}
@@ -348,7 +348,7 @@ func (c *coalescer[I, O]) handOff(began time.Time) {
 
 // take removes the next batch from the queue: the leading call, at its
 // head, and up to maxBatch-1 calls behind it.
-func (c *coalescer[I, O]) take() []*pending[I, O] {
+func (c *groupCommit[I, O]) take() []*pending[I, O] {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := min(len(c.queue), maxBatch)
@@ -369,7 +369,7 @@ func (c *coalescer[I, O]) take() []*pending[I, O] {
 // roundTrip sends a batch of several calls, bounded by timeout under the
 // leader's values but not its cancellation, which must not fail the others'
 // calls. It returns one answer per call (see sendBatch).
-func (c *coalescer[I, O]) roundTrip(batch []*pending[I, O]) ([]O, []error) {
+func (c *groupCommit[I, O]) roundTrip(batch []*pending[I, O]) ([]O, []error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), c.timeout)
 	defer cancel()
 	in := make([]I, len(batch))
@@ -410,10 +410,10 @@ type storeOp struct {
 	isClaim  bool
 }
 
-// newGroupCommit returns the coalescer of a Guard on a BatchStore: claims
+// newGroupCommit returns the group commit of a Guard on a BatchStore: claims
 // and done markers share its round trips.
-func newGroupCommit(bs driver.BatchStore, timeout time.Duration) *coalescer[storeOp, driver.ClaimReply] {
-	return &coalescer[storeOp, driver.ClaimReply]{timeout: timeout, slots: groupRoundTrips,
+func newGroupCommit(bs driver.BatchStore, timeout time.Duration) *groupCommit[storeOp, driver.ClaimReply] {
+	return &groupCommit[storeOp, driver.ClaimReply]{timeout: timeout, slots: groupRoundTrips,
 		one: func(ctx context.Context, op storeOp) (driver.ClaimReply, error) {
 			if op.isClaim {
 				return bs.Claim(ctx, op.claim)
