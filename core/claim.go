@@ -208,8 +208,8 @@ func (c *Claim) Work(ctx context.Context, fn RunFunc) (Result, error) {
 	if c == nil {
 		return Result{Outcome: Rejected}, errors.New("jobonce: core: Claim.Work: the Claim is nil")
 	}
-	res, err := c.work(ctx, fn, "Claim.Work")
-	if res.Outcome == awaitingMarker {
+	res, toMark, err := c.work(ctx, fn, "Claim.Work")
+	if toMark {
 		c.pending = true
 		return Result{Outcome: Ran, Value: c.value}, nil
 	}
@@ -222,8 +222,8 @@ func (c *Claim) Work(ctx context.Context, fn RunFunc) (Result, error) {
 // run is Work followed by Finish, for one claim: Guard.Run, or Guard.Do
 // (caller names which, in errors).
 func (c *Claim) run(ctx context.Context, fn RunFunc, caller string) (Result, error) {
-	res, err := c.work(ctx, fn, caller)
-	if res.Outcome != awaitingMarker {
+	res, toMark, err := c.work(ctx, fn, caller)
+	if !toMark {
 		return res, err
 	}
 	out, cause := c.finish(ctx)
@@ -231,21 +231,18 @@ func (c *Claim) run(ctx context.Context, fn RunFunc, caller string) (Result, err
 	return Result{Outcome: out, Value: c.value}, nil
 }
 
-// awaitingMarker is work's outcome for a job that succeeded under its claim and
-// whose done marker is still to be written. It never leaves the package.
-const awaitingMarker Outcome = 255
-
 // work runs fn when the claim holds the key, and reports the final outcome,
-// or pending. caller names the exported function, in errors.
-func (c *Claim) work(ctx context.Context, fn RunFunc, caller string) (Result, error) {
+// or toMark: fn succeeded under the claim, whose done marker is still to be
+// written. caller names the exported function, in errors.
+func (c *Claim) work(ctx context.Context, fn RunFunc, caller string) (res Result, toMark bool, err error) {
 	g := c.g
 	if g == nil {
-		return Result{Outcome: Rejected}, fmt.Errorf("jobonce: core: %s: the Claim does not come from Guard.Claim", caller)
+		return Result{Outcome: Rejected}, false, fmt.Errorf("jobonce: core: %s: the Claim does not come from Guard.Claim", caller)
 	}
 	if c.used {
 		err := fmt.Errorf("jobonce: core: %s: the claim was used by Work already", caller)
 		c.report(ctx, Rejected, err, 0)
-		return Result{Outcome: Rejected}, err
+		return Result{Outcome: Rejected}, false, err
 	}
 	c.used = true
 	if fn == nil {
@@ -254,41 +251,47 @@ func (c *Claim) work(ctx context.Context, fn RunFunc, caller string) (Result, er
 		if c.err == nil && c.reply.State == driver.StateClaimed {
 			g.release(ctx, c.key, c.token)
 		}
-		return Result{Outcome: Rejected}, err
+		return Result{Outcome: Rejected}, false, err
 	}
 	if c.job.Unguarded {
-		return g.runUnguarded(ctx, c, fn, nil)
+		res, err = g.runUnguarded(ctx, c, fn, nil)
+		return res, false, err
 	}
 	if c.err != nil {
 		switch {
 		case c.canceled:
 			c.report(ctx, Canceled, c.err, 0)
-			return Result{Outcome: Canceled}, c.err
+			return Result{Outcome: Canceled}, false, c.err
 		case errors.Is(c.err, ErrInvalidKey):
 			if g.cfg.Shadow {
-				return c.runShadow(ctx, fn, Rejected, c.err)
+				res, err = c.runShadow(ctx, fn, Rejected, c.err)
+				return res, false, err
 			}
 			c.report(ctx, Rejected, c.err, 0)
-			return Result{Outcome: Rejected}, c.err
+			return Result{Outcome: Rejected}, false, c.err
 		case c.failsOpen():
 			if ended(ctx) != nil {
-				return c.cancel(ctx)
+				res, err = c.cancel(ctx)
+				return res, false, err
 			}
-			return g.runUnguarded(ctx, c, fn, c.err)
+			res, err = g.runUnguarded(ctx, c, fn, c.err)
+			return res, false, err
 		}
 		err := fmt.Errorf("%w: %w", ErrStoreUnavailable, c.err)
 		if g.cfg.Shadow {
-			return c.runShadow(ctx, fn, Unavailable, err)
+			res, err = c.runShadow(ctx, fn, Unavailable, err)
+			return res, false, err
 		}
 		c.report(ctx, Unavailable, err, 0)
-		return Result{Outcome: Unavailable}, err
+		return Result{Outcome: Unavailable}, false, err
 	}
 	out, err := g.decide(c.job, c.fp, c.reply)
 	if out == Running && c.waits() {
 		if until := c.waitUntil(); !until.IsZero() {
 			c.await(ctx, until)
 			if c.err != nil {
-				return c.failAfterWait(ctx)
+				res, err = c.failAfterWait(ctx)
+				return res, false, err
 			}
 			out, err = g.decide(c.job, c.fp, c.reply)
 		}
@@ -298,17 +301,18 @@ func (c *Claim) work(ctx context.Context, fn RunFunc, caller string) (Result, er
 			c.lag = lagOf(c.reply.Remaining, g.cfg.Retention)
 		}
 		if g.cfg.Shadow {
-			return c.runShadow(ctx, fn, out, err)
+			res, err = c.runShadow(ctx, fn, out, err)
+			return res, false, err
 		}
 		c.report(ctx, out, err, 0)
 		if out == Duplicate {
-			return Result{Outcome: Duplicate, Value: c.reply.Result}, nil
+			return Result{Outcome: Duplicate, Value: c.reply.Result}, false, nil
 		}
-		return Result{Outcome: out}, err
+		return Result{Outcome: out}, false, err
 	}
 	if g.stopped(ctx, c) { // released
 		c.report(ctx, Canceled, c.err, 0)
-		return Result{Outcome: Canceled}, c.err
+		return Result{Outcome: Canceled}, false, c.err
 	}
 	if late := time.Since(c.started); late >= g.cfg.Lease/2 {
 		// The claim may lapse before the heartbeat can renew it, and another
@@ -316,23 +320,24 @@ func (c *Claim) work(ctx context.Context, fn RunFunc, caller string) (Result, er
 		g.release(ctx, c.key, c.token)
 		if g.stopped(ctx, c) {
 			c.report(ctx, Canceled, c.err, 0)
-			return Result{Outcome: Canceled}, c.err
+			return Result{Outcome: Canceled}, false, c.err
 		}
 		err := fmt.Errorf("%w: the claim was answered %s after it was sent, past half its lease (%s)", ErrStoreUnavailable, late.Round(time.Millisecond), g.cfg.Lease)
 		if g.cfg.Shadow {
-			return c.runShadow(ctx, fn, Unavailable, err)
+			res, err = c.runShadow(ctx, fn, Unavailable, err)
+			return res, false, err
 		}
 		c.report(ctx, Unavailable, err, 0)
-		return Result{Outcome: Unavailable}, err
+		return Result{Outcome: Unavailable}, false, err
 	}
 	value, ferr := c.call(ctx, fn)
 	if ferr != nil {
 		g.release(ctx, c.key, c.token)
 		c.report(ctx, Failed, ferr, c.ran)
-		return Result{Outcome: Failed, Value: value}, ferr
+		return Result{Outcome: Failed, Value: value}, false, ferr
 	}
 	c.value, c.unstored = value, g.checkResult(value)
-	return Result{Outcome: awaitingMarker}, nil
+	return Result{Outcome: Ran, Value: value}, true, nil
 }
 
 // failAfterWait reports a wait for a running copy that ended without an
