@@ -22,28 +22,54 @@ type Claim struct {
 	key   string // stored key
 	fp    string // the fingerprint as stored (see storedFingerprint)
 	token driver.Token
-	reply driver.ClaimReply
-	err   error // claim error: invalid key, store failure or cancellation
-
-	// canceled: the caller's context ended before the claim was answered
-	// (or while it was held, which released it); err wraps ctx.Err().
-	canceled bool
-	// outage: err says the store could not be reached (see unreachable),
-	// the only failure under which the Guard fails open.
-	outage bool
-	used   bool       // Work was called: a claim runs its job once
-	hb     *heartbeat // keeps a held claim alive until its marker is written
+	state claimState
+	reply driver.ClaimReply // the store's answer (claimAnswered)
+	// err is why the claim failed (claimFailed, claimOutage,
+	// claimCanceled), or, once Work has begun, why it ran no job.
+	err error
+	hb  *heartbeat // keeps a held claim alive until its marker is written
 
 	started   time.Time     // when the claim request was sent; the lease runs from here
 	waited    time.Duration // how long the claim waited for a running copy (Job.WaitUntil)
 	lag       time.Duration // a duplicate's lag behind its first copy's done marker
 	wouldSkip Outcome       // shadow mode: the outcome enforcement would give this delivery
-	pending   bool          // Work succeeded; the claim awaits Finish
-	final     Outcome       // the final outcome Work reported, when it was final
+	final     Outcome       // the final outcome (claimFinished)
 	value     []byte
 	unstored  error // value is too large to store with the marker (ErrResultTooLarge)
 	ran       time.Duration
 }
+
+// claimState is where a Claim is in its life. Guard.Claim leaves it in one
+// of the first five states, the claim's answer; Work moves it to
+// claimWorking (a claim runs its job once), then to claimPending or
+// claimFinished; Finish moves a pending claim to claimFinished. The states
+// from claimWorking on come last, in this order.
+type claimState uint8
+
+const (
+	// claimNew: no claim was sent, as for an unguarded job (Job.Unguarded).
+	claimNew claimState = iota
+	// claimAnswered: the store answered; reply holds its answer.
+	claimAnswered
+	// claimFailed: err holds why the claim failed: an invalid key, or a
+	// store failure under which the Guard fails closed.
+	claimFailed
+	// claimOutage: err says the store could not be reached (see
+	// unreachable), the only failure under which the Guard fails open.
+	claimOutage
+	// claimCanceled: the caller's context ended before the claim was
+	// answered (or while it was held, which released it); err wraps
+	// ctx.Err().
+	claimCanceled
+	// claimWorking: Work was called: it decides on the answer, waits for a
+	// running copy or runs the job.
+	claimWorking
+	// claimPending: the job succeeded under the claim, which the heartbeat
+	// keeps alive; its done marker awaits Finish.
+	claimPending
+	// claimFinished: final holds the final outcome.
+	claimFinished
+)
 
 // Claim claims jobs, in one store round trip when the store is a
 // driver.BatchStore. It returns one Claim per job, in order; errors (an
@@ -116,8 +142,15 @@ func (g *Guard) claimOne(ctx context.Context, c *Claim, job Job) {
 // stopped by it is canceled (see stopped); otherwise a store error is
 // classified, once, as an outage or not.
 func (g *Guard) settle(ctx context.Context, c *Claim) {
-	if !g.stopped(ctx, c) {
-		c.outage = unreachable(ctx, c.err)
+	switch {
+	case g.stopped(ctx, c):
+		c.state = claimCanceled
+	case c.err == nil:
+		c.state = claimAnswered
+	case unreachable(ctx, c.err):
+		c.state = claimOutage
+	default:
+		c.state = claimFailed
 	}
 }
 
@@ -129,18 +162,23 @@ func (c *Claim) prepare(ctx context.Context) bool {
 		return false
 	}
 	c.key, c.err = storedKey(c.g.cfg.KeyPrefix, c.job.Key, c.g.cfg.PlainKeys)
-	if c.err != nil || c.g.stopped(ctx, c) {
+	if c.err != nil {
+		c.state = claimFailed
+		return false
+	}
+	if c.g.stopped(ctx, c) {
+		c.state = claimCanceled
 		return false
 	}
 	c.token = driver.NewToken()
 	return true
 }
 
-// stopped reports whether the caller's context has ended. If so, the claim
-// is marked canceled: its store error (which the cancellation may have
-// caused) is replaced by the context's, and a claim the store granted is
-// released, since its job would only run with a cancelled context. A
-// definite answer (running, done) is kept.
+// stopped reports whether the caller's context has ended. If so, the
+// claim's store error (which the cancellation may have caused) is replaced
+// by the context's, and a claim the store granted is released, since its
+// job would only run with a cancelled context; the caller settles the
+// claim as canceled. A definite answer (running, done) is kept.
 func (g *Guard) stopped(ctx context.Context, c *Claim) bool {
 	done := ended(ctx)
 	if done == nil {
@@ -152,7 +190,7 @@ func (g *Guard) stopped(ctx context.Context, c *Claim) bool {
 	if c.err == nil && c.reply.State == driver.StateClaimed {
 		g.release(ctx, c.key, c.token)
 	}
-	c.reply, c.canceled = driver.ClaimReply{}, true
+	c.reply = driver.ClaimReply{}
 	c.err = fmt.Errorf("jobonce: claim stopped by the caller's context: %w", done)
 	return true
 }
@@ -175,24 +213,25 @@ func (c *Claim) claimRequest() driver.ClaimRequest {
 // outcome.
 func (c *Claim) Runs() bool {
 	switch {
-	case c == nil || c.g == nil || c.used:
+	case c == nil || c.g == nil || c.state >= claimWorking:
 		return false
 	case c.job.Unguarded:
 		return true
 	case c.g.cfg.Shadow:
-		return !c.canceled // shadow mode runs every delivery
-	case c.err == nil:
+		return c.state != claimCanceled // shadow mode runs every delivery
+	case c.state == claimAnswered:
 		return c.reply.State == driver.StateClaimed || c.waits()
 	default:
-		return c.failsOpen()
+		return c.failsOpen(c.state)
 	}
 }
 
-// failsOpen reports whether the claim's error is a store failure under which
-// the Guard runs the job unguarded: with FailOpen, a store that could not
-// be reached (see unreachable), never an answer it gave.
-func (c *Claim) failsOpen() bool {
-	return c.g.cfg.FailOpen && !c.canceled && c.outage
+// failsOpen reports whether a claim whose answer is answer failed with a
+// store failure under which the Guard runs the job unguarded: with
+// FailOpen, a store that could not be reached (see unreachable), never an
+// answer it gave.
+func (c *Claim) failsOpen(answer claimState) bool {
+	return c.g.cfg.FailOpen && answer == claimOutage
 }
 
 // Work runs fn if the claim holds the key (see Runs) and reports the
@@ -209,12 +248,12 @@ func (c *Claim) Work(ctx context.Context, fn RunFunc) (Result, error) {
 		return Result{Outcome: Rejected}, errors.New("jobonce: core: Claim.Work: the Claim is nil")
 	}
 	res, toMark, err := c.work(ctx, fn, "Claim.Work")
-	if toMark {
-		c.pending = true
+	switch {
+	case toMark:
+		c.state = claimPending
 		return Result{Outcome: Ran, Value: c.value}, nil
-	}
-	if c.final == 0 {
-		c.final = res.Outcome
+	case c.state == claimWorking: // not a claim Work had left already
+		c.state, c.final = claimFinished, res.Outcome
 	}
 	return res, err
 }
@@ -239,16 +278,17 @@ func (c *Claim) work(ctx context.Context, fn RunFunc, caller string) (res Result
 	if g == nil {
 		return Result{Outcome: Rejected}, false, fmt.Errorf("jobonce: core: %s: the Claim does not come from Guard.Claim", caller)
 	}
-	if c.used {
+	if c.state >= claimWorking {
 		err := fmt.Errorf("jobonce: core: %s: the claim was used by Work already", caller)
 		c.report(ctx, Rejected, err, 0)
 		return Result{Outcome: Rejected}, false, err
 	}
-	c.used = true
+	answer := c.state
+	c.state = claimWorking
 	if fn == nil {
 		err := fmt.Errorf("jobonce: core: %s: job function is nil", caller)
 		c.report(ctx, Rejected, err, 0)
-		if c.err == nil && c.reply.State == driver.StateClaimed {
+		if answer == claimAnswered && c.reply.State == driver.StateClaimed {
 			g.release(ctx, c.key, c.token)
 		}
 		return Result{Outcome: Rejected}, false, err
@@ -257,9 +297,9 @@ func (c *Claim) work(ctx context.Context, fn RunFunc, caller string) (res Result
 		res, err = g.runUnguarded(ctx, c, fn, nil)
 		return res, false, err
 	}
-	if c.err != nil {
+	if answer == claimFailed || answer == claimOutage || answer == claimCanceled {
 		switch {
-		case c.canceled:
+		case answer == claimCanceled:
 			c.report(ctx, Canceled, c.err, 0)
 			return Result{Outcome: Canceled}, false, c.err
 		case errors.Is(c.err, ErrInvalidKey):
@@ -269,7 +309,7 @@ func (c *Claim) work(ctx context.Context, fn RunFunc, caller string) (res Result
 			}
 			c.report(ctx, Rejected, c.err, 0)
 			return Result{Outcome: Rejected}, false, c.err
-		case c.failsOpen():
+		case c.failsOpen(answer):
 			if ended(ctx) != nil {
 				res, err = c.cancel(ctx)
 				return res, false, err
@@ -288,9 +328,8 @@ func (c *Claim) work(ctx context.Context, fn RunFunc, caller string) (res Result
 	out, err := g.decide(c.job, c.fp, c.reply)
 	if out == Running && c.waits() {
 		if until := c.waitUntil(); !until.IsZero() {
-			c.await(ctx, until)
-			if c.err != nil {
-				res, err = c.failAfterWait(ctx)
+			if after := c.await(ctx, until); after != claimAnswered {
+				res, err = c.failAfterWait(ctx, after)
 				return res, false, err
 			}
 			out, err = g.decide(c.job, c.fp, c.reply)
@@ -341,11 +380,11 @@ func (c *Claim) work(ctx context.Context, fn RunFunc, caller string) (res Result
 }
 
 // failAfterWait reports a wait for a running copy that ended without an
-// answer: the caller's context ended (Canceled), or the store failed
-// (Unavailable, failing closed even under FailOpen: the copy saw its job
-// running).
-func (c *Claim) failAfterWait(ctx context.Context) (Result, error) {
-	if c.canceled {
+// answer (after): the caller's context ended (claimCanceled: Canceled), or
+// the store failed (claimFailed: Unavailable, failing closed even under
+// FailOpen, as the copy saw its job running).
+func (c *Claim) failAfterWait(ctx context.Context, after claimState) (Result, error) {
+	if after == claimCanceled {
 		c.report(ctx, Canceled, c.err, 0)
 		return Result{Outcome: Canceled}, c.err
 	}
@@ -375,7 +414,7 @@ func (c *Claim) call(ctx context.Context, fn RunFunc) (value []byte, err error) 
 		}
 		r := recover()
 		g.release(ctx, c.key, c.token)
-		c.final = Failed
+		c.state, c.final = claimFinished, Failed
 		c.report(ctx, Failed, fmt.Errorf("jobonce: job panicked: %v", r), c.ran)
 		if r != nil {
 			panic(r)
@@ -394,7 +433,7 @@ func (g *Guard) runUnguarded(ctx context.Context, c *Claim, fn RunFunc, cause er
 	defer func() {
 		if !finished {
 			r := recover()
-			c.final = Failed
+			c.state, c.final = claimFinished, Failed
 			c.report(ctx, Failed, fmt.Errorf("jobonce: job panicked: %v", r), time.Since(start))
 			if r != nil {
 				panic(r)
@@ -429,7 +468,6 @@ func (c *Claim) runShadow(ctx context.Context, fn RunFunc, would Outcome, cause 
 // cancel reports that the caller's context ended before a job that holds
 // no claim could run: Canceled, and nothing runs.
 func (c *Claim) cancel(ctx context.Context) (Result, error) {
-	c.canceled = true
 	c.err = fmt.Errorf("jobonce: job not run: stopped by the caller's context: %w", ended(ctx))
 	c.report(ctx, Canceled, c.err, 0)
 	return Result{Outcome: Canceled}, c.err
@@ -471,7 +509,7 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 		}
 		first[c] = i
 		switch {
-		case c == nil || !c.used:
+		case c == nil || c.state < claimWorking:
 			outs[i] = Rejected
 		case c.g != g:
 			// Its marker belongs in its own Guard's store: left pending,
@@ -479,10 +517,10 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 			outs[i] = Rejected
 			g.cfg.Logger.WarnContext(ctx, "jobonce: Finish was given a claim of another Guard; finish it with the Guard that claimed it",
 				"key", c.job.Key)
-		case !c.pending:
+		case c.state != claimPending:
 			outs[i] = c.final
 		default:
-			c.pending = false
+			c.state = claimFinished // final is set below, with the marker
 			pending = append(pending, i)
 		}
 	}

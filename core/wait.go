@@ -24,11 +24,11 @@ const (
 	maxPoll    = time.Second
 )
 
-// waits reports whether the claim found its job running and, should the
-// wait be worth it, may wait for it (see waitUntil): Work may then take
-// that long.
+// waits reports whether the claim, answered, found its job running and,
+// should the wait be worth it, may wait for it (see waitUntil): Work may
+// then take that long.
 func (c *Claim) waits() bool {
-	return c.err == nil && c.reply.State == driver.StateRunning && !c.g.cfg.Shadow &&
+	return c.reply.State == driver.StateRunning && !c.g.cfg.Shadow &&
 		c.job.WaitUntil.After(time.Now())
 }
 
@@ -61,11 +61,12 @@ func (c *Claim) waitUntil() time.Time {
 
 // await waits for the running copy's outcome until until, reading the key
 // again (see the constants above) until the claim holds it, finds it done
-// (or held with another fingerprint), the wait ends, the store fails, or
-// ctx ends (the claim is then canceled). A store failure ends the wait
-// failing closed: the copy saw its job running, so FailOpen must not run it
-// beside that copy.
-func (c *Claim) await(ctx context.Context, until time.Time) {
+// (or held with another fingerprint), or the wait ends, and then returns
+// claimAnswered; it returns claimCanceled when ctx ends, and claimFailed
+// when the store fails (c.err says why). A store failure ends the wait
+// failing closed, never as an outage: the copy saw its job running, so
+// FailOpen must not run it beside that copy.
+func (c *Claim) await(ctx context.Context, until time.Time) claimState {
 	g := c.g
 	start := time.Now()
 	defer func() { c.waited = time.Since(start) }()
@@ -80,9 +81,9 @@ func (c *Claim) await(ctx context.Context, until time.Time) {
 	for {
 		select {
 		case <-ctx.Done():
-			c.reply, c.canceled = driver.ClaimReply{}, true
+			c.reply = driver.ClaimReply{}
 			c.err = fmt.Errorf("jobonce: wait for the running copy stopped by the caller's context: %w", ctx.Err())
-			return
+			return claimCanceled
 		case <-w.wake:
 		case <-timer.C:
 			next *= 2
@@ -92,17 +93,17 @@ func (c *Claim) await(ctx context.Context, until time.Time) {
 		}
 		c.reclaim(ctx)
 		if c.err != nil {
-			if !g.stopped(ctx, c) {
-				c.outage = false
+			if g.stopped(ctx, c) {
+				return claimCanceled
 			}
-			return
+			return claimFailed
 		}
 		if out, _ := g.decide(c.job, c.fp, c.reply); out != Running {
-			return
+			return claimAnswered
 		}
 		left := time.Until(until)
 		if left <= 0 {
-			return
+			return claimAnswered
 		}
 		d := min(next, left)
 		if w.listening && c.reply.Remaining > 0 {
