@@ -274,14 +274,34 @@ func (c *Claim) run(ctx context.Context, fn RunFunc, caller string) (Result, err
 // or toMark: fn succeeded under the claim, whose done marker is still to be
 // written. caller names the exported function, in errors.
 func (c *Claim) work(ctx context.Context, fn RunFunc, caller string) (res Result, toMark bool, err error) {
-	g := c.g
-	if g == nil {
-		return Result{Outcome: Rejected}, false, fmt.Errorf("jobonce: core: %s: the Claim does not come from Guard.Claim", caller)
+	answer, err := c.begin(ctx, fn, caller)
+	if err != nil {
+		return Result{Outcome: Rejected}, false, err
+	}
+	if c.job.Unguarded {
+		res, err = c.g.runUnguarded(ctx, c, fn, nil)
+		return res, false, err
+	}
+	switch answer {
+	case claimFailed, claimOutage, claimCanceled:
+		res, err = c.failed(ctx, fn, answer)
+		return res, false, err
+	}
+	return c.answered(ctx, fn)
+}
+
+// begin begins the claim's one Work: it marks the claim working and
+// returns its answer, the state Guard.Claim left it in. It returns an
+// error (the outcome is Rejected) for a Claim of no Guard, for one Work
+// was called on already, and for a nil fn, releasing the claim.
+func (c *Claim) begin(ctx context.Context, fn RunFunc, caller string) (claimState, error) {
+	if c.g == nil {
+		return 0, fmt.Errorf("jobonce: core: %s: the Claim does not come from Guard.Claim", caller)
 	}
 	if c.state >= claimWorking {
 		err := fmt.Errorf("jobonce: core: %s: the claim was used by Work already", caller)
 		c.report(ctx, Rejected, err, 0)
-		return Result{Outcome: Rejected}, false, err
+		return 0, err
 	}
 	answer := c.state
 	c.state = claimWorking
@@ -289,108 +309,130 @@ func (c *Claim) work(ctx context.Context, fn RunFunc, caller string) (res Result
 		err := fmt.Errorf("jobonce: core: %s: job function is nil", caller)
 		c.report(ctx, Rejected, err, 0)
 		if answer == claimAnswered && c.reply.State == driver.StateClaimed {
-			g.release(ctx, c.key, c.token)
+			c.g.release(ctx, c.key, c.token)
 		}
-		return Result{Outcome: Rejected}, false, err
+		return 0, err
 	}
-	if c.job.Unguarded {
-		res, err = g.runUnguarded(ctx, c, fn, nil)
+	return answer, nil
+}
+
+// failed settles a claim whose answer is a failure: the caller's
+// cancellation (Canceled), an invalid key (Rejected), a store that could
+// not be reached, under FailOpen (fn runs unguarded, unless ctx has ended
+// meanwhile), or any other store failure (Unavailable: fail closed).
+func (c *Claim) failed(ctx context.Context, fn RunFunc, answer claimState) (Result, error) {
+	switch {
+	case answer == claimCanceled:
+		return c.decline(ctx, Canceled, c.err)
+	case errors.Is(c.err, ErrInvalidKey):
+		return c.skip(ctx, fn, Rejected, c.err)
+	case c.failsOpen(answer):
+		if ended(ctx) != nil {
+			return c.cancel(ctx)
+		}
+		return c.g.runUnguarded(ctx, c, fn, c.err)
+	}
+	return c.skip(ctx, fn, Unavailable, fmt.Errorf("%w: %w", ErrStoreUnavailable, c.err))
+}
+
+// answered settles a claim the store answered: one that holds the key runs
+// its job (see runHeld); for any other, the outcome decided (see decision)
+// is final, and a Duplicate carries the stored result and its lag.
+func (c *Claim) answered(ctx context.Context, fn RunFunc) (res Result, toMark bool, err error) {
+	out, err := c.decision(ctx)
+	if out == 0 {
+		return c.runHeld(ctx, fn)
+	}
+	if out == Duplicate {
+		c.lag = lagOf(c.reply.Remaining, c.g.cfg.Retention)
+	}
+	res, err = c.skip(ctx, fn, out, err)
+	return res, false, err
+}
+
+// decision decides the store's answer (see Guard.decide): 0 when the claim
+// holds the key, else the final outcome and its error. A claim that found
+// its job running and may wait (see waits and waitUntil) first waits for
+// the running copy, and the answer the wait ended with is decided; a wait
+// that ended without one is Canceled (the caller's context ended) or
+// Unavailable (the store failed: failing closed even under FailOpen, as
+// the copy saw its job running). A claim never waits in shadow mode.
+func (c *Claim) decision(ctx context.Context) (Outcome, error) {
+	out, err := c.g.decide(c.job, c.fp, c.reply)
+	if out != Running || !c.waits() {
+		return out, err
+	}
+	until := c.waitUntil()
+	if until.IsZero() {
+		return out, err
+	}
+	switch c.await(ctx, until) {
+	case claimCanceled:
+		return Canceled, c.err
+	case claimFailed:
+		return Unavailable, fmt.Errorf("%w: %w", ErrStoreUnavailable, c.err)
+	}
+	return c.g.decide(c.job, c.fp, c.reply)
+}
+
+// runHeld runs fn under the claim, which holds the key, unless the
+// caller's context has ended (Canceled, releasing the claim) or the answer
+// came late (see answeredLate). fn's error releases the claim (Failed); its
+// success leaves the claim held, its done marker to be written (toMark).
+func (c *Claim) runHeld(ctx context.Context, fn RunFunc) (res Result, toMark bool, err error) {
+	g := c.g
+	if g.stopped(ctx, c) { // released
+		res, err = c.decline(ctx, Canceled, c.err)
 		return res, false, err
 	}
-	if answer == claimFailed || answer == claimOutage || answer == claimCanceled {
-		switch {
-		case answer == claimCanceled:
-			c.report(ctx, Canceled, c.err, 0)
-			return Result{Outcome: Canceled}, false, c.err
-		case errors.Is(c.err, ErrInvalidKey):
-			if g.cfg.Shadow {
-				res, err = c.runShadow(ctx, fn, Rejected, c.err)
-				return res, false, err
-			}
-			c.report(ctx, Rejected, c.err, 0)
-			return Result{Outcome: Rejected}, false, c.err
-		case c.failsOpen(answer):
-			if ended(ctx) != nil {
-				res, err = c.cancel(ctx)
-				return res, false, err
-			}
-			res, err = g.runUnguarded(ctx, c, fn, c.err)
-			return res, false, err
-		}
-		err := fmt.Errorf("%w: %w", ErrStoreUnavailable, c.err)
-		if g.cfg.Shadow {
-			res, err = c.runShadow(ctx, fn, Unavailable, err)
-			return res, false, err
-		}
-		c.report(ctx, Unavailable, err, 0)
-		return Result{Outcome: Unavailable}, false, err
+	if after := time.Since(c.started); after >= g.cfg.Lease/2 {
+		res, err = c.answeredLate(ctx, fn, after)
+		return res, false, err
 	}
-	out, err := g.decide(c.job, c.fp, c.reply)
-	if out == Running && c.waits() {
-		if until := c.waitUntil(); !until.IsZero() {
-			if after := c.await(ctx, until); after != claimAnswered {
-				res, err = c.failAfterWait(ctx, after)
-				return res, false, err
-			}
-			out, err = g.decide(c.job, c.fp, c.reply)
-		}
-	}
-	if out != 0 {
-		if out == Duplicate {
-			c.lag = lagOf(c.reply.Remaining, g.cfg.Retention)
-		}
-		if g.cfg.Shadow {
-			res, err = c.runShadow(ctx, fn, out, err)
-			return res, false, err
-		}
-		c.report(ctx, out, err, 0)
-		if out == Duplicate {
-			return Result{Outcome: Duplicate, Value: c.reply.Result}, false, nil
-		}
-		return Result{Outcome: out}, false, err
-	}
-	if g.stopped(ctx, c) { // released
-		c.report(ctx, Canceled, c.err, 0)
-		return Result{Outcome: Canceled}, false, c.err
-	}
-	if late := time.Since(c.started); late >= g.cfg.Lease/2 {
-		// The claim may lapse before the heartbeat can renew it, and another
-		// copy may then run alongside: fail closed, as for an outage.
+	value, err := c.call(ctx, fn)
+	if err != nil {
 		g.release(ctx, c.key, c.token)
-		if g.stopped(ctx, c) {
-			c.report(ctx, Canceled, c.err, 0)
-			return Result{Outcome: Canceled}, false, c.err
-		}
-		err := fmt.Errorf("%w: the claim was answered %s after it was sent, past half its lease (%s)", ErrStoreUnavailable, late.Round(time.Millisecond), g.cfg.Lease)
-		if g.cfg.Shadow {
-			res, err = c.runShadow(ctx, fn, Unavailable, err)
-			return res, false, err
-		}
-		c.report(ctx, Unavailable, err, 0)
-		return Result{Outcome: Unavailable}, false, err
-	}
-	value, ferr := c.call(ctx, fn)
-	if ferr != nil {
-		g.release(ctx, c.key, c.token)
-		c.report(ctx, Failed, ferr, c.ran)
-		return Result{Outcome: Failed, Value: value}, false, ferr
+		c.report(ctx, Failed, err, c.ran)
+		return Result{Outcome: Failed, Value: value}, false, err
 	}
 	c.value, c.unstored = value, g.checkResult(value)
 	return Result{Outcome: Ran, Value: value}, true, nil
 }
 
-// failAfterWait reports a wait for a running copy that ended without an
-// answer (after): the caller's context ended (claimCanceled: Canceled), or
-// the store failed (claimFailed: Unavailable, failing closed even under
-// FailOpen, as the copy saw its job running).
-func (c *Claim) failAfterWait(ctx context.Context, after claimState) (Result, error) {
-	if after == claimCanceled {
-		c.report(ctx, Canceled, c.err, 0)
-		return Result{Outcome: Canceled}, c.err
+// answeredLate settles a claim whose answer came after, past half its
+// lease since it was sent: the claim may lapse before the heartbeat can
+// renew it, and another copy may then run alongside, so it is released and
+// fails closed, as for an outage (Unavailable; Canceled if ctx ended
+// meanwhile).
+func (c *Claim) answeredLate(ctx context.Context, fn RunFunc, after time.Duration) (Result, error) {
+	g := c.g
+	g.release(ctx, c.key, c.token)
+	if g.stopped(ctx, c) {
+		return c.decline(ctx, Canceled, c.err)
 	}
-	err := fmt.Errorf("%w: %w", ErrStoreUnavailable, c.err)
-	c.report(ctx, Unavailable, err, 0)
-	return Result{Outcome: Unavailable}, err
+	err := fmt.Errorf("%w: the claim was answered %s after it was sent, past half its lease (%s)", ErrStoreUnavailable, after.Round(time.Millisecond), g.cfg.Lease)
+	return c.skip(ctx, fn, Unavailable, err)
+}
+
+// skip reports outcome out and error err for a job that enforcement does
+// not run; shadow mode runs it all the same (see runShadow). A Duplicate's
+// Result carries the stored result.
+func (c *Claim) skip(ctx context.Context, fn RunFunc, out Outcome, err error) (Result, error) {
+	if c.g.cfg.Shadow {
+		return c.runShadow(ctx, fn, out, err)
+	}
+	res, err := c.decline(ctx, out, err)
+	if out == Duplicate {
+		res.Value = c.reply.Result
+	}
+	return res, err
+}
+
+// decline reports outcome out and error err for a job that does not run,
+// and returns them.
+func (c *Claim) decline(ctx context.Context, out Outcome, err error) (Result, error) {
+	c.report(ctx, out, err, 0)
+	return Result{Outcome: out}, err
 }
 
 // call runs fn under a heartbeat. When fn succeeds, the heartbeat goes on
@@ -469,8 +511,7 @@ func (c *Claim) runShadow(ctx context.Context, fn RunFunc, would Outcome, cause 
 // no claim could run: Canceled, and nothing runs.
 func (c *Claim) cancel(ctx context.Context) (Result, error) {
 	c.err = fmt.Errorf("jobonce: job not run: stopped by the caller's context: %w", ended(ctx))
-	c.report(ctx, Canceled, c.err, 0)
-	return Result{Outcome: Canceled}, c.err
+	return c.decline(ctx, Canceled, c.err)
 }
 
 // report hands one outcome of the claim's job to the Guard's observer, log
