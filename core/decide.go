@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/jobonce/jobonce/core/driver"
 )
@@ -27,4 +28,8 @@ func (g *Guard) decide(job Job, fp string, reply driver.ClaimReply) (Outcome, er
 	default:
 		return Unavailable, fmt.Errorf("%w: store replied with unknown state %d", ErrStoreUnavailable, reply.State)
 	}
+}
+
+func (g *Guard) retryAfter(remaining time.Duration) time.Duration {
+	return min(max(remaining, g.cfg.MinRetryAfter), g.cfg.MaxRetryAfter)
 }

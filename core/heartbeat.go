@@ -34,7 +34,11 @@ type heartbeat struct {
 // heartbeats holds stopped heartbeats that no beat refers to any more.
 var heartbeats sync.Pool
 
-func (g *Guard) startHeartbeat(ctx context.Context, c *Claim, cancel context.CancelCauseFunc) *heartbeat {
+// startHeartbeat starts the heartbeat of the claim of key under token,
+// whose lease runs from started, for a job whose context is ctx (for its
+// values only) and whose cancel ends it when the lease is lost. It returns
+// nil when Config.DisableHeartbeat is set.
+func (g *Guard) startHeartbeat(ctx context.Context, key string, token driver.Token, started time.Time, cancel context.CancelCauseFunc) *heartbeat {
 	if g.cfg.DisableHeartbeat {
 		return nil
 	}
@@ -44,9 +48,9 @@ func (g *Guard) startHeartbeat(ctx context.Context, c *Claim, cancel context.Can
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.g, h.ctx, h.key, h.token, h.cancel = g, ctx, c.key, c.token, cancel
-	h.deadline, h.stopped = c.started.Add(g.cfg.Lease-safeMargin(g.cfg.Lease)), false
-	first := time.Until(c.started.Add(g.cfg.Lease / 3))
+	h.g, h.ctx, h.key, h.token, h.cancel = g, ctx, key, token, cancel
+	h.deadline, h.stopped = started.Add(g.cfg.Lease-safeMargin(g.cfg.Lease)), false
+	first := time.Until(started.Add(g.cfg.Lease / 3))
 	if h.timer == nil {
 		h.timer = time.AfterFunc(first, h.beat)
 	} else {
@@ -142,13 +146,6 @@ func (h *heartbeat) beat() {
 		h.timer.Reset(next)
 	}
 	h.mu.Unlock()
-}
-
-// stopHeartbeat stops the claim's heartbeat, once: a stopped heartbeat may
-// already serve another job.
-func (c *Claim) stopHeartbeat() {
-	c.hb.stop()
-	c.hb = nil
 }
 
 // safeMargin is how long before its lease runs out, by the local clock, a

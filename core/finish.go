@@ -1,0 +1,197 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jobonce/jobonce/core/driver"
+)
+
+// Finish records the done markers of claims whose Work left them pending,
+// in one store round trip when the store is a driver.BatchStore, and
+// returns each claim's final outcome, in order: Ran, LeaseLost or
+// Unrecorded for a pending claim (each claim's heartbeat keeps it alive
+// until its marker is written or the write failed). For a claim whose Work
+// was final, Finish repeats that outcome; for a nil claim, or one Work was
+// not called on, it reports Rejected, as for a claim of another Guard,
+// which it leaves as it is (a pending one for its own Guard's Finish). A
+// claim listed twice is finished once and reported at each place. Only the
+// pending claims are observed.
+func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
+	outs := make([]Outcome, len(claims))
+	var pending []int
+	var repeats [][2]int // [index, index of the claim's first entry]
+	first := make(map[*Claim]int, len(claims))
+	for i, c := range claims {
+		if j, ok := first[c]; ok && c != nil {
+			repeats = append(repeats, [2]int{i, j})
+			continue
+		}
+		first[c] = i
+		switch {
+		case c == nil || c.state < claimWorking:
+			outs[i] = Rejected
+		case c.g != g:
+			// Its marker belongs in its own Guard's store: left pending,
+			// for that Guard's Finish.
+			outs[i] = Rejected
+			g.cfg.Logger.WarnContext(ctx, "jobonce: Finish was given a claim of another Guard; finish it with the Guard that claimed it",
+				"key", c.job.Key)
+		case c.state != claimPending:
+			outs[i] = c.final
+		default:
+			c.state = claimFinished // final is set below, with the marker
+			pending = append(pending, i)
+		}
+	}
+	defer func() {
+		for _, r := range repeats { // a claim listed twice is finished once
+			outs[r[0]] = outs[r[1]]
+		}
+	}()
+	if len(pending) == 1 {
+		c := claims[pending[0]]
+		out, cause := c.finish(ctx)
+		outs[pending[0]], c.final = out, out
+		c.report(ctx, out, cause, c.ran)
+		return outs
+	}
+	// The markers' retries share one StoreTimeout, after the batch's own
+	// round trip (if any), so Finish answers within two store calls' bound
+	// however many claims it is given.
+	errs := make([]error, len(pending))
+	failed := pending
+	firstErrs := make(map[int]error) // the batch's answer to a marker retried
+	if g.batch != nil {
+		reqs := make([]driver.CompleteRequest, len(pending))
+		for j, i := range pending {
+			reqs[j] = claims[i].completeRequest()
+		}
+		sctx, cancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
+		_, errs = sendBatch(sctx, completeBatch(g.batch), reqs)
+		cancel()
+		failed = nil
+		for j, i := range pending {
+			if errs[j] != nil && !markerFinal(errs[j]) {
+				failed = append(failed, i)
+				firstErrs[i] = errs[j]
+			}
+		}
+	}
+	// The retries run side by side, so a marker that hangs takes none of
+	// the others' time.
+	rctx, cancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
+	defer cancel()
+	retriedErrs := make([]error, len(failed))
+	var wg sync.WaitGroup
+	for j, i := range failed {
+		wg.Go(func() { _, retriedErrs[j] = g.retryCompleteWithin(rctx, claims[i].completeRequest(), firstErrs[i]) })
+	}
+	wg.Wait()
+	retried := make(map[int]error, len(failed))
+	for j, i := range failed {
+		retried[i] = retriedErrs[j]
+	}
+	for j, i := range pending {
+		c := claims[i]
+		err, ok := retried[i]
+		if !ok {
+			err = errs[j]
+		}
+		outs[i], c.final = completeOutcome(err), completeOutcome(err)
+		c.stopHeartbeat()
+		c.report(ctx, outs[i], err, c.ran)
+	}
+	return outs
+}
+
+// completeRequest returns the request that writes the claim's done marker,
+// with the job's result unless it is too large to store.
+func (c *Claim) completeRequest() driver.CompleteRequest {
+	result := c.value
+	if c.unstored != nil {
+		result = nil
+	}
+	return driver.CompleteRequest{Key: c.key, Token: c.token, Fingerprint: c.fp, Result: result, Retention: c.g.cfg.Retention, Fence: c.reply.Fence}
+}
+
+// finish writes the done marker (see complete), then stops the heartbeat
+// that kept the claim alive meanwhile.
+func (c *Claim) finish(ctx context.Context) (Outcome, error) {
+	defer c.stopHeartbeat()
+	return c.g.complete(ctx, c)
+}
+
+// complete writes the done marker, through the group commit when there is
+// one, retrying store failures on its own; every attempt shares one
+// StoreTimeout (a marker in a shared round trip that hangs may wait one
+// more, as any call of the group commit). It runs even when ctx is
+// cancelled: the effect happened.
+func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
+	req := c.completeRequest()
+	sctx, cancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
+	defer cancel()
+	if g.groupCommit != nil {
+		// Queued behind round trips that others' calls keep busy, a marker
+		// waits half its time at most, then makes its own round trip.
+		_, err := g.groupCommit.doWithin(sctx, storeOp{complete: req}, g.cfg.StoreTimeout/2)
+		if err == nil || markerFinal(err) || sctx.Err() != nil {
+			return completeOutcome(err), err
+		}
+		return g.retryCompleteWithin(sctx, req, err)
+	}
+	return g.retryCompleteWithin(sctx, req, nil)
+}
+
+// retryCompleteWithin writes a done marker on its own, retrying store
+// failures after completeBackoff until sctx, which the caller bounded, ends.
+//
+// prev is the error of an attempt made before, if any. Every attempt sends
+// the same request: one that an earlier attempt wrote (its reply lost, or
+// answered ErrUnreplicated) finds this claim's own marker, answered nil
+// (and acknowledged anew), and one that finds another claim's marker, or
+// none, is LeaseLost.
+func (g *Guard) retryCompleteWithin(sctx context.Context, req driver.CompleteRequest, prev error) (Outcome, error) {
+	for attempt := 0; ; attempt++ {
+		if prev != nil || attempt > 0 {
+			pause := time.NewTimer(completeBackoff[min(attempt, len(completeBackoff)-1)])
+			select {
+			case <-pause.C:
+			case <-sctx.Done():
+				pause.Stop()
+				return completeOutcome(prev), prev
+			}
+		}
+		err := g.storeComplete(sctx, req)
+		if err == nil || markerFinal(err) || sctx.Err() != nil {
+			return completeOutcome(err), err
+		}
+		prev = err
+	}
+}
+
+// completeBackoff is the wait before each retry of a failed Complete; the
+// last one repeats until the marker's StoreTimeout ends, so a marker
+// outlasts a failover shorter than that.
+var completeBackoff = [...]time.Duration{10 * time.Millisecond, 50 * time.Millisecond, 200 * time.Millisecond}
+
+// markerFinal reports whether a failed done marker's write is final, not to
+// be tried again: the token lost the key. (A marker written but not
+// acknowledged, ErrUnreplicated, is sent again, as any other failure: the
+// store knows its own marker.)
+func markerFinal(err error) bool { return errors.Is(err, ErrLeaseLost) }
+
+// completeOutcome returns the outcome of a job that succeeded under its
+// claim, whose done marker's write ended with err.
+func completeOutcome(err error) Outcome {
+	switch {
+	case err == nil:
+		return Ran
+	case errors.Is(err, ErrLeaseLost):
+		return LeaseLost
+	default:
+		return Unrecorded
+	}
+}

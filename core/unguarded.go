@@ -1,0 +1,54 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// runUnguarded runs fn without a claim: cause is the store error under
+// which the Guard fails open, or nil for a job unguarded by configuration.
+func (g *Guard) runUnguarded(ctx context.Context, c *Claim, fn RunFunc, cause error) (Result, error) {
+	start := time.Now()
+	finished := false
+	defer func() {
+		if !finished {
+			r := recover()
+			c.state, c.final = claimFinished, Failed
+			c.report(ctx, Failed, fmt.Errorf("jobonce: job panicked: %v", r), time.Since(start))
+			if r != nil {
+				panic(r)
+			}
+		}
+	}()
+	value, err := fn(g.withJob(ctx, c.job, 0))
+	finished = true
+	c.ran = time.Since(start)
+	if err != nil {
+		c.report(ctx, Failed, err, c.ran)
+		return Result{Outcome: Failed, Value: value}, err
+	}
+	c.report(ctx, Unguarded, cause, c.ran)
+	return Result{Outcome: Unguarded, Value: value}, nil
+}
+
+// runShadow runs, in shadow mode, a delivery that enforcement would skip
+// with outcome would (and error cause): without a claim, reported as
+// Unguarded (or Failed) with Event.WouldSkip set.
+func (c *Claim) runShadow(ctx context.Context, fn RunFunc, would Outcome, cause error) (Result, error) {
+	if ended(ctx) != nil {
+		return c.cancel(ctx)
+	}
+	c.wouldSkip = would
+	if would == Duplicate || would == Running || would == Conflict {
+		cause = nil // the store answered: this is no store failure
+	}
+	return c.g.runUnguarded(ctx, c, fn, cause)
+}
+
+// cancel reports that the caller's context ended before a job that holds
+// no claim could run: Canceled, and nothing runs.
+func (c *Claim) cancel(ctx context.Context) (Result, error) {
+	c.err = fmt.Errorf("jobonce: job not run: stopped by the caller's context: %w", ended(ctx))
+	return c.decline(ctx, Canceled, c.err)
+}

@@ -1,0 +1,269 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobonce/jobonce/core/driver"
+)
+
+// Runs reports whether the claim's answer lets Work call the job's
+// function: the claim holds the key, or the job runs without one
+// (Job.Unguarded, the store could not be reached and the Guard fails open,
+// or shadow mode, which runs every delivery), or it found its job running
+// and may wait for that copy's outcome (Job.WaitUntil), after which it may
+// run the job. A consumer can run the claims that run on goroutines of
+// their own and settle the others at once with Work, which then calls no
+// function and does not wait. Work may still not run a claim for which
+// Runs is true, when the caller's context ended meanwhile (Canceled), the
+// answer came past half the lease (Unavailable), or the wait ended with its
+// job done (Duplicate) or still running (Running); it reports that
+// outcome.
+func (c *Claim) Runs() bool {
+	switch {
+	case c == nil || c.g == nil || c.state >= claimWorking:
+		return false
+	case c.job.Unguarded:
+		return true
+	case c.g.cfg.Shadow:
+		return c.state != claimCanceled // shadow mode runs every delivery
+	case c.state == claimAnswered:
+		return c.reply.State == driver.StateClaimed || c.waits()
+	default:
+		return c.failsOpen(c.state)
+	}
+}
+
+// failsOpen reports whether a claim whose answer is answer failed with a
+// store failure under which the Guard runs the job unguarded: with
+// FailOpen, a store that could not be reached (see unreachable), never an
+// answer it gave.
+func (c *Claim) failsOpen(answer claimState) bool {
+	return c.g.cfg.FailOpen && answer == claimOutage
+}
+
+// Work runs fn if the claim holds the key (see Runs) and reports the
+// outcome as Guard.Run does, with one difference: when fn succeeds under
+// the claim, the claim stays held and Work returns outcome Ran and a nil
+// error; the caller must then pass the claim to Guard.Finish, which records
+// the done marker (for many claims in one round trip) and reports the final
+// outcome. Until then the heartbeat keeps the claim alive, so the caller
+// must call Finish for every claim Work left pending, on every path. Every
+// other outcome is final. A claim's Work runs once; a second call is
+// Rejected.
+func (c *Claim) Work(ctx context.Context, fn RunFunc) (Result, error) {
+	if c == nil {
+		return Result{Outcome: Rejected}, errors.New("jobonce: core: Claim.Work: the Claim is nil")
+	}
+	res, toMark, err := c.work(ctx, fn, "Claim.Work")
+	switch {
+	case toMark:
+		c.state = claimPending
+		return Result{Outcome: Ran, Value: c.value}, nil
+	case c.state == claimWorking: // this call settled it, not an earlier one
+		c.state, c.final = claimFinished, res.Outcome
+	}
+	return res, err
+}
+
+// work runs fn when the claim holds the key, and reports the final outcome,
+// or toMark: fn succeeded under the claim, whose done marker is still to be
+// written. caller names the exported function, in errors.
+func (c *Claim) work(ctx context.Context, fn RunFunc, caller string) (res Result, toMark bool, err error) {
+	answer, err := c.begin(ctx, fn, caller)
+	if err != nil {
+		return Result{Outcome: Rejected}, false, err
+	}
+	if c.job.Unguarded {
+		res, err = c.g.runUnguarded(ctx, c, fn, nil)
+		return res, false, err
+	}
+	switch answer {
+	case claimFailed, claimOutage, claimCanceled:
+		res, err = c.failed(ctx, fn, answer)
+		return res, false, err
+	}
+	return c.answered(ctx, fn)
+}
+
+// begin begins the claim's one Work: it marks the claim working and
+// returns its answer, the state Guard.Claim left it in. It returns an
+// error (the outcome is Rejected) for a Claim of no Guard, for one Work
+// was called on already, and for a nil fn, releasing the claim.
+func (c *Claim) begin(ctx context.Context, fn RunFunc, caller string) (claimState, error) {
+	if c.g == nil {
+		return 0, fmt.Errorf("jobonce: core: %s: the Claim does not come from Guard.Claim", caller)
+	}
+	if c.state >= claimWorking {
+		err := fmt.Errorf("jobonce: core: %s: the claim was used by Work already", caller)
+		c.report(ctx, Rejected, err, 0)
+		return 0, err
+	}
+	answer := c.state
+	c.state = claimWorking
+	if fn == nil {
+		err := fmt.Errorf("jobonce: core: %s: job function is nil", caller)
+		c.report(ctx, Rejected, err, 0)
+		if answer == claimAnswered && c.reply.State == driver.StateClaimed {
+			c.g.release(ctx, c.key, c.token)
+		}
+		return 0, err
+	}
+	return answer, nil
+}
+
+// failed settles a claim whose answer is a failure: the caller's
+// cancellation (Canceled), an invalid key (Rejected), a store that could
+// not be reached, under FailOpen (fn runs unguarded, unless ctx has ended
+// meanwhile), or any other store failure (Unavailable: fail closed).
+func (c *Claim) failed(ctx context.Context, fn RunFunc, answer claimState) (Result, error) {
+	switch {
+	case answer == claimCanceled:
+		return c.decline(ctx, Canceled, c.err)
+	case errors.Is(c.err, ErrInvalidKey):
+		return c.skip(ctx, fn, Rejected, c.err)
+	case c.failsOpen(answer):
+		if ended(ctx) != nil {
+			return c.cancel(ctx)
+		}
+		return c.g.runUnguarded(ctx, c, fn, c.err)
+	}
+	return c.skip(ctx, fn, Unavailable, fmt.Errorf("%w: %w", ErrStoreUnavailable, c.err))
+}
+
+// answered settles a claim the store answered: one that holds the key runs
+// its job (see runHeld); for any other, the outcome decided (see decision)
+// is final, and a Duplicate carries the stored result and its lag.
+func (c *Claim) answered(ctx context.Context, fn RunFunc) (res Result, toMark bool, err error) {
+	out, err := c.decision(ctx)
+	if out == 0 {
+		return c.runHeld(ctx, fn)
+	}
+	if out == Duplicate {
+		c.lag = lagOf(c.reply.Remaining, c.g.cfg.Retention)
+	}
+	res, err = c.skip(ctx, fn, out, err)
+	return res, false, err
+}
+
+// decision decides the store's answer (see Guard.decide): 0 when the claim
+// holds the key, else the final outcome and its error. A claim that found
+// its job running and may wait (see waits and waitUntil) first waits for
+// the running copy, and the answer the wait ended with is decided; a wait
+// that ended without one is Canceled (the caller's context ended) or
+// Unavailable (the store failed: failing closed even under FailOpen, as
+// the copy saw its job running). A claim never waits in shadow mode.
+func (c *Claim) decision(ctx context.Context) (Outcome, error) {
+	out, err := c.g.decide(c.job, c.fp, c.reply)
+	if out != Running || !c.waits() {
+		return out, err
+	}
+	until := c.waitUntil()
+	if until.IsZero() {
+		return out, err
+	}
+	switch c.await(ctx, until) {
+	case claimCanceled:
+		return Canceled, c.err
+	case claimFailed:
+		return Unavailable, fmt.Errorf("%w: %w", ErrStoreUnavailable, c.err)
+	}
+	return c.g.decide(c.job, c.fp, c.reply)
+}
+
+// runHeld runs fn under the claim, which holds the key, unless the
+// caller's context has ended (Canceled, releasing the claim) or the answer
+// came late (see answeredLate). fn's error releases the claim (Failed); its
+// success leaves the claim held, its done marker to be written (toMark).
+func (c *Claim) runHeld(ctx context.Context, fn RunFunc) (res Result, toMark bool, err error) {
+	g := c.g
+	if g.stopped(ctx, c) { // released
+		res, err = c.decline(ctx, Canceled, c.err)
+		return res, false, err
+	}
+	if after := time.Since(c.started); after >= g.cfg.Lease/2 {
+		res, err = c.answeredLate(ctx, fn, after)
+		return res, false, err
+	}
+	value, err := c.call(ctx, fn)
+	if err != nil {
+		g.release(ctx, c.key, c.token)
+		c.report(ctx, Failed, err, c.ran)
+		return Result{Outcome: Failed, Value: value}, false, err
+	}
+	c.value, c.unstored = value, g.checkResult(value)
+	return Result{Outcome: Ran, Value: value}, true, nil
+}
+
+// answeredLate settles a claim whose answer came after, past half its
+// lease since it was sent: the claim may lapse before the heartbeat can
+// renew it, and another copy may then run alongside, so it is released and
+// fails closed, as for an outage (Unavailable; Canceled if ctx ended
+// meanwhile).
+func (c *Claim) answeredLate(ctx context.Context, fn RunFunc, after time.Duration) (Result, error) {
+	g := c.g
+	g.release(ctx, c.key, c.token)
+	if g.stopped(ctx, c) {
+		return c.decline(ctx, Canceled, c.err)
+	}
+	err := fmt.Errorf("%w: the claim was answered %s after it was sent, past half its lease (%s)", ErrStoreUnavailable, after.Round(time.Millisecond), g.cfg.Lease)
+	return c.skip(ctx, fn, Unavailable, err)
+}
+
+// skip reports outcome out and error err for a job that enforcement does
+// not run; shadow mode runs it all the same (see runShadow). A Duplicate's
+// Result carries the stored result.
+func (c *Claim) skip(ctx context.Context, fn RunFunc, out Outcome, err error) (Result, error) {
+	if c.g.cfg.Shadow {
+		return c.runShadow(ctx, fn, out, err)
+	}
+	res, err := c.decline(ctx, out, err)
+	if out == Duplicate {
+		res.Value = c.reply.Result
+	}
+	return res, err
+}
+
+// call runs fn under a heartbeat. When fn succeeds, the heartbeat goes on
+// (c.hb) until the done marker is written; otherwise it stops and the claim
+// is released. A panic is reported as Failed and raised again.
+func (c *Claim) call(ctx context.Context, fn RunFunc) (value []byte, err error) {
+	g := c.g
+	jobCtx, cancel := context.WithCancelCause(g.withJob(ctx, c.job, c.reply.Fence))
+	c.hb = g.startHeartbeat(jobCtx, c.key, c.token, c.started, cancel)
+	start := time.Now()
+	finished := false
+	defer func() {
+		cancel(nil)
+		c.ran = time.Since(start)
+		if finished && err == nil {
+			return
+		}
+		c.stopHeartbeat()
+		if finished {
+			return // fn's error: runHeld releases and reports it
+		}
+		r := recover()
+		g.release(ctx, c.key, c.token)
+		c.state, c.final = claimFinished, Failed
+		c.report(ctx, Failed, fmt.Errorf("jobonce: job panicked: %v", r), c.ran)
+		if r != nil {
+			panic(r)
+		}
+	}()
+	value, err = fn(jobCtx)
+	finished = true
+	return value, err
+}
+
+// checkResult returns an error matching ErrResultTooLarge, naming its size
+// and the limit, when a job's result is larger than Config.MaxResultSize.
+func (g *Guard) checkResult(result []byte) error {
+	if len(result) <= g.cfg.MaxResultSize {
+		return nil
+	}
+	return fmt.Errorf("%w: the job's result is %d bytes, over Config.MaxResultSize (%d bytes); its done marker was written without it, so duplicates get no result",
+		ErrResultTooLarge, len(result), g.cfg.MaxResultSize)
+}
