@@ -23,6 +23,7 @@ type Store struct {
 	fences    map[string]int64 // the last fence of every key ever claimed
 	now       func() time.Time
 	claims    int                    // claims since the last sweep of expired entries
+	kept      int                    // entries the last sweep left
 	listeners map[*listener]struct{} // open Listeners (Listen)
 }
 
@@ -182,15 +183,19 @@ func (s *Store) Len() int {
 	return n
 }
 
-// sweep drops expired entries once every 1024 claims, so the memory of
-// claims and done markers stays bounded by the live ones. Fences stay.
+// sweep drops expired entries once the claims since the last sweep number
+// at least 1024 and at least the entries that sweep left, so the memory of
+// claims and done markers stays within about twice the live ones, and each
+// claim pays for two entries' visits at most, however many are live. Fences
+// stay.
 func (s *Store) sweep(now time.Time) {
 	s.claims++
-	if s.claims < 1024 {
+	if s.claims < max(1024, s.kept) {
 		return
 	}
 	s.claims = 0
 	for key := range s.entries {
 		s.live(key, now)
 	}
+	s.kept = len(s.entries)
 }
