@@ -217,10 +217,10 @@ func TestGroupCommitDetachesSharedRoundTrips(t *testing.T) {
 	require.False(t, sawCancelled.Load(), "a round trip for several callers does not carry a caller's cancellation")
 }
 
-// Calls that arrive while a round trip is in flight wait for it and share
-// the next one, though slots are free: four callers make about half as many
-// round trips as calls, where a round trip each would go at once.
-func TestGroupCommitBatchesCallsThatArriveDuringARoundTrip(t *testing.T) {
+// Calls go at once while a round trip slot is free, and those that find
+// every slot in flight share the next round trip: eight callers on four
+// slots make fewer round trips than calls, and four or fewer make one each.
+func TestGroupCommitBatchesCallsThatFindEverySlotInFlight(t *testing.T) {
 	var rounds, alone, calls atomic.Int64
 	slow := func() { time.Sleep(time.Millisecond) } // a round trip's latency, not a synchronisation
 	c := &groupCommit[int, int]{timeout: 10 * time.Second, slots: groupRoundTrips,
@@ -240,27 +240,35 @@ func TestGroupCommitBatchesCallsThatArriveDuringARoundTrip(t *testing.T) {
 	require.Equal(t, 2, v)
 	require.EqualValues(t, 1, alone.Load(), "a call to an idle store goes at once, alone")
 
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for i := range 50 {
-				v, err := c.do(context.Background(), i)
-				require.NoError(t, err)
-				require.Equal(t, 2*i, v)
-				calls.Add(1)
-			}
-		})
+	callers := func(n int) {
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				for i := range 50 {
+					v, err := c.do(context.Background(), i)
+					require.NoError(t, err)
+					require.Equal(t, 2*i, v)
+					calls.Add(1)
+				}
+			})
+		}
+		wg.Wait()
 	}
-	wg.Wait()
-	t.Logf("%d calls in %d round trips", calls.Load(), rounds.Load()-1)
-	require.Less(t, rounds.Load()-1, calls.Load()*3/4, "calls shared round trips")
+	rounds.Store(0)
+	callers(groupRoundTrips)
+	require.Equal(t, calls.Load(), rounds.Load(), "as many callers as slots: each call goes at once")
+	rounds.Store(0)
+	calls.Store(0)
+	callers(2 * groupRoundTrips)
+	t.Logf("%d calls in %d round trips", calls.Load(), rounds.Load())
+	require.Less(t, rounds.Load(), calls.Load()*3/4, "calls shared round trips")
 	require.Zero(t, c.inFlight)
-	require.Empty(t, c.flights)
+	require.Empty(t, c.queue)
 }
 
-// A round trip that takes far longer than the recent ones lets the next
-// call go beside it at once, in another slot: it waits for no timeout.
-func TestGroupCommitGoesBesideAnOverdueRoundTrip(t *testing.T) {
+// A round trip that hangs holds nobody up while another slot is free: the
+// next calls go beside it at once, and wait for no timeout.
+func TestGroupCommitGoesBesideARoundTripThatHangs(t *testing.T) {
 	h := newHung()
 	const timeout = 10 * time.Second
 	c := &groupCommit[int, int]{timeout: timeout, slots: groupRoundTrips, one: h.one, send: double}

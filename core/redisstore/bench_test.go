@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,56 +21,106 @@ import (
 // SET NX PX lock pairs with.
 var rawRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 
-// BenchmarkClaimCompleteInterleaved compares Guard.Do (claim + complete) with
-// the raw pair it replaces: SET NX PX, then a token-checked Lua DEL. They run
-// in alternating chunks of 500 operations at 1 and 64 goroutines, so that
-// both see the same machine load; it reports each one's time and Redis
-// server CPU per operation, and jobonce's throughput as a fraction of the
-// raw pair's (jobonce/raw above 1 is faster). Allocations per operation of
-// each, next to redislock and redsync, come from the bench module. Run:
+// BenchmarkClaimCompleteInterleaved compares Guard.Do (claim + complete)
+// with what it replaces: the raw pair (SET NX PX, then a token-checked Lua
+// DEL), the naive pair a user would write (SET NX PX, then SET a done
+// marker), and Guard.Do without the group commit. The four run in
+// alternating chunks of 500 operations at 1, 4, 16, 64 and 256 goroutines,
+// so that all see the same machine load; it reports each one's time and
+// Redis server CPU per operation, and the rates as fractions (jobonce/naive
+// above 1 means Guard.Do is faster than the naive pair). Allocations per
+// operation, next to redislock and redsync, come from the bench module.
+// Run:
 //
 //	go test -run '^$' -bench ClaimCompleteInterleaved -benchtime 30000x -count 3 ./core/redisstore
 func BenchmarkClaimCompleteInterleaved(b *testing.B) {
 	prefix := testenv.Prefix(b)
 	client := testenv.Redis(b, prefix)
-	g, err := core.New(newStore(b, client), &core.Config{KeyPrefix: prefix, Logger: quiet, Retention: time.Minute})
-	if err != nil {
-		b.Fatal(err)
+	guard := func(unbatched bool) *core.Guard {
+		g, err := core.New(newStore(b, client), &core.Config{KeyPrefix: prefix, Logger: quiet, Retention: time.Minute, DisableBatching: unbatched})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return g
 	}
 	var seq atomic.Int64
+	next := func(kind string) string { return prefix + kind + strconv.FormatInt(seq.Add(1), 36) }
 	raw := func(ctx context.Context) error {
-		key := prefix + "r" + strconv.FormatInt(seq.Add(1), 36)
-		tok := driver.NewToken().String()
+		key, tok := next("r"), driver.NewToken().String()
 		if err := client.SetNX(ctx, key, tok, 30*time.Second).Err(); err != nil {
 			return err
 		}
 		return rawRelease.Run(ctx, client, []string{key}, tok).Err()
 	}
-	guarded := func(ctx context.Context) error {
-		_, err := g.Do(ctx, "j"+strconv.FormatInt(seq.Add(1), 36), func(context.Context) error { return nil })
-		return err
+	naive := func(ctx context.Context) error {
+		key := next("n")
+		if ok, err := client.SetNX(ctx, key, "running", 30*time.Second).Result(); err != nil || !ok {
+			return err
+		}
+		return client.Set(ctx, key, "done", time.Minute).Err()
 	}
-	for _, c := range []int{1, 64} {
+	do := func(g *core.Guard, kind string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := g.Do(ctx, next(kind), func(context.Context) error { return nil })
+			return err
+		}
+	}
+	names := [...]string{"raw", "naive", "jobonce", "unbatched"}
+	ops := [...]func(context.Context) error{raw, naive, do(guard(false), "j"), do(guard(true), "u")}
+	for _, c := range []int{1, 4, 16, 64, 256} {
 		b.Run("c="+strconv.Itoa(c), func(b *testing.B) {
 			const chunk = 500
-			var spent, server [2]time.Duration
-			ops := [2]func(context.Context) error{raw, guarded}
+			var spent, server, own [len(ops)]time.Duration
 			for done := 0; done < b.N; done += chunk {
 				n := min(chunk, b.N-done)
 				for i, op := range ops {
-					cpu := testenv.RedisCPU(b, client)
+					cpu, mine := testenv.RedisCPU(b, client), processCPU(b)
 					spent[i] += runChunk(b, op, n, c)
 					server[i] += testenv.RedisCPU(b, client) - cpu
+					own[i] += processCPU(b) - mine
 				}
 			}
 			perOp := func(d time.Duration, unit time.Duration) float64 { return float64(d) / float64(unit) / float64(b.N) }
-			b.ReportMetric(perOp(spent[0], time.Nanosecond), "raw-ns/op")
-			b.ReportMetric(perOp(spent[1], time.Nanosecond), "jobonce-ns/op")
-			b.ReportMetric(perOp(server[0], time.Microsecond), "raw-redis-µs/op")
-			b.ReportMetric(perOp(server[1], time.Microsecond), "jobonce-redis-µs/op")
-			b.ReportMetric(spent[0].Seconds()/spent[1].Seconds(), "jobonce/raw")
+			for i, name := range names {
+				b.ReportMetric(perOp(spent[i], time.Nanosecond), name+"-ns/op")
+				b.ReportMetric(perOp(server[i], time.Microsecond), name+"-redis-µs/op")
+				b.ReportMetric(perOp(own[i], time.Microsecond), name+"-client-µs/op")
+			}
+			b.ReportMetric(spent[1].Seconds()/spent[2].Seconds(), "jobonce/naive")
+			b.ReportMetric(spent[0].Seconds()/spent[2].Seconds(), "jobonce/raw")
+			b.ReportMetric(spent[0].Seconds()/spent[1].Seconds(), "naive/raw")
+			b.ReportMetric(spent[0].Seconds()/spent[3].Seconds(), "unbatched/raw")
 		})
 	}
+}
+
+// BenchmarkDo measures one Guard.Do of a no-op job on Redis, one goroutine:
+// its allocations per operation are the figure the README gives.
+func BenchmarkDo(b *testing.B) {
+	prefix := testenv.Prefix(b)
+	g, err := core.New(newStore(b, testenv.Redis(b, prefix)), &core.Config{KeyPrefix: prefix, Logger: quiet, Retention: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	nop := func(context.Context) error { return nil }
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		if _, err := g.Do(ctx, "d"+strconv.Itoa(i), nop); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// processCPU returns the CPU time this process has used, user and system.
+func processCPU(b *testing.B) time.Duration {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }
 
 // runChunk runs op n times on c goroutines and returns the wall time.
