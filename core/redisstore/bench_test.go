@@ -37,7 +37,7 @@ func BenchmarkClaimCompleteInterleaved(b *testing.B) {
 	prefix := testenv.Prefix(b)
 	client := testenv.Redis(b, prefix)
 	guard := func(unbatched bool) *core.Guard {
-		g, err := core.New(newStore(b, client), &core.Config{KeyPrefix: prefix, Logger: quiet, Retention: time.Minute, DisableBatching: unbatched})
+		g, err := core.New(newStore(b, client), &core.Config{KeyPrefix: prefix, Logger: quiet, Retention: time.Minute, DisableGroupCommit: unbatched})
 		if err != nil {
 			b.Fatal(err)
 		}
