@@ -49,3 +49,33 @@ func TestSweepKeepsMemoryBoundedAndIsAmortized(t *testing.T) {
 	require.LessOrEqual(t, sweeps, 2, "a sweep waits for as many claims as the entries it left")
 	require.Less(t, float64(visits)/40_000, 2.5, "entry visits per claim")
 }
+
+// TestSweepDropsEntriesSoonAfterTheyExpire: when the done markers of a busy
+// spell expire together, the claims that follow (of short-lived keys, so
+// that hardly any entry is live) sweep them within a bounded number of
+// claims, so the memory stays near the live entries, as the sweep's doc
+// says, not near the entries that were live at the last sweep.
+func TestSweepDropsEntriesSoonAfterTheyExpire(t *testing.T) {
+	s := New()
+	clock := time.Unix(1_800_000_000, 0)
+	s.now = func() time.Time { return clock }
+	ctx := context.Background()
+	claim := func(key string, lease time.Duration) {
+		t.Helper()
+		r, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: driver.NewToken(), Lease: lease})
+		require.NoError(t, err)
+		require.Equal(t, driver.StateClaimed, r.State)
+	}
+
+	const spell = 20_000
+	for i := range spell {
+		claim("spell-"+strconv.Itoa(i), time.Hour)
+	}
+	clock = clock.Add(2 * time.Hour) // the spell's entries all expire
+	for i := range 2048 {
+		claim("short-"+strconv.Itoa(i), time.Millisecond)
+		clock = clock.Add(time.Millisecond) // each short claim expires at once
+	}
+	require.Less(t, len(s.entries), 1024+1024,
+		"2,048 claims after %d entries expired, with one live, the store still holds %d entries", spell, len(s.entries))
+}
