@@ -27,12 +27,12 @@ type Config struct {
 
 	// DisableGroupCommit turns off group commit. With a BatchStore
 	// (redisstore, pgstore), claims and done markers of concurrent calls
-	// share store round trips: a call that finds no round trip in flight
-	// goes at once; calls that arrive while one is in flight go together in
-	// the next, up to 128, claims and markers alike. A round trip that takes
-	// more than twice the recent average lets the next one go beside it, up
-	// to four in flight, so one that hangs holds nobody up. No goroutine is
-	// involved. Defaults to false (group commit on).
+	// share store round trips: up to four round trips are in flight, a call
+	// that finds one of them free goes at once, alone, and calls that find
+	// all four in flight go together in the next to end, up to 128, claims
+	// and markers alike. One round trip that hangs holds nobody up while
+	// another is free. No goroutine is involved. Defaults to false (group
+	// commit on).
 	DisableGroupCommit bool
 
 	// FailOpen runs jobs unguarded (outcome Unguarded), and lets Enqueue

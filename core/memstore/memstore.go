@@ -22,8 +22,7 @@ type Store struct {
 	entries   map[string]*entry
 	fences    map[string]int64 // the last fence of every key ever claimed
 	now       func() time.Time
-	claims    int                    // claims since the last sweep of expired entries
-	kept      int                    // entries the last sweep left
+	expiring  expiryQueue            // when entries expire, for sweep
 	listeners map[*listener]struct{} // open Listeners (Listen)
 }
 
@@ -97,6 +96,7 @@ func (s *Store) claim(ctx context.Context, req driver.ClaimRequest, await bool) 
 	fence := max(now.UnixMicro(), s.fences[req.Key]+1)
 	s.fences[req.Key] = fence
 	s.entries[req.Key] = &entry{token: req.Token, fence: fence, fingerprint: req.Fingerprint, expires: now.Add(req.Lease)}
+	s.expiring.add(req.Key, now.Add(req.Lease))
 	return driver.ClaimReply{State: driver.StateClaimed, Fence: fence}, nil
 }
 
@@ -124,6 +124,7 @@ func (s *Store) Extend(ctx context.Context, key string, token driver.Token, leas
 		return driver.ErrLeaseLost
 	}
 	e.expires = s.now().Add(lease)
+	s.expiring.add(key, e.expires)
 	return nil
 }
 
@@ -148,6 +149,7 @@ func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error 
 	awaited := !e.done && e.awaited
 	if !e.done {
 		*e = entry{done: true, token: req.Token, fingerprint: req.Fingerprint, result: bytes.Clone(req.Result), expires: now.Add(req.Retention)}
+		s.expiring.add(req.Key, e.expires)
 	}
 	s.notifyUnlock(req.Key, awaited)
 	return nil
@@ -183,19 +185,16 @@ func (s *Store) Len() int {
 	return n
 }
 
-// sweep drops expired entries once the claims since the last sweep number
-// at least 1024 and at least the entries that sweep left, so the memory of
-// claims and done markers stays within about twice the live ones, and each
-// claim pays for two entries' visits at most, however many are live. Fences
-// stay.
+// sweep drops the entries that have expired by now, at each claim, so the
+// memory of claims and done markers follows the live ones. Each time an
+// entry's expiry is set is queued once and taken once, so a claim costs
+// O(log n) on average, however many entries are live. Fences stay.
 func (s *Store) sweep(now time.Time) {
-	s.claims++
-	if s.claims < max(1024, s.kept) {
-		return
+	for {
+		key, ok := s.expiring.due(now)
+		if !ok {
+			return
+		}
+		s.live(key, now) // drops it if it has expired; a later expiry was queued too
 	}
-	s.claims = 0
-	for key := range s.entries {
-		s.live(key, now)
-	}
-	s.kept = len(s.entries)
 }
