@@ -46,7 +46,7 @@ type serverVariant struct {
 // comes from one run. It reports each variant's tasks/s, the CPU time of this process (server and
 // middleware) and of Redis per task (-cpu-µs/task, -redis-cpu-µs/task: on a
 // busy machine their sum, the cost of a task, is a steadier measure than a
-// rate), the ratios jobonce/plain, unbatched/plain, naive/plain and
+// rate), the ratios jobonce/plain, ungrouped/plain, naive/plain and
 // jobonce/naive, and for the middleware the crash window: how long after the
 // handler returned its task's done marker was written (-marker-p50-µs,
 // -marker-p99-µs; see testenv.MarkerDelays). Run:
@@ -60,7 +60,7 @@ func BenchmarkServer(b *testing.B) {
 	b.Cleanup(func() { _ = client.Close() })
 
 	var variants []*serverVariant
-	for _, name := range []string{"plain", "jobonce", "unbatched", "naive"} {
+	for _, name := range []string{"plain", "jobonce", "ungrouped", "naive"} {
 		v := &serverVariant{name: name, queue: "bench-" + name}
 		var h asynq.Handler = asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
 			v.first.CompareAndSwap(0, time.Now().UnixNano())
@@ -70,9 +70,9 @@ func BenchmarkServer(b *testing.B) {
 			return nil
 		})
 		switch name {
-		case "jobonce", "unbatched":
+		case "jobonce", "ungrouped":
 			v.delays = new(testenv.MarkerDelays)
-			cfg := &core.Config{DisableGroupCommit: name == "unbatched", Observer: v.delays.Observe}
+			cfg := &core.Config{DisableGroupCommit: name == "ungrouped", Observer: v.delays.Observe}
 			inner := asynq.HandlerFunc(testenv.RecordReturns(v.delays, asynqonce.DefaultKey, h.ProcessTask))
 			h = asynqonce.MustMiddleware(testenv.RedisGuardOn(b, rdb, name+":", cfg), nil)(inner)
 		case "naive":
@@ -130,7 +130,7 @@ func BenchmarkServer(b *testing.B) {
 			v.delays.Report(b, v.name+"-")
 		}
 	}
-	for _, name := range []string{"jobonce", "unbatched", "naive"} {
+	for _, name := range []string{"jobonce", "ungrouped", "naive"} {
 		b.ReportMetric(rate[name]/rate["plain"], name+"/plain")
 	}
 	b.ReportMetric(rate["jobonce"]/rate["naive"], "jobonce/naive")
@@ -166,10 +166,10 @@ func naive(rdb *redis.Client, prefix string, next asynq.Handler) asynq.Handler {
 func BenchmarkHandler(b *testing.B) {
 	rdb := testenv.StartRedisServer(b).Client()
 	noop := asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })
-	names := []string{"naive", "unbatched", "jobonce"}
+	names := []string{"naive", "ungrouped", "jobonce"}
 	handlers := map[string]asynq.Handler{
 		"naive":     naive(rdb, "naive:", noop),
-		"unbatched": asynqonce.MustMiddleware(testenv.RedisGuardOn(b, rdb, "unbatched:", &core.Config{DisableGroupCommit: true}), nil)(noop),
+		"ungrouped": asynqonce.MustMiddleware(testenv.RedisGuardOn(b, rdb, "ungrouped:", &core.Config{DisableGroupCommit: true}), nil)(noop),
 		"jobonce":   asynqonce.MustMiddleware(testenv.RedisGuardOn(b, rdb, "jobonce:", nil), nil)(noop),
 	}
 	var seq atomic.Int64

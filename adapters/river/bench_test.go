@@ -55,7 +55,7 @@ type noOpVariant struct {
 // variant sees the same machine load and every ratio comes from one run.
 // Settings: FetchCooldown 1ms, FetchPollInterval 50ms, MaxWorkers 100. It
 // reports each variant's jobs/s, the CPU time this process and Redis used
-// per job, the ratios middleware/plain, middleware-unbatched/plain,
+// per job, the ratios middleware/plain, middleware-ungrouped/plain,
 // naive/plain and middleware/naive, and for the middleware the crash window:
 // how long after the worker returned its job's done marker was written
 // (-marker-p50-µs, -marker-p99-µs; see testenv.MarkerDelays). Run:
@@ -64,13 +64,13 @@ type noOpVariant struct {
 func BenchmarkNoOpJobs(b *testing.B) {
 	rdb := testenv.StartRedisServer(b).Client()
 	var variants []*noOpVariant
-	for _, name := range []string{"plain", "middleware", "middleware-unbatched", "naive"} {
+	for _, name := range []string{"plain", "middleware", "middleware-ungrouped", "naive"} {
 		v := &noOpVariant{name: name}
 		v.pool, v.schema = riverSchema(b)
 		switch name {
-		case "middleware", "middleware-unbatched":
+		case "middleware", "middleware-ungrouped":
 			v.delays = new(testenv.MarkerDelays)
-			g := testenv.RedisGuardOn(b, rdb, name+":", &core.Config{DisableGroupCommit: name == "middleware-unbatched", Observer: v.delays.Observe})
+			g := testenv.RedisGuardOn(b, rdb, name+":", &core.Config{DisableGroupCommit: name == "middleware-ungrouped", Observer: v.delays.Observe})
 			v.mw = []rivertype.Middleware{MustMiddleware(g, nil)}
 		case "naive":
 			v.mw = []rivertype.Middleware{&naiveMiddleware{rdb: rdb, prefix: "naive:"}}
@@ -94,7 +94,7 @@ func BenchmarkNoOpJobs(b *testing.B) {
 			v.delays.Report(b, v.name+"-")
 		}
 	}
-	for _, name := range []string{"middleware", "middleware-unbatched", "naive"} {
+	for _, name := range []string{"middleware", "middleware-ungrouped", "naive"} {
 		b.ReportMetric(rate[name]/rate["plain"], name+"/plain")
 	}
 	b.ReportMetric(rate["middleware"]/rate["naive"], "middleware/naive")
@@ -185,13 +185,13 @@ func (m *naiveMiddleware) Work(ctx context.Context, job *rivertype.JobRow, doInn
 func BenchmarkWork(b *testing.B) {
 	rdb := testenv.StartRedisServer(b).Client()
 	type work = func(ctx context.Context, row *rivertype.JobRow, doInner func(context.Context) error) error
-	names := []string{"plain", "middleware", "middleware-unbatched", "naive"}
+	names := []string{"plain", "middleware", "middleware-ungrouped", "naive"}
 	works := map[string]work{
 		"plain": func(ctx context.Context, _ *rivertype.JobRow, doInner func(context.Context) error) error {
 			return doInner(ctx)
 		},
 		"middleware":           MustMiddleware(testenv.RedisGuardOn(b, rdb, "middleware:", nil), nil).Work,
-		"middleware-unbatched": MustMiddleware(testenv.RedisGuardOn(b, rdb, "unbatched:", &core.Config{DisableGroupCommit: true}), nil).Work,
+		"middleware-ungrouped": MustMiddleware(testenv.RedisGuardOn(b, rdb, "ungrouped:", &core.Config{DisableGroupCommit: true}), nil).Work,
 		"naive":                (&naiveMiddleware{rdb: rdb, prefix: "naive:"}).Work,
 	}
 	const chunk, goroutines = 1000, 100

@@ -131,10 +131,11 @@
 // # Group commit
 //
 // When the guard's store is a driver.BatchStore (redisstore, pgstore), the
-// guard gathers the claims of concurrent jobs into one store round trip, and
-// their done markers into another (core.Config.DisableGroupCommit turns it
-// off). No job waits for a batch to fill: a round trip starts as soon as the
-// previous one has returned, and River starts the jobs of one fetch together.
+// claims and done markers of concurrent jobs share store round trips
+// (core.Config.DisableGroupCommit turns it off). No job waits for a batch to
+// fill: up to four round trips are in flight, a claim or marker that finds
+// one free goes at once, and only those that find all four busy go together
+// in the next to end.
 //
 // # Exactly once in one transaction
 //

@@ -61,7 +61,7 @@ func TestLongestRetentionInTx(t *testing.T) {
 }
 
 // TestKeyTooLongForIndex: a key longer than the primary key index can hold
-// gives an error saying so, from Claim and from ClaimBatch, and the other
+// gives an error saying so, from Claim and from batchcall.Claims, and the other
 // requests of the batch are answered.
 func TestKeyTooLongForIndex(t *testing.T) {
 	t.Parallel()
@@ -168,7 +168,7 @@ func TestCancelledWhileWaiting(t *testing.T) {
 
 // TestClaimCancelledWhileWaiting: a claim waiting on a transactional record
 // that is not committed yet returns, when its context ends, errors wrapping
-// the context's error, from Claim and for every request of ClaimBatch.
+// the context's error, from Claim and for every request of batchcall.Claims.
 func TestClaimCancelledWhileWaiting(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)

@@ -137,7 +137,7 @@ func RunChaos(t *testing.T, opts ChaosOptions) {
 	modes := []chaosMode{
 		{name: "Do"},
 		{name: "Claim", claimAPI: true},
-		{name: "Unbatched", unbatched: true},
+		{name: "Ungrouped", ungrouped: true},
 		{name: "FailOpen", failOpen: true},
 		{name: "Wait", claimAPI: true, wait: true},
 	}
@@ -164,7 +164,7 @@ func chaosSeed(t *testing.T) uint64 {
 type chaosMode struct {
 	name      string
 	claimAPI  bool
-	unbatched bool
+	ungrouped bool
 	failOpen  bool
 	wait      bool // half the deliveries wait for their running copies
 }
@@ -215,7 +215,7 @@ func runChaos(t *testing.T, opts ChaosOptions, mode chaosMode, top, seed uint64)
 		StoreTimeout:       r.st,
 		KeyPrefix:          r.prefix,
 		FailOpen:           mode.failOpen,
-		DisableGroupCommit: mode.unbatched,
+		DisableGroupCommit: mode.ungrouped,
 		Logger:             quiet,
 		Observer:           r.observe,
 	})

@@ -375,22 +375,51 @@ func expiredLeaseLetsLaterCopyRun(t *testing.T, s *suite) {
 	g := s.guard(s.store, core.Config{Lease: lease, DisableHeartbeat: true})
 	ctx := ctx(t)
 	secondRan := make(chan struct{})
-	started := make(chan struct{})
-	done := make(chan core.Outcome, 1)
-	go func() {
-		out, _ := g.Do(ctx, "zombie", func(context.Context) error {
-			close(started)
-			<-secondRan // a stalled worker outlives its lease
-			return nil
-		})
-		done <- out
-	}()
-	<-started
+	key, done := startHolder(t, ctx, g, "zombie", func(context.Context) error {
+		<-secondRan // a stalled worker outlives its lease
+		return nil
+	})
 	require.Eventually(t, func() bool {
-		out, _ := g.Do(ctx, "zombie", func(context.Context) error { close(secondRan); return nil })
+		out, _ := g.Do(ctx, key, func(context.Context) error { close(secondRan); return nil })
 		return out == core.Ran
 	}, 10*time.Second, 10*time.Millisecond)
-	require.Equal(t, core.LeaseLost, <-done, "the stalled copy's lost lease is reported, not silent")
+	select {
+	case out := <-done:
+		require.Equal(t, core.LeaseLost, out, "the stalled copy's lost lease is reported, not silent")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stalled copy did not return after the later copy ran")
+	}
+}
+
+// startHolder starts a copy of a job that runs body under its claim, on a
+// key named after name, and returns once body has begun: the key, and the
+// copy's outcome to come. A claim answered past half a short lease (a
+// loaded machine) fails closed and runs nothing; that attempt is made again
+// on a new key, up to 20 times.
+func startHolder(t *testing.T, ctx context.Context, g *core.Guard, name string, body func(context.Context) error) (string, <-chan core.Outcome) {
+	t.Helper()
+	for attempt := range 20 {
+		key := fmt.Sprintf("%s-%d", name, attempt)
+		started := make(chan struct{})
+		done := make(chan core.Outcome, 1)
+		go func() {
+			out, _ := g.Do(ctx, key, func(ctx context.Context) error {
+				close(started)
+				return body(ctx)
+			})
+			done <- out
+		}()
+		select {
+		case <-started:
+			return key, done
+		case out := <-done:
+			require.Equal(t, core.Unavailable, out, "the holder neither ran nor failed closed")
+		case <-time.After(10 * time.Second):
+			t.Fatal("the holder neither ran nor returned")
+		}
+	}
+	t.Fatal("every holder's claim was answered past half its lease")
+	return "", nil
 }
 
 func failClosedAndFailOpen(t *testing.T, s *suite) {

@@ -30,19 +30,17 @@ func fenceRefusesAZombie(t *testing.T, s *suite) {
 	zombieFence := make(chan int64, 1)
 	resume := make(chan struct{})
 	zombieWrote := make(chan bool, 1)
-	go func() {
-		_, _ = g.Do(ctx, "fenced-zombie", func(ctx context.Context) error {
-			fence := fenceOf(ctx)
-			zombieFence <- fence
-			<-resume // stalled past its lease; then its in-flight write lands
-			zombieWrote <- down.write("account-7", fence, "zombie")
-			return nil
-		})
-	}()
-	zombie := <-zombieFence
+	key, _ := startHolder(t, ctx, g, "fenced-zombie", func(ctx context.Context) error {
+		fence := fenceOf(ctx)
+		zombieFence <- fence
+		<-resume // stalled past its lease; then its in-flight write lands
+		zombieWrote <- down.write("account-7", fence, "zombie")
+		return nil
+	})
+	zombie := <-zombieFence // sent before the holder blocks
 	var takeover int64
 	require.Eventually(t, func() bool {
-		out, _ := g.Do(ctx, "fenced-zombie", func(ctx context.Context) error {
+		out, _ := g.Do(ctx, key, func(ctx context.Context) error {
 			takeover = fenceOf(ctx)
 			require.True(t, down.write("account-7", takeover, "takeover"))
 			return nil
