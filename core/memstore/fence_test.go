@@ -15,17 +15,11 @@ import (
 // stands still or steps back, after a release, a lapsed lease and the sweep
 // of expired entries, because the Store keeps each key's last fence.
 func TestFencesOutliveTheirKeys(t *testing.T) {
-	s := New()
-	clock := time.Unix(1_800_000_000, 0)
-	s.now = func() time.Time { return clock }
+	s, clock := clocked()
 	ctx := context.Background()
 	claim := func(key string, lease time.Duration) (driver.Token, int64) {
-		t.Helper()
 		tok := driver.NewToken()
-		r, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: tok, Lease: lease})
-		require.NoError(t, err)
-		require.Equal(t, driver.StateClaimed, r.State)
-		return tok, r.Fence
+		return tok, claimFor(t, s, key, tok, lease)
 	}
 
 	tok, first := claim("k", time.Minute)
@@ -36,11 +30,11 @@ func TestFencesOutliveTheirKeys(t *testing.T) {
 
 	// The lease lapses, a sweep drops the claim, and the clock steps back
 	// before the key is claimed again.
-	clock = clock.Add(2 * time.Millisecond)
+	*clock = clock.Add(2 * time.Millisecond)
 	for i := range 1100 {
 		claim("other-"+strconv.Itoa(i), time.Minute)
 	}
-	clock = clock.Add(-time.Hour)
+	*clock = clock.Add(-time.Hour)
 	_, third := claim("k", time.Minute)
 	require.Equal(t, second+1, third, "the clock stepped back")
 	require.Equal(t, 1101, s.Len())
