@@ -30,6 +30,9 @@ func (g *Guard) decide(job Job, fp string, reply driver.ClaimReply) (Outcome, er
 	}
 }
 
+// retryAfter is the retry hint of a copy that found its job running with
+// remaining left on the running claim's lease: within [MinRetryAfter,
+// MaxRetryAfter].
 func (g *Guard) retryAfter(remaining time.Duration) time.Duration {
 	return min(max(remaining, g.cfg.MinRetryAfter), g.cfg.MaxRetryAfter)
 }

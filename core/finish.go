@@ -51,7 +51,10 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 			outs[r[0]] = outs[r[1]]
 		}
 	}()
-	if len(pending) == 1 {
+	switch len(pending) {
+	case 0:
+		return outs // no marker to write: no store call
+	case 1:
 		c := claims[pending[0]]
 		out, cause := c.finish(ctx)
 		outs[pending[0]], c.final = out, out
