@@ -205,6 +205,7 @@ func (c *Claim) runHeld(ctx context.Context, fn RunFunc) (res Result, toMark boo
 func (c *Claim) answeredLate(ctx context.Context, fn RunFunc, after time.Duration) (Result, error) {
 	g := c.g
 	g.release(ctx, c.key, c.token)
+	c.reply = driver.ClaimReply{} // released: stopped must not release it again
 	if g.stopped(ctx, c) {
 		return c.decline(ctx, Canceled, c.err)
 	}
