@@ -276,7 +276,7 @@ func TestFirstSkipIsLoggedAtInfo(t *testing.T) {
 			levels = append(levels, r.Level)
 			if r.Level == slog.LevelInfo {
 				require.Contains(t, r.Message, "riveronce: set Config.Key")
-				require.NotEmpty(t, r.Attrs["lag"])
+				testenv.RequireLag(t, r, time.Minute)
 			}
 		}
 	}

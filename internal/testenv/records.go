@@ -4,6 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Record is one log record kept by Records: its level, message and
@@ -64,3 +68,18 @@ func (r *Records) WithAttrs([]slog.Attr) slog.Handler { return r }
 
 // WithGroup implements slog.Handler.
 func (r *Records) WithGroup(string) slog.Handler { return r }
+
+// RequireLag checks r's lag attribute, a Duplicate's lag behind its first
+// copy: absent only as a store's zero (Redis keeps a millisecond, so a copy
+// arriving within one reads as none), else a duration from 0 to most.
+func RequireLag(t testing.TB, r Record, most time.Duration) {
+	t.Helper()
+	s, ok := r.Attrs["lag"]
+	if !ok {
+		return
+	}
+	lag, err := time.ParseDuration(s)
+	require.NoError(t, err, "lag %q", s)
+	require.Positive(t, lag)
+	require.LessOrEqual(t, lag, most)
+}
