@@ -99,6 +99,35 @@ func waiters(t *testing.T, pool *pgxpool.Pool, pid int) int {
 	return count(t, pool, "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))", pid)
 }
 
+// cancelWhenWaiting returns a context that is cancelled once the server
+// shows one more statement waiting behind blocker than now.
+//
+// The count is read on the test's pool, so a call under test must not
+// need all of its connections.
+func cancelWhenWaiting(t *testing.T, parent context.Context, pool *pgxpool.Pool, blocker int) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	before := waiters(t, pool, blocker)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				var n int
+				if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))", blocker).Scan(&n); err == nil && n > before {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() { cancel(); <-done }
+}
+
 // TestCancelledWhileWaiting: calls whose context ends while their statement
 // waits on a row lock return promptly with errors wrapping the context's
 // error (one per request for the batch calls), and write nothing.
@@ -129,30 +158,34 @@ func TestCancelledWhileWaiting(t *testing.T) {
 		want error
 		ctx  func() (context.Context, context.CancelFunc)
 	}{
+		// A cancel request that reaches the server before the statement
+		// does is ignored, and the statement then waits out LockTimeout:
+		// the deadline is long enough for a new connection and the
+		// statement to arrive on a loaded machine, and the cancellation
+		// comes once the server shows one more statement waiting.
 		{context.DeadlineExceeded, func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(ctx, 200*time.Millisecond)
+			return context.WithTimeout(ctx, time.Second)
 		}},
 		{context.Canceled, func() (context.Context, context.CancelFunc) {
-			c, cancel := context.WithCancel(ctx)
-			time.AfterFunc(200*time.Millisecond, cancel)
-			return c, cancel
+			return cancelWhenWaiting(t, ctx, pool, blocker)
 		}},
 	} {
-		cctx, cancel := c.ctx()
 		began := time.Now()
-		errs := batchcall.Completes(cctx, s, completes)
-		wait(c.want, "CompleteBatch", errs...)
-		cancel()
-		cctx, cancel = c.ctx()
-		wait(c.want, "Complete", s.Complete(cctx, completes[1]))
-		cancel()
-		cctx, cancel = c.ctx()
-		wait(c.want, "Extend", s.Extend(cctx, "b", claims[1].Token, time.Minute))
-		cancel()
-		cctx, cancel = c.ctx()
-		wait(c.want, "Release", s.Release(cctx, "b", claims[1].Token))
-		cancel()
-		require.Less(t, time.Since(began), 10*time.Second, "cancelled calls return promptly")
+		call := func(what string, f func(context.Context) []error) {
+			t.Helper()
+			// Each call that gave up has asked the server to cancel its
+			// statement: none waits behind the lock any more.
+			require.Eventually(t, func() bool { return waiters(t, pool, blocker) == 0 }, 10*time.Second, 10*time.Millisecond,
+				"the cancelled statements were cancelled on the server too")
+			cctx, cancel := c.ctx()
+			defer cancel()
+			wait(c.want, what, f(cctx)...)
+		}
+		call("CompleteBatch", func(ctx context.Context) []error { return batchcall.Completes(ctx, s, completes) })
+		call("Complete", func(ctx context.Context) []error { return []error{s.Complete(ctx, completes[1])} })
+		call("Extend", func(ctx context.Context) []error { return []error{s.Extend(ctx, "b", claims[1].Token, time.Minute)} })
+		call("Release", func(ctx context.Context) []error { return []error{s.Release(ctx, "b", claims[1].Token)} })
+		require.Less(t, time.Since(began), 20*time.Second, "cancelled calls return promptly")
 	}
 	// A call that gave up has asked the server to cancel its statement; one
 	// that the server finished before the request landed would have taken

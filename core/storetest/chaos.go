@@ -183,6 +183,7 @@ type chaosRun struct {
 	start  time.Time
 	end    time.Time
 	window time.Duration // how long a set of keys stays hot
+	stalls stallProbe    // the pauses of the test process
 
 	truth *truth
 }
@@ -229,6 +230,7 @@ func runChaos(t *testing.T, opts ChaosOptions, mode chaosMode, top, seed uint64)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	wg.Go(func() { r.weather(mrand.New(mrand.NewPCG(seed, 2)), stop) })
+	wg.Go(func() { r.stalls.run(stop) })
 	var workers sync.WaitGroup
 	for i := range opts.Workers {
 		workers.Go(func() { r.work(mrand.New(mrand.NewPCG(seed, 100+uint64(i)))) })

@@ -118,6 +118,11 @@ func (t *truth) started(c *chaosCall, key string, ctx context.Context, stubborn 
 		t.checkLeaseLocked(rec)
 		for _, a := range kt.active {
 			if a.ctx.Err() == nil {
+				if why, ok := t.stallExplainsOverlap(a, rec); ok {
+					t.noteLocked("two copies ran at once across a pause of the test process", "key %s: call %d's job started at %s while call %d's job (started %s) ran; %s",
+						key, c.id, t.at(rec.start), a.call.id, t.at(a.start), why)
+					continue
+				}
 				t.violateLocked("1 two copies ran at once", "key %s: call %d's job started at %s while call %d's job (started %s) ran and had not been told to stop; %s",
 					key, c.id, t.at(rec.start), a.call.id, t.at(a.start), t.overlapCause(a, rec))
 			} else {
@@ -261,9 +266,47 @@ func (t *truth) checkLeaseLocked(a *runRec) {
 	}
 	if end := g.ran.Add(t.r.lease); a.start.After(end) {
 		a.late = true
+		// The Guard checks its claim's reply by half the lease.
+		if why, ok := t.r.stallExplains(g.ran, a.start, a.start.Sub(g.ran.Add(t.r.lease/2))); ok {
+			t.noteLocked("a job started after its claim's lease had run out, across a pause of the test process", "key %s call %d: granted by %s, lease out by %s, started at %s; %s",
+				a.key, a.call.id, t.at(g.ran), t.at(end), t.at(a.start), why)
+			return
+		}
 		t.violateLocked("1 a job started after its claim's lease had run out", "key %s call %d: the store granted the claim by %s (lease %s), so it ran out by %s, yet the job started at %s; the claim's store calls: [%s]",
 			a.key, a.call.id, t.at(g.ran), t.r.lease.Round(time.Millisecond), t.at(end), t.at(a.start), t.tokenEvents(kl, g.token))
 	}
+}
+
+// stallExplainsOverlap reports whether pauses of the test process explain
+// why a's job was not yet cancelled when b's started.
+func (t *truth) stallExplainsOverlap(a, b *runRec) (string, bool) {
+	l := t.r.chaos.log
+	l.mu.Lock()
+	kl := l.keys[t.storedKey(a.key)]
+	var renewed time.Time
+	var renewing bool
+	if kl != nil {
+		if g, ok := t.grantOf(kl, a); ok {
+			renewed = kl.covers[g.token]
+			renewing = t.renewingLocked(kl, g.token, renewed)
+		}
+	}
+	l.mu.Unlock()
+	if renewed.IsZero() {
+		return "", false
+	}
+	return t.r.stallExplainsLapse(renewed, b.start, renewing)
+}
+
+// renewingLocked reports whether an extend of token was sent after the
+// claim's last renewal at renewed.
+func (t *truth) renewingLocked(kl *keyLog, token driver.Token, renewed time.Time) bool {
+	for _, ev := range kl.events {
+		if ev.token == token && ev.op == opExtend && ev.start.After(renewed) {
+			return true
+		}
+	}
+	return false
 }
 
 // grantOf returns the claim the store granted to run a: among the claims
@@ -405,6 +448,10 @@ func (t *truth) lapseLocked(a *runRec, at time.Time, what string) {
 			t.counts["claim lapsed while a renewal sent in time was still in flight"]++
 			return
 		}
+	}
+	if why, ok := t.r.stallExplainsLapse(renewed, minTime(at, lapse), t.renewingLocked(kl, g.token, renewed)); ok {
+		t.noteLocked("claim lapsed while its done marker was pending, across a pause of the test process", "key %s call %d: %s", a.key, a.call.id, why)
+		return
 	}
 	if lapse.After(at) {
 		t.noteLocked("claim lost before its lease could have run out", "key %s: call %d's claim (lease %s, last renewed %s) was lost by %s, when %s; the claim's store calls: [%s]",
@@ -563,7 +610,8 @@ func (r *chaosRun) checkTimes(d *delivery, name string) {
 		if p.to.Before(p.from) {
 			continue
 		}
-		dur := p.to.Sub(p.from)
+		// Time the test process spent paused is not the Guard's.
+		dur := p.to.Sub(p.from) - r.stalls.within(p.from, p.to)
 		own, charged := c.ownStore(p.from, p.to)
 		wait := dur - own
 		switch {

@@ -1,0 +1,41 @@
+package storetest
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestStallProbeMeasuresAPauseOfTheProcess: stopped by SIGSTOP for 300 ms
+// and resumed by SIGCONT from another process, the test process finds a
+// pause of at least 250 ms covering that time; before it, none.
+func TestStallProbeMeasuresAPauseOfTheProcess(t *testing.T) {
+	var p stallProbe
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { defer close(done); p.run(stop) }()
+	defer func() { close(stop); <-done }()
+
+	before := time.Now()
+	pid := strconv.Itoa(os.Getpid())
+	cmd := exec.Command("sh", "-c", "kill -STOP "+pid+"; sleep 0.3; kill -CONT "+pid)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pausing the process: %v: %s", err, out)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, n := p.longest(before, time.Now()); n >= 250*time.Millisecond {
+			break
+		}
+		if time.Now().After(deadline) {
+			_, n := p.longest(before, time.Now())
+			t.Fatalf("the longest pause found is %s, want at least 250ms", n)
+		}
+		time.Sleep(stallTick) // a poll with a deadline
+	}
+	if _, n := p.longest(time.Time{}, before.Add(-time.Second)); n != 0 {
+		t.Fatalf("a pause of %s found before the process was stopped", n)
+	}
+}
