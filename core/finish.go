@@ -20,9 +20,35 @@ import (
 // claim listed twice is finished once and reported at each place. Only the
 // pending claims are observed.
 func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
-	outs := make([]Outcome, len(claims))
-	var pending []int
-	var repeats [][2]int // [index, index of the claim's first entry]
+	outs, pending, repeats := g.sortClaims(ctx, claims)
+	switch len(pending) {
+	case 0: // no marker to write: no store call
+	case 1:
+		c := claims[pending[0]]
+		out, cause := c.finish(ctx)
+		outs[pending[0]], c.final = out, out
+		c.report(ctx, out, cause, c.ran)
+	default:
+		errs := g.writeMarkers(ctx, claims, pending)
+		for j, i := range pending {
+			c := claims[i]
+			outs[i], c.final = completeOutcome(errs[j]), completeOutcome(errs[j])
+			c.stopHeartbeat()
+			c.report(ctx, outs[i], errs[j], c.ran)
+		}
+	}
+	for _, r := range repeats { // a claim listed twice is finished once
+		outs[r[0]] = outs[r[1]]
+	}
+	return outs
+}
+
+// sortClaims sorts the claims given to Finish: it returns the outcomes of
+// those it reports without a store call, the indexes of the pending ones
+// (now finished: their final outcome is set with their marker) and, for a
+// claim listed again, the index of each repeat with that of its first entry.
+func (g *Guard) sortClaims(ctx context.Context, claims []*Claim) (outs []Outcome, pending []int, repeats [][2]int) {
+	outs = make([]Outcome, len(claims))
 	first := make(map[*Claim]int, len(claims))
 	for i, c := range claims {
 		if j, ok := first[c]; ok && c != nil {
@@ -42,72 +68,49 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 		case c.state != claimPending:
 			outs[i] = c.final
 		default:
-			c.state = claimFinished // final is set below, with the marker
+			c.state = claimFinished
 			pending = append(pending, i)
 		}
 	}
-	defer func() {
-		for _, r := range repeats { // a claim listed twice is finished once
-			outs[r[0]] = outs[r[1]]
-		}
-	}()
-	switch len(pending) {
-	case 0:
-		return outs // no marker to write: no store call
-	case 1:
-		c := claims[pending[0]]
-		out, cause := c.finish(ctx)
-		outs[pending[0]], c.final = out, out
-		c.report(ctx, out, cause, c.ran)
-		return outs
+	return outs, pending, repeats
+}
+
+// writeMarkers writes the done markers of the pending claims, in one round
+// trip when the store is a driver.BatchStore, then retries those that
+// failed side by side, so a marker that hangs takes none of the others'
+// time. The retries share one StoreTimeout after the batch's own, so
+// Finish answers within two store calls' bound however many claims it is
+// given. It returns each marker's error, in pending's order.
+func (g *Guard) writeMarkers(ctx context.Context, claims []*Claim, pending []int) []error {
+	reqs := make([]driver.CompleteRequest, len(pending))
+	for j, i := range pending {
+		reqs[j] = claims[i].completeRequest()
 	}
-	// The markers' retries share one StoreTimeout, after the batch's own
-	// round trip (if any), so Finish answers within two store calls' bound
-	// however many claims it is given.
-	errs := make([]error, len(pending))
-	failed := pending
-	firstErrs := make(map[int]error) // the batch's answer to a marker retried
+	errs := make([]error, len(reqs))
+	var retry []int // indexes into reqs
 	if g.batch != nil {
-		reqs := make([]driver.CompleteRequest, len(pending))
-		for j, i := range pending {
-			reqs[j] = claims[i].completeRequest()
-		}
 		sctx, cancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
 		_, errs = sendBatch(sctx, completeBatch(g.batch), reqs)
 		cancel()
-		failed = nil
-		for j, i := range pending {
-			if errs[j] != nil && !markerFinal(errs[j]) {
-				failed = append(failed, i)
-				firstErrs[i] = errs[j]
+		for j, err := range errs {
+			if err != nil && !markerFinal(err) {
+				retry = append(retry, j)
 			}
 		}
+	} else {
+		for j := range reqs {
+			retry = append(retry, j)
+		}
 	}
-	// The retries run side by side, so a marker that hangs takes none of
-	// the others' time.
 	rctx, cancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
 	defer cancel()
-	retriedErrs := make([]error, len(failed))
 	var wg sync.WaitGroup
-	for j, i := range failed {
-		wg.Go(func() { _, retriedErrs[j] = g.retryCompleteWithin(rctx, claims[i].completeRequest(), firstErrs[i]) })
+	for _, j := range retry {
+		// The batch's answer, if any, is the attempt made before.
+		wg.Go(func() { _, errs[j] = g.retryCompleteWithin(rctx, reqs[j], errs[j]) })
 	}
 	wg.Wait()
-	retried := make(map[int]error, len(failed))
-	for j, i := range failed {
-		retried[i] = retriedErrs[j]
-	}
-	for j, i := range pending {
-		c := claims[i]
-		err, ok := retried[i]
-		if !ok {
-			err = errs[j]
-		}
-		outs[i], c.final = completeOutcome(err), completeOutcome(err)
-		c.stopHeartbeat()
-		c.report(ctx, outs[i], err, c.ran)
-	}
-	return outs
+	return errs
 }
 
 // completeRequest returns the request that writes the claim's done marker,
