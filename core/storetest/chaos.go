@@ -225,12 +225,12 @@ func runChaos(t *testing.T, opts ChaosOptions, mode chaosMode, top, seed uint64)
 	}
 	r.g = g
 
+	stop := make(chan struct{})
+	probed := r.stalls.start(stop)
 	r.start = time.Now()
 	r.end = r.start.Add(opts.Duration)
 	var wg sync.WaitGroup
-	stop := make(chan struct{})
 	wg.Go(func() { r.weather(mrand.New(mrand.NewPCG(seed, 2)), stop) })
-	wg.Go(func() { r.stalls.run(stop) })
 	var workers sync.WaitGroup
 	for i := range opts.Workers {
 		workers.Go(func() { r.work(mrand.New(mrand.NewPCG(seed, 100+uint64(i)))) })
@@ -248,6 +248,7 @@ func runChaos(t *testing.T, opts ChaosOptions, mode chaosMode, top, seed uint64)
 	}
 	close(stop)
 	wg.Wait()
+	<-probed
 	r.chaos.SetStormy(false)
 	if opts.Restore != nil {
 		opts.Restore()

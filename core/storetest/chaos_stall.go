@@ -28,26 +28,33 @@ type stallProbe struct {
 	spans []span
 }
 
-// run measures pauses until stop is closed.
-func (p *stallProbe) run(stop <-chan struct{}) {
+// start measures pauses from now until stop is closed, in a goroutine it
+// returns the end of. The first wake is due from now, not from when the
+// goroutine first runs, so a pause before then is measured too.
+func (p *stallProbe) start(stop <-chan struct{}) (done <-chan struct{}) {
 	t := time.NewTimer(stallTick)
-	defer t.Stop()
 	due := time.Now().Add(stallTick)
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C: // its value may be the time the timer was due
-			now := time.Now()
-			if late := now.Sub(due); late >= stallMin {
-				p.mu.Lock()
-				p.spans = append(p.spans, span{from: due, to: now})
-				p.mu.Unlock()
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C: // its value may be the time the timer was due
+				now := time.Now()
+				if late := now.Sub(due); late >= stallMin {
+					p.mu.Lock()
+					p.spans = append(p.spans, span{from: due, to: now})
+					p.mu.Unlock()
+				}
+				due = time.Now().Add(stallTick)
+				t.Reset(stallTick)
 			}
-			due = time.Now().Add(stallTick)
-			t.Reset(stallTick)
 		}
-	}
+	}()
+	return ended
 }
 
 // longest returns the longest pause that overlaps [from, to], and its
@@ -78,16 +85,14 @@ func (p *stallProbe) within(from, to time.Time) time.Duration {
 // stallExplains reports whether the pauses of the test process explain a
 // lateness of overshoot within [from, to]: they cover at least half of it
 // (the probe is a timer too, but not on every processor, and keeps pauses
-// from stallMin only), and describes them.
+// from stallMin only), and describes them, whether they do or not.
 func (r *chaosRun) stallExplains(from, to time.Time, overshoot time.Duration) (string, bool) {
 	paused := r.stalls.within(from, to)
-	if overshoot <= 0 || paused < stallMin || paused < overshoot/2 {
-		return "", false
-	}
 	s, n := r.stalls.longest(from, to)
-	return fmt.Sprintf("the test process was paused for %s of the %s from %s to %s, the longest pause %s from %s (lease %s)",
+	why := fmt.Sprintf("the test process was paused for %s of the %s from %s to %s, the longest pause %s from %s (lease %s)",
 		paused.Round(100*time.Microsecond), to.Sub(from).Round(100*time.Microsecond), r.truth.at(from), r.truth.at(to),
-		n.Round(100*time.Microsecond), r.truth.at(s.from), r.lease.Round(time.Millisecond)), true
+		n.Round(100*time.Microsecond), r.truth.at(s.from), r.lease.Round(time.Millisecond))
+	return why, overshoot > 0 && paused >= stallMin && paused >= overshoot/2
 }
 
 // stallExplainsLapse reports whether pauses of the test process explain

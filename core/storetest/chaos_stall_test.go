@@ -14,8 +14,7 @@ import (
 func TestStallProbeMeasuresAPauseOfTheProcess(t *testing.T) {
 	var p stallProbe
 	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { defer close(done); p.run(stop) }()
+	done := p.start(stop)
 	defer func() { close(stop); <-done }()
 
 	before := time.Now()

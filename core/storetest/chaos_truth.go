@@ -118,13 +118,14 @@ func (t *truth) started(c *chaosCall, key string, ctx context.Context, stubborn 
 		t.checkLeaseLocked(rec)
 		for _, a := range kt.active {
 			if a.ctx.Err() == nil {
-				if why, ok := t.stallExplainsOverlap(a, rec); ok {
+				why, ok := t.stallExplainsOverlap(a, rec)
+				if ok {
 					t.noteLocked("two copies ran at once across a pause of the test process", "key %s: call %d's job started at %s while call %d's job (started %s) ran; %s",
 						key, c.id, t.at(rec.start), a.call.id, t.at(a.start), why)
 					continue
 				}
-				t.violateLocked("1 two copies ran at once", "key %s: call %d's job started at %s while call %d's job (started %s) ran and had not been told to stop; %s",
-					key, c.id, t.at(rec.start), a.call.id, t.at(a.start), t.overlapCause(a, rec))
+				t.violateLocked("1 two copies ran at once", "key %s: call %d's job started at %s while call %d's job (started %s) ran and had not been told to stop; %s; %s",
+					key, c.id, t.at(rec.start), a.call.id, t.at(a.start), t.overlapCause(a, rec), why)
 			} else {
 				t.counts["overlap with a copy told to stop"]++
 			}
@@ -611,7 +612,8 @@ func (r *chaosRun) checkTimes(d *delivery, name string) {
 			continue
 		}
 		// Time the test process spent paused is not the Guard's.
-		dur := p.to.Sub(p.from) - r.stalls.within(p.from, p.to)
+		paused := r.stalls.within(p.from, p.to)
+		dur := p.to.Sub(p.from) - paused
 		own, charged := c.ownStore(p.from, p.to)
 		wait := dur - own
 		switch {
@@ -626,8 +628,8 @@ func (r *chaosRun) checkTimes(d *delivery, name string) {
 				release = r.st
 			}
 			if limit := left + r.st + release + charged + chaosSlack; dur > limit {
-				t.violate("4 took longer than its context plus one store call", "%s: %s took %s; its context ended %s after it began (limit %s with the store timeout, and %s of store calls that ignored their context)",
-					name, p.name, dur.Round(time.Millisecond), left.Round(time.Millisecond), limit.Round(time.Millisecond), charged.Round(time.Millisecond))
+				t.violate("4 took longer than its context plus one store call", "%s: %s took %s, less %s the test process was paused; its context ended %s after it began (limit %s with the store timeout, and %s of store calls that ignored their context)",
+					name, p.name, dur.Round(time.Millisecond), paused.Round(time.Millisecond), left.Round(time.Millisecond), limit.Round(time.Millisecond), charged.Round(time.Millisecond))
 			}
 		case p.ctxBound:
 			// Behind at most two rounds of others' calls, each as long as the
@@ -635,12 +637,12 @@ func (r *chaosRun) checkTimes(d *delivery, name string) {
 			// copy that waits for its running copy (Job.WaitUntil) waits
 			// that long more, then makes one store call.
 			if limit := 2*(maxDeadline*r.st+2*r.st) + r.st + p.wait + charged + chaosSlack; dur > limit {
-				t.violate("4 a call with no deadline took too long", "%s: %s took %s with a context that never ended (limit %s)", name, p.name, dur.Round(time.Millisecond), limit.Round(time.Millisecond))
+				t.violate("4 a call with no deadline took too long", "%s: %s took %s, less %s the test process was paused, with a context that never ended (limit %s)", name, p.name, dur.Round(time.Millisecond), paused.Round(time.Millisecond), limit.Round(time.Millisecond))
 			}
 		default:
 			if wait > p.budget+chaosSlack {
-				t.violate("4 waited past its budget after the job", "%s: %s took %s, %s of it outside its own store calls (allowed %s)",
-					name, p.name, dur.Round(time.Millisecond), wait.Round(time.Millisecond), (p.budget + chaosSlack).Round(time.Millisecond))
+				t.violate("4 waited past its budget after the job", "%s: %s took %s, less %s the test process was paused, %s of it outside its own store calls (allowed %s)",
+					name, p.name, dur.Round(time.Millisecond), paused.Round(time.Millisecond), wait.Round(time.Millisecond), (p.budget + chaosSlack).Round(time.Millisecond))
 			}
 		}
 	}
@@ -791,6 +793,9 @@ func (r *chaosRun) report(replay string) {
 	r.t.Logf("store calls (per key): %s", sortedCounts(ops))
 	r.t.Logf("faults injected: %s", sortedCounts(faults))
 	r.t.Logf("also: %s", sortedCounts(t.counts))
+	_, longest := r.stalls.longest(r.start, time.Now())
+	r.t.Logf("pauses of the test process: %s of %s, the longest %s",
+		r.stalls.within(r.start, time.Now()).Round(100*time.Microsecond), time.Since(r.start).Round(time.Millisecond), longest.Round(100*time.Microsecond))
 	for _, k := range sortedKeys(t.notes) {
 		g := t.notes[k]
 		r.t.Logf("note: %s: %d, e.g. %s", k, g.n, strings.Join(g.examples, " | "))
