@@ -149,9 +149,9 @@ type Event struct {
 	// Lag is, for a Duplicate, how long after its first copy's done marker
 	// was written this copy arrived (Retention minus the marker's remaining
 	// retention); zero when the store did not say, and when the copy came
-	// within the store's resolution (Redis keeps a millisecond). The longest lags seen
-	// tell how long Retention must be: a copy arriving after Retention is
-	// not a duplicate any more, it runs again.
+	// within the store's resolution (Redis keeps a millisecond). The
+	// longest lags seen tell how long Retention must be: a copy arriving
+	// after Retention is not a duplicate any more, it runs again.
 	Lag time.Duration
 	// WouldSkip is, in shadow mode (Config.Shadow), the outcome with which
 	// enforcement would have skipped this delivery, which ran instead; zero
