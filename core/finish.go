@@ -82,23 +82,25 @@ func (g *Guard) sortClaims(ctx context.Context, claims []*Claim) (outs []Outcome
 // Finish answers within two store calls' bound however many claims it is
 // given. It returns each marker's error, in pending's order.
 func (g *Guard) writeMarkers(ctx context.Context, claims []*Claim, pending []int) []error {
-	reqs := make([]driver.CompleteRequest, len(pending))
-	for j, i := range pending {
-		reqs[j] = claims[i].completeRequest()
-	}
-	errs := make([]error, len(reqs))
-	var retry []int // indexes into reqs
+	errs := make([]error, len(pending))
+	var retry []int // indexes into pending
 	if g.batch != nil {
+		reqs := make([]driver.CompleteRequest, len(pending))
+		for j, i := range pending {
+			reqs[j] = claims[i].completeRequest()
+		}
 		sctx, cancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
-		_, errs = sendBatch(sctx, completeBatch(g.batch), reqs)
+		_, answers := sendBatch(sctx, completeBatch(g.batch), reqs)
 		cancel()
+		// The store's slices stay the store's: a retry's answer goes in errs.
+		copy(errs, answers)
 		for j, err := range errs {
 			if err != nil && !markerFinal(err) {
 				retry = append(retry, j)
 			}
 		}
 	} else {
-		for j := range reqs {
+		for j := range pending {
 			retry = append(retry, j)
 		}
 	}
@@ -106,8 +108,9 @@ func (g *Guard) writeMarkers(ctx context.Context, claims []*Claim, pending []int
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, j := range retry {
-		// The batch's answer, if any, is the attempt made before.
-		wg.Go(func() { _, errs[j] = g.retryCompleteWithin(rctx, reqs[j], errs[j]) })
+		// The batch's answer, if any, is the attempt made before; the retry
+		// sends the claim's own request, not the one the store was handed.
+		wg.Go(func() { _, errs[j] = g.retryCompleteWithin(rctx, claims[pending[j]].completeRequest(), errs[j]) })
 	}
 	wg.Wait()
 	return errs
