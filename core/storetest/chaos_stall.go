@@ -83,16 +83,18 @@ func (p *stallProbe) within(from, to time.Time) time.Duration {
 }
 
 // stallExplains reports whether the pauses of the test process explain a
-// lateness of overshoot within [from, to]: they cover at least half of it
-// (the probe is a timer too, but not on every processor, and keeps pauses
-// from stallMin only), and describes them, whether they do or not.
+// lateness of overshoot within [from, to]: they cover three quarters of it
+// (the probe wakes every stallTick and keeps pauses from stallMin only, so
+// it sees a little less than a stop's whole; a process that is slow, not
+// stopped, shows as short pauses that cover much less), and describes
+// them, whether they do or not.
 func (r *chaosRun) stallExplains(from, to time.Time, overshoot time.Duration) (string, bool) {
 	paused := r.stalls.within(from, to)
 	s, n := r.stalls.longest(from, to)
 	why := fmt.Sprintf("the test process was paused for %s of the %s from %s to %s, the longest pause %s from %s (lease %s)",
 		paused.Round(100*time.Microsecond), to.Sub(from).Round(100*time.Microsecond), r.truth.at(from), r.truth.at(to),
 		n.Round(100*time.Microsecond), r.truth.at(s.from), r.lease.Round(time.Millisecond))
-	return why, overshoot > 0 && paused >= stallMin && paused >= overshoot/2
+	return why, overshoot > 0 && paused >= stallMin && paused >= overshoot*3/4
 }
 
 // stallExplainsLapse reports whether pauses of the test process explain
@@ -101,7 +103,7 @@ func (r *chaosRun) stallExplains(from, to time.Time, overshoot time.Duration) (s
 // third of a lease after the renewal; once a beat is in flight (renewing
 // is true), its expiry ends the job by the lease less its margin. A
 // timer that fired late by the time from then to at explains it, when
-// pauses cover at least half of that time.
+// pauses cover most of that time.
 func (r *chaosRun) stallExplainsLapse(renewed, at time.Time, renewing bool) (string, bool) {
 	due := renewed.Add(r.lease / 3)
 	if renewing {

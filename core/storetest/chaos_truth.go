@@ -267,8 +267,10 @@ func (t *truth) checkLeaseLocked(a *runRec) {
 	}
 	if end := g.ran.Add(t.r.lease); a.start.After(end) {
 		a.late = true
-		// The Guard checks its claim's reply by half the lease.
-		if why, ok := t.r.stallExplains(g.ran, a.start, a.start.Sub(g.ran.Add(t.r.lease/2))); ok {
+		// The Guard runs no claim answered past half its lease, by the
+		// clock: only a pause after that check can start the job late.
+		checked := g.sent.Add(t.r.lease / 2)
+		if why, ok := t.r.stallExplains(checked, a.start, a.start.Sub(checked)); ok {
 			t.noteLocked("a job started after its claim's lease had run out, across a pause of the test process", "key %s call %d: granted by %s, lease out by %s, started at %s; %s",
 				a.key, a.call.id, t.at(g.ran), t.at(end), t.at(a.start), why)
 			return
@@ -611,11 +613,12 @@ func (r *chaosRun) checkTimes(d *delivery, name string) {
 		if p.to.Before(p.from) {
 			continue
 		}
-		// Time the test process spent paused is not the Guard's.
+		// Time the test process spent paused is not the Guard's. Outside
+		// its own store calls, at least paused less own of it was.
 		paused := r.stalls.within(p.from, p.to)
 		dur := p.to.Sub(p.from) - paused
 		own, charged := c.ownStore(p.from, p.to)
-		wait := dur - own
+		wait := p.to.Sub(p.from) - own - max(0, paused-own)
 		switch {
 		case p.ctxBound && ends:
 			// A call whose context ended may still wait for the round trip
