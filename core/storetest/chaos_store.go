@@ -95,6 +95,7 @@ type chaosStore struct {
 
 	stormy  atomic.Bool
 	mu      sync.Mutex
+	fragile map[string]int // keys whose done marker a failover is about to lose
 	rng     *rand.Rand
 	log     *storeLog
 	signals [numSignalFaults]int // notifications met by each signal fault
@@ -107,7 +108,7 @@ var _ driver.BatchStore = (*chaosStore)(nil)
 // context never ends hangs for it at most. It starts calm.
 func newChaos(inner driver.Store, seed uint64, storeTimeout time.Duration, opts ChaosOptions) *chaosStore {
 	c := &chaosStore{inner: inner, timeout: storeTimeout, rate: 0.3, rng: rand.New(rand.NewPCG(seed, 0x636861)), log: newStoreLog(),
-		refusal: opts.Refusal, unreplicated: opts.Unreplicated, forget: opts.Forget}
+		refusal: opts.Refusal, unreplicated: opts.Unreplicated, forget: opts.Forget, fragile: make(map[string]int)}
 	c.batch, _ = inner.(driver.BatchStore)
 	return c
 }
@@ -286,7 +287,36 @@ func (c *chaosStore) claim(ctx context.Context, req driver.ClaimRequest, send fu
 	if ierr != nil {
 		return driver.ClaimReply{}, ierr
 	}
+	reply, err = c.readDurably(req.Key, reply, err)
 	return reply, err
+}
+
+// setFragile counts a done marker of key that a failover is about to lose
+// (by 1), or has lost (by -1).
+func (c *chaosStore) setFragile(key string, by int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fragile[key] += by; c.fragile[key] == 0 {
+		delete(c.fragile, key)
+	}
+}
+
+// readDurably answers ErrUnreplicated for a claim that read a done marker
+// a failover is about to lose, as a store that waits for its replicas
+// would (redisstore's WaitReplicas): a replica that missed the marker does
+// not acknowledge the read either. A Duplicate never rests on a marker
+// that is then lost.
+func (c *chaosStore) readDurably(key string, reply driver.ClaimReply, err error) (driver.ClaimReply, error) {
+	if err != nil || reply.State != driver.StateDone {
+		return reply, err
+	}
+	c.mu.Lock()
+	fragile := c.fragile[key] > 0
+	c.mu.Unlock()
+	if fragile {
+		return driver.ClaimReply{}, fmt.Errorf("%w (storetest: a done marker read before a failover lost it)", driver.ErrUnreplicated)
+	}
+	return reply, nil
 }
 
 // Extend implements driver.Store.
@@ -312,12 +342,17 @@ func (c *chaosStore) Complete(ctx context.Context, req driver.CompleteRequest) (
 	ev := c.log.begin(ctx, opComplete, f, req.Key, req.Token)
 	ev.setMarker(req)
 	defer func() { ev.end(0, err) }()
+	lose := f == unreplicated && c.forget != nil && c.coin(0.5)
+	if lose {
+		c.setFragile(req.Key, 1)
+		defer c.setFragile(req.Key, -1)
+	}
 	ierr := c.inject(ctx, opComplete, f, d, func(ctx context.Context) {
 		sent := time.Now()
 		err = c.inner.Complete(ctx, req)
 		c.log.applied(ev, sent, 0, err)
 	})
-	if f == unreplicated && err == nil && c.forget != nil && c.coin(0.5) {
+	if lose && err == nil {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
 		fev := c.log.begin(nil, opForget, unreplicated, req.Key, req.Token)
 		sent := time.Now()
@@ -404,9 +439,9 @@ func (c *chaosStore) Batch(ctx context.Context, completes []driver.CompleteReque
 				k++
 				continue
 			}
-			replies[i-nc], errs[i] = rs[j], ces[j]
 			c.log.applied(evs[i], sent, rs[j].State, ces[j])
 			c.log.granted(evs[i], sent, rs[j].State, ces[j])
+			replies[i-nc], errs[i] = c.readDurably(claims[i-nc].Key, rs[j], ces[j])
 			j++
 		}
 	}
