@@ -32,7 +32,8 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 		errs := g.writeMarkers(ctx, claims, pending)
 		for j, i := range pending {
 			c := claims[i]
-			outs[i], c.final = completeOutcome(errs[j]), completeOutcome(errs[j])
+			out := completeOutcome(errs[j])
+			outs[i], c.final = out, out
 			c.stopHeartbeat()
 			c.report(ctx, outs[i], errs[j], c.ran)
 		}

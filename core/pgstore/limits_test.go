@@ -96,8 +96,11 @@ func blockKeys(t *testing.T, pool *pgxpool.Pool, keys ...string) (func(), int) {
 
 // waiters counts the statements waiting for a lock that backend pid holds.
 func waiters(t *testing.T, pool *pgxpool.Pool, pid int) int {
-	return count(t, pool, "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))", pid)
+	return count(t, pool, waitersQuery, pid)
 }
+
+// waitersQuery counts the statements blocked by the backend $1.
+const waitersQuery = "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))"
 
 // cancelWhenWaiting returns a context that is cancelled once the server
 // shows one more statement waiting behind blocker than now.
@@ -118,7 +121,7 @@ func cancelWhenWaiting(t *testing.T, parent context.Context, pool *pgxpool.Pool,
 				return
 			case <-tick.C:
 				var n int
-				if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))", blocker).Scan(&n); err == nil && n > before {
+				if err := pool.QueryRow(ctx, waitersQuery, blocker).Scan(&n); err == nil && n > before {
 					cancel()
 					return
 				}

@@ -112,7 +112,8 @@ func (r *chaosRun) stallExplainsLapse(renewed, at time.Time, renewing bool) (str
 	return r.stallExplains(due, at, at.Sub(due))
 }
 
-// heartbeatMargin is the core heartbeat's margin before a lease runs out.
+// heartbeatMargin is the core heartbeat's margin before a lease runs out
+// (core's safeMargin, which this package cannot call: keep them in step).
 func heartbeatMargin(lease time.Duration) time.Duration {
 	return min(lease/100+2*time.Millisecond, lease/10)
 }
