@@ -9,6 +9,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -398,11 +399,16 @@ func (c *chaosCall) ended() (time.Time, bool) {
 
 // within returns how much of [from, to] the given spans cover.
 func within(spans []span, from, to time.Time) time.Duration {
+	var in []span
+	for _, s := range spans {
+		if s.to.After(from) && s.from.Before(to) {
+			in = append(in, s)
+		}
+	}
+	slices.SortFunc(in, func(a, b span) int { return a.from.Compare(b.from) })
 	var covered time.Duration
 	cursor := from
-	sorted := append([]span(nil), spans...)
-	sortSpans(sorted)
-	for _, s := range sorted {
+	for _, s := range in {
 		a, b := maxTime(s.from, cursor), minTime(s.to, to)
 		if b.After(a) {
 			covered += b.Sub(a)
@@ -410,14 +416,6 @@ func within(spans []span, from, to time.Time) time.Duration {
 		}
 	}
 	return covered
-}
-
-func sortSpans(s []span) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j].from.Before(s[j-1].from); j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -3,7 +3,9 @@ package storetest
 import (
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -36,5 +38,29 @@ func TestStallProbeMeasuresAPauseOfTheProcess(t *testing.T) {
 	}
 	if _, n := p.longest(time.Time{}, before.Add(-time.Second)); n != 0 {
 		t.Fatalf("a pause of %s found before the process was stopped", n)
+	}
+}
+
+// TestSchedWaitsMeasureGoroutinesWaitingToRun: with one P and eight
+// goroutines that each compute for 2 ms between yields, a goroutine waits
+// about 14 ms in the run queue for its turn, and the runtime's histogram,
+// read by the stall probe, shows such waits.
+func TestSchedWaitsMeasureGoroutinesWaitingToRun(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	waits := newSchedWaits()
+	var wg sync.WaitGroup
+	quit := time.Now().Add(300 * time.Millisecond)
+	for range 8 {
+		wg.Go(func() {
+			for time.Now().Before(quit) {
+				for spin := time.Now(); time.Since(spin) < 2*time.Millisecond; {
+				}
+				runtime.Gosched()
+			}
+		})
+	}
+	wg.Wait()
+	if w := waits.longestSince(); w < 5*time.Millisecond {
+		t.Fatalf("the longest wait to run found is %s, want at least 5ms", w)
 	}
 }

@@ -77,6 +77,12 @@ func (t *truth) violate(inv, format string, args ...any) {
 
 func (t *truth) violateLocked(inv, format string, args ...any) { add(t.breaches, inv, format, args...) }
 
+func (t *truth) note(what, format string, args ...any) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.noteLocked(what, format, args...)
+}
+
 func (t *truth) noteLocked(what, format string, args ...any) { add(t.notes, what, format, args...) }
 
 func add(m map[string]*breachGroup, k, format string, args ...any) {
@@ -571,21 +577,32 @@ func (r *chaosRun) check(d *delivery) {
 	}
 	observedAs := func(o core.Outcome) bool { return len(evs) > 0 && evs[0].Outcome == o }
 	if ends && !ran && d.panicked == nil {
-		first := c.kind == ctxCancelled ||
-			end.Before(d.answered.Add(-chaosGrace)) ||
+		// The Guard decides after the answer to its last store call on the
+		// key, not when the test reads the clock after the call returned:
+		// on a loaded machine the two can be far apart.
+		decided, known := t.decidedAfter(d)
+		endedFirst, by := end.Before(d.answered.Add(-chaosGrace)), "it returned at "+t.at(d.answered)
+		if known {
+			endedFirst, by = end.Before(decided), "the claim that failed with its error was answered at "+t.at(decided)
+		}
+		first := c.kind == ctxCancelled || endedFirst ||
 			(!end.After(d.answered) && errors.Is(d.err, kindErr))
 		switch {
 		case !first:
 		case out == core.Running || out == core.Duplicate: // the store's definite answer is kept
-		case (errors.Is(d.err, core.ErrStoreUnavailable) || observedAs(core.Unavailable)) && !end.Before(d.answered.Add(-chaosGrace)):
-			// The context and the store's own bound ended together: either
-			// reading is right.
+		case (errors.Is(d.err, core.ErrStoreUnavailable) || observedAs(core.Unavailable)) && !endedFirst:
+			// The store failed before the context ended, or both ended
+			// together: either reading is right.
+			if end.Before(d.answered.Add(-chaosGrace)) {
+				t.note("Unavailable decided before the caller's context ended, returned after it", "%s: its context ended at %s; %s; it returned at %s",
+					name, t.at(end), by, t.at(d.answered))
+			}
 		case errors.Is(d.err, core.ErrStoreUnavailable) || observedAs(core.Unavailable):
-			t.violate("5 the caller's own cancellation reported as a store outage", "%s: its context ended at %s, before the answer at %s, yet it got %s, error %v",
-				name, t.at(end), t.at(d.answered), out, d.err)
+			t.violate("5 the caller's own cancellation reported as a store outage", "%s: its context ended at %s, before the Guard could decide (%s), yet it got %s, error %v",
+				name, t.at(end), by, out, d.err)
 		case !errors.Is(d.err, kindErr):
-			t.violate("5 answered with something else than ctx.Err() after its context ended", "%s: its context ended at %s, before the answer at %s, yet it got %s, error %v",
-				name, t.at(end), t.at(d.answered), out, d.err)
+			t.violate("5 answered with something else than ctx.Err() after its context ended", "%s: its context ended at %s, before the Guard could decide (%s), yet it got %s, error %v",
+				name, t.at(end), by, out, d.err)
 		}
 	}
 	if ends && ran && (c.kind == ctxCancelled || end.Before(d.answered.Add(-chaosGrace))) {
@@ -601,6 +618,54 @@ func (r *chaosRun) check(d *delivery) {
 		}
 		t.checkUnguarded(d, name)
 	}
+}
+
+// decidedAfter returns a moment before which the Guard cannot have
+// decided d's outcome of a store failure: the earliest answer among the
+// claims of d's key that failed with the error d got (a batch's failure is
+// every entry's, so which entry was d's does not matter), or, for a call
+// that gave up on a round trip that outlived its bound, the earliest start
+// of such a round trip plus StoreTimeout; and never after d returned.
+// Claims sent with d's context count, and the group commit's batches,
+// which carry another caller's. known is false when no claim explains d's
+// error.
+func (t *truth) decidedAfter(d *delivery) (at time.Time, known bool) {
+	if d.err == nil {
+		return time.Time{}, false
+	}
+	msg := d.err.Error()
+	stuck := strings.Contains(msg, "did not return within StoreTimeout")
+	l := t.r.chaos.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	kl := l.keys[t.storedKey(d.key)]
+	if kl == nil {
+		return time.Time{}, false
+	}
+	for _, ev := range kl.events {
+		switch {
+		case ev.op != opClaim && ev.op != opClaimBatch,
+			ev.call != d.call && ev.op != opClaimBatch,
+			ev.start.Before(d.call.start.Add(-lapseSlack)), ev.start.After(d.answered):
+			continue
+		}
+		var answer time.Time
+		switch {
+		case stuck:
+			answer = ev.start.Add(t.r.st)
+		case ev.err != nil && !ev.stop.IsZero() && strings.Contains(msg, ev.err.Error()):
+			answer = ev.stop
+		default:
+			continue
+		}
+		if !known || answer.Before(at) {
+			at, known = answer, true
+		}
+	}
+	if known && d.answered.Before(at) {
+		at = d.answered
+	}
+	return at, known
 }
 
 // checkTimes checks invariant 4: each stretch of a call outside the job's
