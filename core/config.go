@@ -71,6 +71,14 @@ type Config struct {
 	// that is larger.
 	MaxRetryAfter time.Duration
 
+	// WaitingShare bounds the copies that wait for a running copy of their
+	// job (Job.WaitUntil) at once, as a share of the Guard's calls in
+	// progress: 0.25 lets a quarter of a worker pool wait, whatever its
+	// size, and never fewer than one. One copy of a key waits at a time.
+	// A copy that may not wait reports Running at once, with a RetryAfter
+	// hint of when its running copy is expected to end. Defaults to 0.25.
+	WaitingShare float64
+
 	// StoreTimeout bounds every store call: each claim (also under a context
 	// without a deadline), Release and Extend, and a done marker's write with
 	// all its retries. Complete, Release and Extend run even after the
@@ -208,6 +216,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if cfg.StoreTimeout == 0 {
 		cfg.StoreTimeout = 5 * time.Second
+	}
+	if cfg.WaitingShare < 0 || cfg.WaitingShare > 1 {
+		return cfg, fmt.Errorf("jobonce: core: Config.WaitingShare must be between 0 and 1, got %g", cfg.WaitingShare)
+	}
+	if cfg.WaitingShare == 0 {
+		cfg.WaitingShare = 0.25
 	}
 	if cfg.MaxResultSize < 0 {
 		return cfg, fmt.Errorf("jobonce: core: Config.MaxResultSize must not be negative, got %d", cfg.MaxResultSize)

@@ -24,15 +24,21 @@ func (g *Guard) decide(job Job, fp string, reply driver.ClaimReply) (Outcome, er
 		if reply.State == driver.StateDone {
 			return Duplicate, nil
 		}
-		return Running, &RunningError{RetryAfter: g.retryAfter(reply.Remaining)}
+		return Running, &RunningError{RetryAfter: g.retryAfter(job, reply)}
 	default:
 		return Unavailable, fmt.Errorf("%w: store replied with unknown state %d", ErrStoreUnavailable, reply.State)
 	}
 }
 
-// retryAfter is the retry hint of a copy that found its job running with
-// remaining left on the running claim's lease: within [MinRetryAfter,
-// MaxRetryAfter].
-func (g *Guard) retryAfter(remaining time.Duration) time.Duration {
-	return min(max(remaining, g.cfg.MinRetryAfter), g.cfg.MaxRetryAfter)
+// retryAfter is the retry hint of a copy that found its job running: until
+// the running copy is expected to end (see expectedEnd), or else the
+// running claim's remaining lease, within [MinRetryAfter, MaxRetryAfter].
+func (g *Guard) retryAfter(job Job, reply driver.ClaimReply) time.Duration {
+	d := reply.Remaining
+	if end, known := g.expectedEnd(job, reply.Fence); known {
+		if left := time.Until(end); left > 0 {
+			d = min(d, left)
+		}
+	}
+	return min(max(d, g.cfg.MinRetryAfter), g.cfg.MaxRetryAfter)
 }

@@ -28,6 +28,8 @@ type Guard struct {
 	// nil otherwise, and copies that wait for a running claim poll.
 	notifier driver.Notifier
 	signal   *signal
+
+	waiting *waiting // the copies waiting for a running copy
 }
 
 // Job names one delivery of a job for Guard.Run and Guard.Claim.
@@ -68,13 +70,16 @@ type Job struct {
 	// a Duplicate) or its claim released (the copy claims the key and runs
 	// the job), by the store's completion signal (driver.Notifier;
 	// polling, on a store without one), and otherwise reporting Running
-	// when the wait ends. The copy does not wait when the running copy is
-	// not expected to finish by WaitUntil: when its claim's age (from the
-	// claim's fence) plus the 90th percentile of the last 32 runs of the
-	// job's Source and Kind in this Guard (once it has seen 5) reaches past
-	// WaitUntil. A wait ends with the caller's context too: Canceled. Set it
-	// before the deadline of the delivery (a task's deadline, a message's
-	// visibility), with room for the answer. Defaults to zero: no wait.
+	// when the wait ends. The copy does not wait, and reports Running at
+	// once, when another copy of the key waits in this Guard, when
+	// Config.WaitingShare of the calls in progress wait already, or when the
+	// running copy is not expected to finish by WaitUntil: when its claim's
+	// age (from the claim's fence) plus the 90th percentile of the last 32
+	// runs of the job's Source and Kind in this Guard (once it has seen 5)
+	// reaches past WaitUntil. A wait ends with the caller's context too:
+	// Canceled. Set it before the deadline of the delivery (a task's
+	// deadline, a message's visibility), with room for the answer. Defaults
+	// to zero: no wait.
 	WaitUntil time.Time
 }
 
@@ -109,7 +114,7 @@ func New(store driver.Store, cfg *Config) (*Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobonce: core: Config.MeterProvider: %w", err)
 	}
-	g := &Guard{store: store, cfg: c, metrics: m, skipped: newFirstSkips()}
+	g := &Guard{store: store, cfg: c, metrics: m, skipped: newFirstSkips(), waiting: newWaiting(c.WaitingShare)}
 	g.batch, _ = store.(driver.BatchStore)
 	if n, ok := store.(driver.Notifier); ok {
 		g.notifier, g.signal = n, newSignal(n, c.StoreTimeout)

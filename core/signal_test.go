@@ -84,7 +84,7 @@ func TestWaitersAreAnsweredWithinTheirContextWhileTheListenerHangs(t *testing.T)
 			for _, h := range hang {
 				st.hang[h] = true
 			}
-			g, err := core.New(st, &core.Config{StoreTimeout: timeout})
+			g, err := core.New(st, &core.Config{StoreTimeout: timeout, WaitingShare: 1})
 			require.NoError(t, err)
 
 			release := make(chan struct{})

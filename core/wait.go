@@ -3,6 +3,8 @@ package core
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobonce/jobonce/core/driver"
@@ -33,30 +35,74 @@ func (c *Claim) waits() bool {
 }
 
 // waitUntil returns when a claim that found its job running stops waiting
-// for the running copy, or zero when it does not wait: Job.WaitUntil, unless
-// the running copy is expected to finish after it (its claim's start, by
-// its fence, plus the 90th percentile of the kind's latest runs in this
-// Guard).
+// for the running copy, or zero when it does not wait: Job.WaitUntil,
+// unless the running copy is expected to end after it (see expectedEnd).
 func (c *Claim) waitUntil() time.Time {
 	until := c.job.WaitUntil
-	now := time.Now()
-	if !until.After(now) {
+	if !until.After(time.Now()) {
 		return time.Time{}
 	}
-	p90, known := c.g.metrics.runsOf(c.job.Source, c.job.Kind).p90()
-	if !known {
-		return until
-	}
-	start := now
-	if f := c.reply.Fence; f > 0 {
-		if s := time.UnixMicro(f); s.Before(now) {
-			start = s
-		}
-	}
-	if start.Add(p90).After(until) {
+	if end, known := c.g.expectedEnd(c.job, c.reply.Fence); known && end.After(until) {
 		return time.Time{} // a long job: back to the caller's own "later"
 	}
 	return until
+}
+
+// expectedEnd returns when the running claim whose fence is fence is
+// expected to end: its start (the fence, by the store's clock, or now
+// when it is later or unknown) plus the 90th percentile of the latest runs
+// of job's Source and Kind in this Guard. known is false before the Guard
+// has seen minRunSamples of them.
+func (g *Guard) expectedEnd(job Job, fence int64) (end time.Time, known bool) {
+	p90, known := g.metrics.runsOf(job.Source, job.Kind).p90()
+	if !known {
+		return time.Time{}, false
+	}
+	start := time.Now()
+	if fence > 0 {
+		if s := time.UnixMicro(fence); s.Before(start) {
+			start = s
+		}
+	}
+	return start.Add(p90), true
+}
+
+// waiting bounds the copies of a Guard that wait for a running copy at
+// once, so that a key many copies find running never takes a worker pool:
+// one copy of a key waits, and no more copies wait than a share
+// (Config.WaitingShare) of the calls in progress; the others report
+// Running at once, for their framework to bring back later.
+type waiting struct {
+	share  float64
+	active atomic.Int64 // calls in Claim.work
+
+	mu   sync.Mutex
+	keys map[string]struct{} // the stored keys a copy waits for
+}
+
+func newWaiting(share float64) *waiting {
+	return &waiting{share: share, keys: make(map[string]struct{})}
+}
+
+// admit reports whether a copy may wait for key's running copy; if so, it
+// must call leave when the wait ends.
+func (w *waiting) admit(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.keys[key]; ok {
+		return false
+	}
+	if len(w.keys) >= max(1, int(float64(w.active.Load())*w.share)) {
+		return false
+	}
+	w.keys[key] = struct{}{}
+	return true
+}
+
+func (w *waiting) leave(key string) {
+	w.mu.Lock()
+	delete(w.keys, key)
+	w.mu.Unlock()
 }
 
 // await waits for the running copy's outcome until until, reading the key

@@ -76,6 +76,8 @@ func (c *Claim) work(ctx context.Context, fn RunFunc, caller string) (res Result
 	if err != nil {
 		return Result{Outcome: Rejected}, false, err
 	}
+	c.g.waiting.active.Add(1)
+	defer c.g.waiting.active.Add(-1)
 	if c.job.Unguarded {
 		res, err = c.g.runUnguarded(ctx, c, fn, nil)
 		return res, false, err
@@ -150,8 +152,9 @@ func (c *Claim) answered(ctx context.Context, fn RunFunc) (res Result, toMark bo
 
 // decision decides the store's answer (see Guard.decide): 0 when the claim
 // holds the key, else the final outcome and its error. A claim that found
-// its job running and may wait (see waits and waitUntil) first waits for
-// the running copy, and the answer the wait ended with is decided; a wait
+// its job running and may wait (see waits and waitUntil), when the Guard
+// admits one more waiting copy (see waiting), first waits for the running
+// copy, and the answer the wait ended with is decided; a wait
 // that ended without one is Canceled (the caller's context ended) or
 // Unavailable (the store failed: failing closed even under FailOpen, as
 // the copy saw its job running). A claim never waits in shadow mode.
@@ -161,10 +164,14 @@ func (c *Claim) decision(ctx context.Context) (Outcome, error) {
 		return out, err
 	}
 	until := c.waitUntil()
-	if until.IsZero() {
+	if until.IsZero() || !c.g.waiting.admit(c.key) {
 		return out, err
 	}
-	switch c.await(ctx, until) {
+	answer := func() claimState {
+		defer c.g.waiting.leave(c.key)
+		return c.await(ctx, until)
+	}()
+	switch answer {
 	case claimCanceled:
 		return Canceled, c.err
 	case claimFailed:

@@ -36,10 +36,12 @@ func TestEveryCopyOnce(t *testing.T) {
 			cfg := clientConfig(schema, workers, 16)
 			switch form {
 			case "Wrap":
-				g := testenv.RedisGuard(t, &core.Config{MaxRetryAfter: 200 * time.Millisecond})
+				// Every copy may wait for its twin (WaitingShare 1): one copy
+				// of a key waits at a time, and a key has two.
+				g := testenv.RedisGuard(t, &core.Config{MaxRetryAfter: 200 * time.Millisecond, WaitingShare: 1})
 				river.AddWorker(workers, MustWrap[effectArgs](g, &effectWorker{pool: pool}, nil))
 			case "Middleware":
-				g := testenv.RedisGuard(t, &core.Config{MaxRetryAfter: 200 * time.Millisecond})
+				g := testenv.RedisGuard(t, &core.Config{MaxRetryAfter: 200 * time.Millisecond, WaitingShare: 1})
 				river.AddWorker(workers, &effectWorker{pool: pool})
 				cfg.Middleware = []rivertype.Middleware{MustMiddleware(g, nil)}
 			case "WrapTx":

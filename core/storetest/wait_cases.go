@@ -274,7 +274,7 @@ func waitWithClaims(t *testing.T, s *suite) {
 
 func waitersShareOneListener(t *testing.T, s *suite) {
 	p := newProbe(t, s.store)
-	g := s.guard(p, core.Config{Lease: time.Minute})
+	g := s.guard(p, core.Config{Lease: time.Minute, WaitingShare: 1})
 	ctx := ctx(t)
 	const n = 8
 	holders := make([]*holder, n)
