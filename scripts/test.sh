@@ -7,8 +7,10 @@
 # nats-server) when they are missing. When moto_server is installed (it is never installed
 # here), it is started too, and TEST_MOTO_ENDPOINT set, so the SQS behaviour
 # tests also run against a second implementation. Extra arguments go to the
-# library's `go test` (e.g. -run, -short). Then the examples module is vetted
-# and tested, and the bench module vetted: both are modules of their own.
+# library's `go test` (e.g. -run, -short), whose output internal/testreport
+# keeps to the failed tests, the lines that replay them and the ten slowest
+# tests. Then the examples module is vetted and tested, and the bench module
+# vetted: both are modules of their own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -194,11 +196,16 @@ ensure_nats
 ensure_sqs
 ensure_moto
 export JOBONCE_REPORT="$(mktemp)"  # headline figures of passing tests (testenv.Report)
-log "go test -race ./... $*"
-go test -race -count=1 -timeout 40m "$@" ./...
+reporter=$(mktemp)
+go build -o "$reporter" ./internal/testreport
+log "go test -race ./... $* (the output of failed tests only; then how to replay them and the slowest tests)"
+status=0
+go test -race -count=1 -timeout 40m -json "$@" ./... | "$reporter" || status=$?
+rm -f "$reporter"
 log "figures reported by the tests:"
 sort "$JOBONCE_REPORT"
 rm -f "$JOBONCE_REPORT"
+[ "$status" = 0 ] || exit "$status"
 log "examples: go vet, go test -race"
 go -C examples vet ./...
 go -C examples test -race -count=1 ./...
