@@ -81,6 +81,12 @@ type Job struct {
 	// deadline, a message's visibility), with room for the answer. Defaults
 	// to zero: no wait.
 	WaitUntil time.Time
+	// HoldsWorker reports that the caller keeps its worker for this delivery
+	// whether or not the copy waits: an Asynq task with no retries left, or a
+	// Watermill message that a nack would bring straight back. Such a copy
+	// may wait past the Guard's limits on waiting copies (one per key,
+	// Config.WaitingShare), and counts towards them. Defaults to false.
+	HoldsWorker bool
 }
 
 // RunFunc is a job's function for Guard.Run: the result it returns is stored

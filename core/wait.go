@@ -71,38 +71,42 @@ func (g *Guard) expectedEnd(job Job, fence int64) (end time.Time, known bool) {
 // once, so that a key many copies find running never takes a worker pool:
 // one copy of a key waits, and no more copies wait than a share
 // (Config.WaitingShare) of the calls in progress; the others report
-// Running at once, for their framework to bring back later.
+// Running at once, for their framework to bring back later. A copy whose
+// caller holds its worker anyway (Job.HoldsWorker) waits regardless, and
+// counts.
 type waiting struct {
 	share  float64
 	active atomic.Int64 // calls in Claim.work
 
-	mu   sync.Mutex
-	keys map[string]struct{} // the stored keys a copy waits for
+	mu    sync.Mutex
+	keys  map[string]int // how many copies wait for each stored key
+	count int
 }
 
 func newWaiting(share float64) *waiting {
-	return &waiting{share: share, keys: make(map[string]struct{})}
+	return &waiting{share: share, keys: make(map[string]int)}
 }
 
 // admit reports whether a copy may wait for key's running copy; if so, it
 // must call leave when the wait ends.
-func (w *waiting) admit(key string) bool {
+func (w *waiting) admit(key string, holdsWorker bool) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, ok := w.keys[key]; ok {
+	if !holdsWorker && (w.keys[key] > 0 || w.count >= max(1, int(float64(w.active.Load())*w.share))) {
 		return false
 	}
-	if len(w.keys) >= max(1, int(float64(w.active.Load())*w.share)) {
-		return false
-	}
-	w.keys[key] = struct{}{}
+	w.keys[key]++
+	w.count++
 	return true
 }
 
 func (w *waiting) leave(key string) {
 	w.mu.Lock()
-	delete(w.keys, key)
-	w.mu.Unlock()
+	defer w.mu.Unlock()
+	if w.keys[key]--; w.keys[key] == 0 {
+		delete(w.keys, key)
+	}
+	w.count--
 }
 
 // await waits for the running copy's outcome until until, reading the key

@@ -189,3 +189,27 @@ func TestWaitingShareIsChecked(t *testing.T) {
 		require.ErrorContains(t, err, "Config.WaitingShare")
 	}
 }
+
+// TestACopyThatHoldsItsWorkerWaitsPastTheLimits: a copy whose caller holds
+// its worker anyway (Job.HoldsWorker) waits though another copy of its key
+// waits already, and is a Duplicate once the job is done.
+func TestACopyThatHoldsItsWorkerWaitsPastTheLimits(t *testing.T) {
+	st := &awaitCounter{Store: memstore.New()}
+	g, err := core.New(st, nil)
+	require.NoError(t, err)
+	job := core.Job{Key: "hot"}
+	release, done := holdKey(t, g, job)
+	first := startCopy(g, job)
+	awaitAwaits(t, st, 1)
+	held := job
+	held.HoldsWorker = true
+	second := startCopy(g, held)
+	awaitAwaits(t, st, 2)
+	close(release)
+	<-done
+	for _, ch := range []<-chan copyResult{first, second} {
+		r := <-ch
+		require.NoError(t, r.err)
+		require.Equal(t, core.Duplicate, r.res.Outcome)
+	}
+}

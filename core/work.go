@@ -164,7 +164,7 @@ func (c *Claim) decision(ctx context.Context) (Outcome, error) {
 		return out, err
 	}
 	until := c.waitUntil()
-	if until.IsZero() || !c.g.waiting.admit(c.key) {
+	if until.IsZero() || !c.g.waiting.admit(c.key, c.job.HoldsWorker) {
 		return out, err
 	}
 	answer := func() claimState {

@@ -105,6 +105,7 @@ func (m *middleware) process(ctx context.Context, t *asynq.Task, next asynq.Hand
 	exhausted := retriesExhausted(ctx)
 	if !job.Unguarded {
 		job.WaitUntil = m.waitUntil(ctx, exhausted)
+		job.HoldsWorker = exhausted // see waitExhausted
 	}
 	fn := func(ctx context.Context) ([]byte, error) {
 		err := next.ProcessTask(ctx, t)

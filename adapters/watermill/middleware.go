@@ -103,6 +103,7 @@ func (m *middleware) handle(msg *message.Message, next message.HandlerFunc) ([]*
 	}
 	if !job.Unguarded {
 		job.WaitUntil = m.waitUntil()
+		job.HoldsWorker = true // a copy not kept waiting is held all the same (below)
 	}
 	res, err := m.g.Run(ctx, job, fn)
 	if res.Outcome == core.Running && !job.WaitUntil.IsZero() {
