@@ -47,7 +47,10 @@ const defaultWindow = 24 * time.Hour
 // call of pub.Publish, in order; one whose key came earlier in the same
 // call is not published again. It returns nil when every message was
 // published before. When pub.Publish fails, it deletes the markers of the
-// call and returns pub's error unchanged. When the store fails, it publishes
+// call and returns pub's error unchanged. While another Publish publishes a
+// message with the same key to the topic, it returns an error matching
+// core.ErrRunning (nothing of the call that was not published before goes
+// out), so that a retry finds out what that Publish did. When the store fails, it publishes
 // nothing (unless the Guard fails open) and returns an error matching
 // core.ErrStoreUnavailable. A message's context gives the store calls its
 // values, never a deadline or a cancellation: each store call is bounded by
@@ -93,7 +96,9 @@ type publisher struct {
 
 // Publish implements message.Publisher.
 func (p *publisher) Publish(topic string, msgs ...*message.Message) error {
-	keys := make([]string, len(msgs))
+	keys := make([]string, 0, len(msgs))
+	unique := make([]*message.Message, 0, len(msgs))
+	seen := make(map[string]bool, len(msgs))
 	for i, m := range msgs {
 		if m == nil {
 			return fmt.Errorf("jobonce: watermillonce: Publish to topic %q: message %d is nil", topic, i)
@@ -102,9 +107,12 @@ func (p *publisher) Publish(topic string, msgs ...*message.Message) error {
 		if k == "" {
 			return fmt.Errorf("jobonce: watermillonce: Publish to topic %q: message %s: PublisherConfig.Key returned an empty key: %w", topic, m.UUID, core.ErrInvalidKey)
 		}
-		keys[i] = publishKey(topic, k)
+		if k = publishKey(topic, k); !seen[k] { // a key that came earlier in the call goes out once
+			seen[k] = true
+			keys, unique = append(keys, k), append(unique, m)
+		}
 	}
-	return p.publishFrom(topic, msgs, keys, make([]*message.Message, 0, len(msgs)))
+	return p.publishFrom(topic, unique, keys, make([]*message.Message, 0, len(unique)))
 }
 
 // publishFrom sets the marker of msgs[0] and, within its Enqueue, goes on
