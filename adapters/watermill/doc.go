@@ -146,10 +146,16 @@
 //
 // NewPublisher decorates a publisher so that each message is published at
 // most once per key (by default its UUID) and topic within a window
-// (PublisherConfig.Window, 24h), through Guard.Enqueue: a marker is set
-// first, and deleted at once when publishing fails, so a retried Publish
-// goes out. Messages not published before go out in one call of the
-// decorated publisher.
+// (PublisherConfig.Window, 24h), through Guard.Enqueue: the key is claimed
+// while the message is published and marked for the window once it is; a
+// claim whose publish fails is released at once, so a retried Publish goes
+// out. Messages go out one at a time, each in a call of the decorated
+// publisher of its own, since most backends (Redis Streams, RabbitMQ)
+// publish a call's messages one by one and stop at the first error: each
+// message's marker says what its own publish did, and a retry publishes
+// only the messages that did not go out. A message whose key another
+// Publish is publishing at that moment gets an error matching
+// core.ErrRunning, never a nil error.
 //
 // # Compared with middleware.Deduplicator
 //
