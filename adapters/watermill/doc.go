@@ -40,7 +40,12 @@
 //
 //   - The key was free: the handler runs, with the job's idempotency key
 //     and fence in msg.Context() (core.IdempotencyKey, core.Fence); its
-//     claim is kept alive while it runs. Success records the done marker
+//     claim is kept alive while it runs. That context is cancelled should
+//     the claim be lost while the handler runs, and otherwise lives as long
+//     as the message's own: a message the handler produces with it
+//     (out.SetContext(msg.Context()), for tracing) is published by the
+//     router after the handler has returned, by a publisher that honours
+//     its context. Success records the done marker
 //     and the router publishes the produced messages and acks. An error or
 //     a panic releases the claim and reaches the router unchanged, which
 //     nacks.

@@ -25,12 +25,14 @@ const source = "watermill"
 //
 //   - The key was free: the handler runs, with msg.Context() carrying the
 //     job's idempotency key and fence (core.IdempotencyKey, core.Fence) and
-//     cancelled should the claim be lost. Success records the done marker,
-//     with the messages the handler produced, and returns them (the router
-//     publishes them and acks the message). The handler's error (or panic)
-//     releases the claim and comes back unchanged, with the messages it
-//     returned, so watermill's Retry middleware and the router's nack
-//     apply.
+//     cancelled should the claim be lost while the handler runs; otherwise
+//     it ends with the message's own context, so a message produced with it
+//     outlives the handler, as the router's publish needs. Success records
+//     the done marker, with the messages the handler produced, and returns
+//     them (the router publishes them and acks the message). The handler's
+//     error (or panic) releases the claim and comes back unchanged, with
+//     the messages it returned, so watermill's Retry middleware and the
+//     router's nack apply.
 //   - Already done: the handler does not run; the messages the run
 //     produced are returned again, so the router publishes them and acks
 //     the copy (see the package documentation for why).
@@ -92,10 +94,14 @@ func (m *middleware) handle(msg *message.Message, next message.HandlerFunc) ([]*
 	job := m.job(msg, handler)
 	var produced []*message.Message
 	fn := func(jobCtx context.Context) ([]byte, error) {
-		msg.SetContext(jobCtx) // the job's context, until the handler returns
+		hctx, release := handlerContext(ctx, jobCtx)
+		msg.SetContext(hctx) // until the handler returns
 		defer msg.SetContext(ctx)
 		var err error
-		produced, err = next(msg)
+		func() {
+			defer release() // before the Guard ends jobCtx, on every path
+			produced, err = next(msg)
+		}()
 		if err != nil {
 			return nil, err
 		}
