@@ -8,6 +8,15 @@ import (
 
 // Config configures the middleware. A nil *Config gives the defaults; the
 // Config is copied, so later changes to it have no effect.
+//
+// The messages a handler produces are stored with its done marker, so that
+// a duplicate returns them again, up to the Guard's
+// core.Config.MaxResultSize (64 KiB by default) for all of one message's
+// produced messages, encoded (UUIDs, metadata and payloads). Beyond it the
+// marker says they were not stored, a warning is logged, and a duplicate of
+// the message, which cannot return them, goes to the poison path
+// (ErrProducedNotStored) rather than being acknowledged without them: set
+// MaxResultSize on the Guard above the largest output of a handler.
 type Config struct {
 	// Key returns the key that names a message's effect, such as an order
 	// id from its metadata or its UUID. The job key is the length of the

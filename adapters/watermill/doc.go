@@ -51,7 +51,8 @@
 //     nacks.
 //   - Already done (a duplicate): the handler does not run; the messages
 //     the run produced are returned again (see Produced messages) and the
-//     copy is acked.
+//     copy is acked; if they were not stored, an error for which IsPoison
+//     reports true.
 //   - Another copy runs: the copy waits in its handler up to
 //     Config.WaitRunning (10s), woken by the Guard's completion signal the
 //     moment the other copy ends, and is then a duplicate, or runs the job
@@ -72,12 +73,20 @@
 // that fails, or a crash in between, nacks or loses the delivery, and its
 // redelivery is a duplicate. So that the produced messages are not lost
 // then, the middleware stores them with the done marker (UUIDs, metadata and
-// payloads, up to core.Config.MaxResultSize, 64 KiB by default; beyond it
-// the marker is written without them and a warning logged), and a duplicate
-// returns them again. A duplicate therefore publishes the run's messages a
-// second time, with the same UUIDs: decorate the router's publisher with
-// NewPublisher (its default key is the UUID) to publish each once, or let
-// the next handler's own middleware skip them.
+// payloads), and a duplicate returns them again. A duplicate therefore
+// publishes the run's messages a second time, with the same UUIDs: decorate
+// the router's publisher with NewPublisher (its default key is the UUID) to
+// publish each once, or let the next handler's own middleware skip them.
+//
+// They are stored up to the Guard's core.Config.MaxResultSize (64 KiB by
+// default), for all of one message's produced messages, encoded. Beyond it
+// the marker records that they were not stored and a warning is logged; a
+// duplicate of that message cannot return them and is never acknowledged as
+// if it had: its error matches ErrProducedNotStored and IsPoison reports
+// true, so it goes to the poison queue, with the reason, for an operator to
+// replay what it produced or to forget its marker (the jobonce command).
+// Set MaxResultSize above the largest output of a handler. A stored result
+// this release cannot read is treated the same way.
 //
 // # Order in the middleware chain
 //
@@ -98,8 +107,9 @@
 //		return watermillonce.NewPublisher(guard, pub, nil)
 //	})
 //
-// PoisonQueue goes outside the middleware, so that it sees the conflicts
-// and empty keys; IsPoison keeps every other error out of it. A plain
+// PoisonQueue goes outside the middleware, so that it sees the conflicts,
+// empty keys and duplicates whose produced messages were not stored;
+// IsPoison keeps every other error out of it. A plain
 // PoisonQueue would take a copy whose job is running, or one the store
 // could not claim, off its topic: if the running copy then fails, the job
 // is lost. Retry goes inside, so that a handler's retries run under one

@@ -35,7 +35,9 @@ const source = "watermill"
 //     router's nack apply.
 //   - Already done: the handler does not run; the messages the run
 //     produced are returned again, so the router publishes them and acks
-//     the copy (see the package documentation for why).
+//     the copy (see the package documentation for why). When they were
+//     not stored (over core.Config.MaxResultSize), the copy gets an error
+//     matching ErrProducedNotStored, for which IsPoison reports true.
 //   - Another copy runs: the copy waits up to Config.WaitRunning for it to
 //     finish, woken by the Guard's completion signal the moment it does
 //     (then it is a duplicate, or runs if the claim was freed), and
@@ -93,6 +95,7 @@ func (m *middleware) handle(msg *message.Message, next message.HandlerFunc) ([]*
 	handler := message.HandlerNameFromCtx(ctx)
 	job := m.job(msg, handler)
 	var produced []*message.Message
+	var encoded []byte // when not stored: over the Guard's MaxResultSize
 	fn := func(jobCtx context.Context) ([]byte, error) {
 		hctx, release := handlerContext(ctx, jobCtx)
 		msg.SetContext(hctx) // until the handler returns
@@ -105,7 +108,11 @@ func (m *middleware) handle(msg *message.Message, next message.HandlerFunc) ([]*
 		if err != nil {
 			return nil, err
 		}
-		return encodeProduced(produced), nil
+		result, stored := storedProduced(produced, encodeProduced(produced), m.g.MaxResultSize())
+		if !stored {
+			encoded = result
+		}
+		return result, nil
 	}
 	if !job.Unguarded {
 		job.WaitUntil = m.waitUntil()
@@ -120,8 +127,16 @@ func (m *middleware) handle(msg *message.Message, next message.HandlerFunc) ([]*
 	}
 	switch {
 	case err == nil && res.Outcome == core.Duplicate:
-		return m.reproduce(ctx, msg, res.Value), nil
+		msgs, err := m.reproduce(ctx, msg, res.Value)
+		if err != nil {
+			return nil, poison(msg, handler, err)
+		}
+		return msgs, nil
 	case err == nil:
+		if encoded != nil && res.Outcome != core.Unguarded {
+			m.g.Logger().WarnContext(ctx, "jobonce: watermillonce: the messages the handler produced are over core.Config.MaxResultSize and not stored with the done marker: a duplicate of the message cannot return them and goes to the poison path",
+				"message_uuid", msg.UUID, "handler", handler, "produced", len(produced), "max_result_size", m.g.MaxResultSize())
+		}
 		return produced, nil
 	case res.Outcome == core.Conflict, res.Outcome == core.Rejected:
 		return nil, poison(msg, handler, err)
@@ -158,14 +173,15 @@ func (m *middleware) job(msg *message.Message, handler string) core.Job {
 }
 
 // reproduce returns the messages a duplicate's job produced when it ran,
-// from the stored result. A result it cannot read is logged and none are
-// returned: the job is done, so the copy is acknowledged all the same.
-func (m *middleware) reproduce(ctx context.Context, msg *message.Message, stored []byte) []*message.Message {
+// from the stored result, or an error matching ErrProducedNotStored when
+// they were not stored or cannot be read: the copy cannot publish what the
+// run produced, so it must not be acknowledged as if it had.
+func (m *middleware) reproduce(ctx context.Context, msg *message.Message, stored []byte) ([]*message.Message, error) {
 	msgs, err := decodeProduced(stored)
 	if err != nil {
-		m.g.Logger().WarnContext(ctx, "jobonce: watermillonce: a duplicate's produced messages could not be read; acknowledging it without them",
+		m.g.Logger().WarnContext(ctx, "jobonce: watermillonce: a duplicate's produced messages are not stored; it goes to the poison path rather than being acknowledged without them",
 			"message_uuid", msg.UUID, "handler", message.HandlerNameFromCtx(ctx), "error", err)
-		return nil
+		return nil, err
 	}
-	return msgs
+	return msgs, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -305,4 +306,42 @@ func TestRouterHandlersWhoseNameAndKeyJoinAlikeKeepKeysApart(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, map[string]int{"billing": 1, "billing:invoice": 1}, runs)
 	require.EqualValues(t, 2, outs.Get(core.Ran))
+}
+
+// A run whose produced messages are over the Guard's MaxResultSize, whose
+// publish then fails: the redelivery is a duplicate that cannot return
+// them, so it goes to the poison queue with the reason, rather than being
+// acknowledged without them.
+func TestRouterDuplicateWhoseProducedMessagesWereNotStoredIsPoisoned(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			e := b.new(t)
+			topic, outTopic, poisonTopic := e.topic("reports"), e.topic("pages"), e.topic("poison")
+			poisoned := subscribe(t, e.subscriber(t, "poison-reader"), poisonTopic)
+			pq, err := middleware.PoisonQueueWithFilter(e.publisher(t), poisonTopic, watermillonce.IsPoison)
+			require.NoError(t, err)
+			out := &flakyPublisher{Publisher: e.publisher(t), err: errors.New("broker unreachable")}
+			out.fails.Store(1)
+			var runs atomic.Int64
+			acked := newDeliveries(t)
+			startRouter(t, route{handler: "reports", sub: e.subscriber(t, "g"), topic: topic, pub: out, outTopic: outTopic,
+				fn: func(*message.Message) ([]*message.Message, error) {
+					runs.Add(1)
+					pages := make([]*message.Message, 100)
+					for i := range pages {
+						pages[i] = newMessage(strings.Repeat("x", 1024))
+					}
+					return pages, nil
+				}}, acked.middleware, pq, watermillonce.MustMiddleware(e.guard(t, nil), nil))
+			in := newMessage("monthly report")
+			publish(t, e.publisher(t), topic, in)
+			got := poisoned.wait(t, 1)
+			require.Equal(t, in.UUID, got[0].UUID)
+			require.Contains(t, got[0].Metadata.Get(middleware.ReasonForPoisonedKey), watermillonce.ErrProducedNotStored.Error())
+			require.EqualValues(t, 1, runs.Load())
+			require.Zero(t, out.published.Load(), "the run's publish failed, and the duplicate had nothing to publish")
+		})
+	}
 }
