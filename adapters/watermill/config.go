@@ -23,11 +23,14 @@ type Config struct {
 	// handler's name, ":", the name, ":" and what Key returns ("5:email:" and
 	// the key), so that every handler consuming one message
 	// (a topic with several handlers) runs it once, each under a key of its
-	// own. An empty key is invalid (core.ErrInvalidKey): the handler does not
-	// run and the message goes to the poison path (IsPoison), as in every
-	// adapter; exempt messages with Skip instead. Defaults to nil:
-	// core.Fingerprint of the payload, so copies with equal payloads share a
-	// key.
+	// own; handlers of one name in two routers sharing a store share it,
+	// unless Key names the topic (message.SubscribeTopicFromCtx). An empty
+	// key is invalid (core.ErrInvalidKey): the handler does not run and the
+	// message goes to the poison path (IsPoison), as in every adapter;
+	// exempt messages with Skip instead. Defaults to nil: the handler's name,
+	// the subscribed topic and core.Fingerprint of the payload, each but the
+	// last after its length ("7:process:6:orders:" and the fingerprint), so
+	// copies with equal payloads on one topic share a key.
 	Key func(msg *message.Message) string
 
 	// Fingerprint returns the fingerprint of a message's payload. A key held
@@ -57,6 +60,20 @@ type Config struct {
 	// that delays redeliveries itself (a JetStream subscriber with
 	// NakDelay). Defaults to 10s.
 	WaitRunning time.Duration
+
+	// LegacyDefaultKeys is for the rolling upgrade from a release whose
+	// default key had no topic (the handler's name, ":" and the payload's
+	// fingerprint): a message under the default key is claimed under that
+	// earlier key too, and within that claim under its own, so that a copy
+	// that either release ran, or runs, is found, and both done markers are
+	// written; the handler sees the earlier key's idempotency key and
+	// fence. It costs a second claim and done marker per message, and a
+	// message that runs is reported under each key (Ran, or Failed, twice).
+	// Set it on
+	// every process of the new release, and turn it off once no process of
+	// the earlier release has run for the Guard's Retention (see
+	// docs/watermill.md). Defaults to false.
+	LegacyDefaultKeys bool
 
 	// UnavailableDelay is how long a message that could not be claimed
 	// because the store failed waits in its handler before it is nacked, so

@@ -3,15 +3,16 @@ package watermillonce
 import "context"
 
 // handlerContext returns the context a guarded handler runs with, as
-// msg.Context(): the values of jobCtx (the message's own, and the job's
+// msg.Context(): the values of valuesCtx (the message's own, and its job's
 // idempotency key and fence), and the message's own deadline and
 // cancellation, so that a message the handler produces with it lives as
 // long as it would without the middleware: the router publishes it after
-// the middleware has returned, when jobCtx has ended. While the handler
-// runs, the end of jobCtx (the claim's lease lost) cancels it too, with
-// jobCtx's cause; release, called when the handler returns, stops that.
-func handlerContext(msgCtx, jobCtx context.Context) (ctx context.Context, release func()) {
-	ctx, cancel := context.WithCancelCause(messageLife{Context: msgCtx, values: context.WithoutCancel(jobCtx)})
+// the middleware has returned, when the job's context has ended. While the
+// handler runs, the end of jobCtx (the claim's lease lost) cancels it too,
+// with jobCtx's cause; release, called when the handler returns, stops
+// that.
+func handlerContext(msgCtx, valuesCtx, jobCtx context.Context) (ctx context.Context, release func()) {
+	ctx, cancel := context.WithCancelCause(messageLife{Context: msgCtx, values: context.WithoutCancel(valuesCtx)})
 	stop := context.AfterFunc(jobCtx, func() { cancel(context.Cause(jobCtx)) })
 	return ctx, func() { stop() }
 }

@@ -18,14 +18,18 @@
 //
 // # Keys
 //
-// A message's key names its effect. It is the handler's name
-// (message.HandlerNameFromCtx), ":" and, by default, core.Fingerprint of the
-// payload, so copies with equal payloads share a key. With Config.Key, it
-// is the name's length, ":", the name, ":" and what Key returns, such as the
-// message's UUID or a metadata field, so that no two handlers' keys meet
-// however their names and keys are cut. Every handler of a message runs it
-// once, under a key of its own: two handlers consuming one topic never skip
-// each other's work. An empty key is invalid, as in every jobonce adapter:
+// A message's key names its effect. By default it is the handler's name
+// (message.HandlerNameFromCtx), the subscribed topic
+// (message.SubscribeTopicFromCtx) and core.Fingerprint of the payload, each
+// but the last after its length, so copies with equal payloads on one topic
+// share a key, and handlers of one name in two routers sharing a store, or
+// on two topics, never share one. With Config.Key, it is the name's length,
+// ":", the name, ":" and what Key returns, such as the message's UUID or a
+// metadata field, so that no two handlers' keys meet however their names
+// and keys are cut. Every handler of a message runs it once, under a key of
+// its own: two handlers consuming one topic never skip each other's work.
+// Config.LegacyDefaultKeys bridges the upgrade from default keys without
+// the topic (docs/watermill.md). An empty key is invalid, as in every jobonce adapter:
 // the handler does not run and the message goes to the poison queue,
 // reported as core.Rejected. A message Config.Skip exempts runs unguarded,
 // reported as core.Unguarded. Copies under one named key with different

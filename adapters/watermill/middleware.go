@@ -3,13 +3,11 @@ package watermillonce
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/jobonce/jobonce/core"
-	"github.com/jobonce/jobonce/internal/jobkey"
 )
 
 // source names Watermill in metrics and logs (Job.Source).
@@ -93,11 +91,13 @@ func (m *middleware) wrap(next message.HandlerFunc) message.HandlerFunc {
 func (m *middleware) handle(msg *message.Message, next message.HandlerFunc) ([]*message.Message, error) {
 	ctx := msg.Context()
 	handler := message.HandlerNameFromCtx(ctx)
-	job := m.job(msg, handler)
+	job, legacyKey := m.job(msg, handler)
 	var produced []*message.Message
-	var encoded []byte // when not stored: over the Guard's MaxResultSize
-	fn := func(jobCtx context.Context) ([]byte, error) {
-		hctx, release := handlerContext(ctx, jobCtx)
+	unstored := false // produced, but over the Guard's MaxResultSize
+	// run runs the handler under the claim whose job context is jobCtx,
+	// with the idempotency key and fence of valuesCtx's.
+	run := func(valuesCtx, jobCtx context.Context) ([]byte, error) {
+		hctx, release := handlerContext(ctx, valuesCtx, jobCtx)
 		msg.SetContext(hctx) // until the handler returns
 		defer msg.SetContext(ctx)
 		var err error
@@ -109,15 +109,19 @@ func (m *middleware) handle(msg *message.Message, next message.HandlerFunc) ([]*
 			return nil, err
 		}
 		result, stored := storedProduced(produced, encodeProduced(produced), m.g.MaxResultSize())
-		if !stored {
-			encoded = result
-		}
+		unstored = !stored
 		return result, nil
 	}
 	if !job.Unguarded {
 		job.WaitUntil = m.waitUntil()
 	}
-	res, err := m.g.Run(ctx, job, fn)
+	var res core.Result
+	var err error
+	if legacyKey == "" {
+		res, err = m.g.Run(ctx, job, func(jobCtx context.Context) ([]byte, error) { return run(jobCtx, jobCtx) })
+	} else {
+		res, err = m.runUnderLegacyKey(ctx, job, legacyKey, run)
+	}
 	if res.Outcome == core.Running && !job.WaitUntil.IsZero() {
 		// A copy the Guard did not keep waiting (its running copy is
 		// expected to run past the wait) is held as long all the same, so
@@ -133,7 +137,7 @@ func (m *middleware) handle(msg *message.Message, next message.HandlerFunc) ([]*
 		}
 		return msgs, nil
 	case err == nil:
-		if encoded != nil && res.Outcome != core.Unguarded {
+		if unstored && res.Outcome != core.Unguarded {
 			m.g.Logger().WarnContext(ctx, "jobonce: watermillonce: the messages the handler produced are over core.Config.MaxResultSize and not stored with the done marker: a duplicate of the message cannot return them and goes to the poison path",
 				"message_uuid", msg.UUID, "handler", handler, "produced", len(produced), "max_result_size", m.g.MaxResultSize())
 		}
@@ -148,28 +152,6 @@ func (m *middleware) handle(msg *message.Message, next message.HandlerFunc) ([]*
 	default: // Running, Canceled
 		return nil, err
 	}
-}
-
-// job returns the message's job: unguarded when Config.Skip says so, else
-// keyed by the handler's name and Config.Key (the name's length, ":", the
-// name, ":" and the key, so that no two handlers' keys meet however their
-// names and keys are cut), or by default by the handler's name, ":" and the
-// payload's fingerprint, and fingerprinted by Config.Fingerprint.
-func (m *middleware) job(msg *message.Message, handler string) core.Job {
-	if m.cfg.Skip != nil && m.cfg.Skip(msg) {
-		return core.Job{Kind: handler, Source: source, Unguarded: true} // no key: no idempotency key either
-	}
-	var key string
-	if m.cfg.Key != nil {
-		if k := m.cfg.Key(msg); k != "" { // an empty key stays empty, and is rejected
-			key = strconv.Itoa(len(handler)) + ":" + handler + ":" + k
-		}
-	}
-	var fp func() string
-	if m.cfg.Fingerprint != nil {
-		fp = func() string { return m.cfg.Fingerprint(msg) }
-	}
-	return jobkey.Job(source, handler, msg.Payload, key, m.cfg.Key != nil, fp)
 }
 
 // reproduce returns the messages a duplicate's job produced when it ran,

@@ -20,7 +20,7 @@ import (
 
 // These tests call the wrapped handler directly, as a router would, with
 // the in-process store. Outside a router a message's context names no
-// handler, so keys start with ":".
+// handler and no topic, so default keys start with "0::0::".
 
 // TestKeyPolicy: the policy every adapter shares. An empty key is invalid:
 // the handler does not run and the message goes to the poison path,
@@ -47,7 +47,7 @@ func TestKeyPolicy(t *testing.T) {
 		key      string       // the key of every event
 		rejected bool
 	}{
-		{"default key", nil, withMetadata("user-42"), 1, core.Duplicate, 1, ":" + core.Fingerprint([]byte("user-42")), false},
+		{"default key", nil, withMetadata("user-42"), 1, core.Duplicate, 1, "0::0::" + core.Fingerprint([]byte("user-42")), false},
 		{"named key", keyByID, withMetadata("user-42", "id", "1"), 1, core.Duplicate, 1, "0::1", false},
 		{"empty key", keyByID, withMetadata("user-42"), 0, core.Rejected, 2, "", true},
 		{"skipped", keyByID, withMetadata("user-42", "free", "1"), 2, core.Unguarded, 2, "", false},
@@ -322,7 +322,7 @@ func TestUnreadableStoredResultIsPoison(t *testing.T) {
 	t.Parallel()
 	var logged strings.Builder
 	g := testenv.MemGuard(t, &core.Config{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-	res, err := g.Run(context.Background(), core.Job{Key: ":" + core.Fingerprint([]byte("job"))}, func(context.Context) ([]byte, error) {
+	res, err := g.Run(context.Background(), core.Job{Key: "0::0::" + core.Fingerprint([]byte("job"))}, func(context.Context) ([]byte, error) {
 		return []byte("not produced messages"), nil
 	})
 	require.NoError(t, err)

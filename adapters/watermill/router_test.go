@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,7 +52,8 @@ func TestRouterCopiesDeliveredTogetherRunOnce(t *testing.T) {
 			require.EqualValues(t, 1, outs.Get(core.Duplicate))
 			require.Zero(t, acked.nacks.Load(), "the copy waited rather than being nacked")
 			for _, ev := range outs.Events() {
-				require.Equal(t, "welcome:"+core.Fingerprint([]byte("user-42")), ev.Key, "the handler's name and the payload's fingerprint")
+				require.Equal(t, "7:welcome:"+strconv.Itoa(len(topic))+":"+topic+":"+core.Fingerprint([]byte("user-42")), ev.Key,
+					"the handler's name, the topic and the payload's fingerprint")
 				require.Equal(t, "welcome", ev.Kind)
 			}
 		})
@@ -342,6 +344,44 @@ func TestRouterDuplicateWhoseProducedMessagesWereNotStoredIsPoisoned(t *testing.
 			require.Contains(t, got[0].Metadata.Get(middleware.ReasonForPoisonedKey), watermillonce.ErrProducedNotStored.Error())
 			require.EqualValues(t, 1, runs.Load())
 			require.Zero(t, out.published.Load(), "the run's publish failed, and the duplicate had nothing to publish")
+		})
+	}
+}
+
+// Handler names are unique within one router only. Two routers sharing a
+// Guard, each with a handler "process", one on "orders" and one on
+// "refunds": a message of the same payload on each topic runs each handler
+// once; the default key names the topic.
+func TestRouterHandlersOfOneNameOnTwoTopicsEachRun(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			e := b.new(t)
+			var outs testenv.Outcomes
+			mw := watermillonce.MustMiddleware(e.guard(t, &core.Config{Observer: outs.Observe}), nil)
+			var mu sync.Mutex
+			runs := map[string]int{}
+			acked := newDeliveries(t)
+			for _, name := range []string{"orders", "refunds"} {
+				topic := e.topic(name)
+				startRouter(t, route{handler: "process", sub: e.subscriber(t, "g"), topic: topic, fn: func(msg *message.Message) ([]*message.Message, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					runs[message.SubscribeTopicFromCtx(msg.Context())]++
+					return nil, nil
+				}}, acked.middleware, mw)
+			}
+			pub := e.publisher(t)
+			publish(t, pub, e.topic("orders"), newMessage(`{"id": 7}`))
+			acked.waitAcked(t, 1)
+			publish(t, pub, e.topic("refunds"), newMessage(`{"id": 7}`))
+			acked.waitAcked(t, 1)
+			mu.Lock()
+			defer mu.Unlock()
+			require.Equal(t, map[string]int{e.topic("orders"): 1, e.topic("refunds"): 1}, runs)
+			require.EqualValues(t, 2, outs.Get(core.Ran))
+			require.Zero(t, outs.Get(core.Duplicate))
 		})
 	}
 }
