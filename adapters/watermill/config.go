@@ -48,8 +48,8 @@ type Config struct {
 	Skip func(msg *message.Message) bool
 
 	// WaitRunning is how long a copy that finds its job running elsewhere
-	// waits in its handler for that copy to finish, before it returns an
-	// error matching core.ErrRunning and is nacked: the Guard's completion
+	// waits in its handler for that copy to finish, before it is nacked
+	// (with no error, see NewMiddleware): the Guard's completion
 	// signal wakes it the moment the running copy's done marker is written
 	// (it is then a duplicate) or its claim released (it runs). A copy of a
 	// kind that the Guard has seen run longer than the running copy has

@@ -60,8 +60,12 @@
 //   - Another copy runs: the copy waits in its handler up to
 //     Config.WaitRunning (10s), woken by the Guard's completion signal the
 //     moment the other copy ends, and is then a duplicate, or runs the job
-//     if the other copy failed; if the job still runs, it returns an error
-//     matching core.ErrRunning and is nacked, to come back later.
+//     if the other copy failed; if the job still runs, the middleware nacks
+//     the message itself and returns neither an error nor messages, so
+//     that it comes back later while the router logs no error and no
+//     handler failure is counted (the router's Ack after a nil error does
+//     nothing to a nacked message). The Guard reports it as core.Running,
+//     logged once at Debug.
 //   - A conflict or an empty key: an error for which IsPoison reports true.
 //   - The store failed: nothing runs; after Config.UnavailableDelay (1s) an
 //     error matching core.ErrStoreUnavailable, and the message is nacked

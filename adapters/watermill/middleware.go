@@ -39,8 +39,10 @@ const source = "watermill"
 //   - Another copy runs: the copy waits up to Config.WaitRunning for it to
 //     finish, woken by the Guard's completion signal the moment it does
 //     (then it is a duplicate, or runs if the claim was freed), and
-//     otherwise returns an error matching core.ErrRunning, so the message
-//     is nacked and redelivered.
+//     otherwise nacks the message itself and returns no error and no
+//     messages, so that the backend redelivers it while the router logs no
+//     error and counts no failure (its Ack after a nack does nothing); the
+//     Guard reports it as core.Running, logged at Debug.
 //   - A different payload under the key (core.ErrConflict), or an empty
 //     key (core.ErrInvalidKey): an error for which IsPoison reports true,
 //     for middleware.PoisonQueueWithFilter.
@@ -147,9 +149,15 @@ func (m *middleware) handle(msg *message.Message, next message.HandlerFunc) ([]*
 	case res.Outcome == core.Unavailable:
 		pause(ctx, m.cfg.UnavailableDelay)
 		return nil, err
+	case res.Outcome == core.Running:
+		// Back to the broker, but no handler failure: the router would log
+		// an error at ERROR and count it. Nacked first, the message is not
+		// acked by the router's Ack that follows a nil error.
+		msg.Nack()
+		return nil, nil
 	case res.Outcome == core.Failed:
 		return produced, err
-	default: // Running, Canceled
+	default: // Canceled
 		return nil, err
 	}
 }

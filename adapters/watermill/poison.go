@@ -16,12 +16,13 @@ import (
 //
 //	poison, err := middleware.PoisonQueueWithFilter(pub, "poison", watermillonce.IsPoison)
 //
-// It reports false for every other error: a copy whose job runs elsewhere
-// (core.ErrRunning), a store failure (core.ErrStoreUnavailable), an ended
-// context and the handler's own errors. Never send the first two to a
-// poison queue: the message would leave its topic while its job may still
-// need it (the running copy may fail, the store may come back), and it
-// would be lost.
+// It reports false for every other error: a job running elsewhere
+// (core.ErrRunning: NewPublisher's, for a message another Publish is
+// publishing; the middleware nacks a running copy with no error), a store
+// failure (core.ErrStoreUnavailable), an ended context and the handler's
+// own errors. Never send the first two to a poison queue: the message would
+// leave its topic while its job may still need it (the running copy may
+// fail, the store may come back), and it would be lost.
 func IsPoison(err error) bool {
 	var p *poisonError
 	return errors.As(err, &p)
