@@ -159,6 +159,14 @@
 //   - SQL (watermill-sql): again after ResendInterval (1s); the consumer
 //     group's offset waits behind it.
 //
+// On a backend that hands a consumer one message at a time (RabbitMQ with
+// prefetch 1, a Kafka partition, JetStream with MaxAckPending 1, a Redis
+// Streams consumer, SQL), a copy waiting for its running copy stalls that
+// consumer until the running copy ends, by the backend's nature: keep
+// WaitRunning above the job's usual run, or set it negative only with a
+// redelivery delay on the backend's side (docs/watermill.md has what to set
+// for each).
+//
 // Each nack of a waiting copy is a delivery: a backend that limits
 // deliveries (RabbitMQ quorum queues' delivery-limit, JetStream's
 // MaxDeliver, a NakDelay with MaxRetryDelay) drops or dead-letters a copy
