@@ -12,27 +12,48 @@ import (
 // enqueueSource is the Source of the events Enqueue reports in shadow mode.
 const enqueueSource = "enqueue"
 
-// Enqueue publishes a job at most once per key within window: it sets a
-// marker for the key (under the prefix plus "enq#" and the key's hash) only if none exists, then
-// calls publish. If publish fails, Enqueue deletes its own marker, so an
+// enqueueFingerprint is the fingerprint of Enqueue's claims. A claim
+// without it, with more lease left than Config.Lease, is a marker of an
+// earlier release, which held the key as a claim for the whole window
+// (see earlierMarker).
+const enqueueFingerprint = "enqueue"
+
+// Enqueue publishes a job at most once per key within window. It claims the
+// key (under the prefix plus "enq#" and the key's hash) as Guard.Do does,
+// with a lease of Config.Lease kept alive by the heartbeat, and calls
+// publish; once publish succeeds, it turns the claim into a marker kept for
+// window. If publish fails (or panics), Enqueue releases the claim, so an
 // outage never blocks the job for the whole window, and returns publish's
-// error unchanged. It reports whether publish ran and succeeded; false with a
-// nil error means the key was published within the window already.
+// error unchanged; publish's context is cancelled should the claim be lost.
+// It reports whether publish ran and succeeded; false with a nil error
+// means the key was published within the window already. A publisher that
+// stops before its answer holds the key for its lease only.
 //
-// When the store fails, Enqueue deletes the marker it may have written
-// (token-checked: a second bounded store call), so a retry is not skipped,
-// and returns an error matching ErrStoreUnavailable without publishing;
-// with FailOpen, it publishes anyway
-// when the store could not be reached (not when it answered with an error:
-// see Config.FailOpen). When ctx ends first, the error matches ctx.Err()
-// and nothing is published.
+// While another call publishes the key, Enqueue publishes nothing and
+// returns an error matching ErrRunning whose RetryAfter hint says when to
+// try again; it never reports a publish in flight as published. A marker
+// written by an earlier release (a claim for the whole window, with no
+// fingerprint) is taken for a publish within the window while more than
+// Config.Lease of it is left.
+//
+// When the store fails, Enqueue releases the claim it may have written
+// (token-checked: a second bounded store call), so a retry is not held up,
+// and returns an error matching ErrStoreUnavailable without publishing (as
+// for a claim answered past half its lease); with FailOpen, it publishes
+// anyway when the store could not be reached (not when it answered with an
+// error: see Config.FailOpen). When ctx ends before the claim is answered,
+// the error matches ctx.Err() and nothing is published. If the marker
+// cannot be written after publish succeeded, Enqueue reports the publish
+// (true, nil) and logs a warning: a later Enqueue of the key may publish
+// it again once the claim's lease has lapsed.
 //
 // In shadow mode (Config.Shadow), Enqueue publishes every call, also those
-// it would skip (the key published within the window, an empty key, a
-// store failure), and reports each of those to the observer, the log and
-// the metrics (jobonce.shadow.skips) as Unguarded (or Failed, when publish
-// failed) with Event.Source "enqueue" and Event.WouldSkip the outcome
-// enforcement would give: Duplicate, Rejected or Unavailable.
+// it would skip (the key published within the window or being published,
+// an empty key, a store failure), and reports each of those to the
+// observer, the log and the metrics (jobonce.shadow.skips) as Unguarded (or
+// Failed, when publish failed) with Event.Source "enqueue" and
+// Event.WouldSkip the outcome enforcement would give: Duplicate, Running,
+// Rejected or Unavailable.
 func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, publish func(context.Context) error) (bool, error) {
 	if window < time.Millisecond {
 		return false, fmt.Errorf("jobonce: core: Enqueue: window must be at least 1ms, got %s", window)
@@ -51,8 +72,9 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 		return false, fmt.Errorf("jobonce: Enqueue stopped by the caller's context: %w", err)
 	}
 	token := driver.NewToken()
+	started := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
-	reply, err := g.storeClaim(sctx, driver.ClaimRequest{Key: skey, Token: token, Lease: window})
+	reply, err := g.storeClaim(sctx, driver.ClaimRequest{Key: skey, Token: token, Fingerprint: enqueueFingerprint, Lease: g.cfg.Lease})
 	cancel()
 	if done := ended(ctx); done != nil {
 		if err != nil || reply.State == driver.StateClaimed {
@@ -68,41 +90,81 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 			}
 			return true, nil
 		}
-		// The marker may have been written though its answer was lost or
-		// late: the retry of a caller told the store failed must not find it
-		// and skip the job for the whole window. The release is
-		// token-checked, so it deletes this call's marker or nothing.
+		// The claim may have been written though its answer was lost or
+		// late: the retry of a caller told the store failed must not find
+		// it held. The release is token-checked, so it deletes this call's
+		// claim or nothing.
 		g.release(ctx, skey, token)
-		err = fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
-		if g.cfg.Shadow {
-			return g.publishShadow(ctx, key, publish, Unavailable, err)
-		}
-		return false, err
+		return g.notPublished(ctx, key, publish, Unavailable, fmt.Errorf("%w: %w", ErrStoreUnavailable, err))
 	}
 	switch reply.State {
 	case driver.StateClaimed:
-	case driver.StateRunning, driver.StateDone:
-		if g.cfg.Shadow {
-			return g.publishShadow(ctx, key, publish, Duplicate, nil)
+	case driver.StateDone:
+		return g.notPublished(ctx, key, publish, Duplicate, nil)
+	case driver.StateRunning:
+		if g.earlierMarker(reply) {
+			return g.notPublished(ctx, key, publish, Duplicate, nil)
 		}
-		return false, nil
+		err := fmt.Errorf("jobonce: Enqueue: key %q is being published by another call: %w",
+			key, &RunningError{RetryAfter: g.retryAfter(reply.Remaining)})
+		return g.notPublished(ctx, key, publish, Running, err)
 	default:
 		err := fmt.Errorf("%w: store replied with unknown state %d", ErrStoreUnavailable, reply.State)
-		if g.cfg.Shadow {
-			return g.publishShadow(ctx, key, publish, Unavailable, err)
-		}
-		return false, err
+		return g.notPublished(ctx, key, publish, Unavailable, err)
 	}
+	if after := time.Since(started); after >= g.cfg.Lease/2 {
+		// The claim may lapse before the heartbeat renews it, and another
+		// call publish alongside.
+		g.release(ctx, skey, token)
+		err := fmt.Errorf("%w: the claim was answered %s after it was sent, past half its lease (%s)", ErrStoreUnavailable, after.Round(time.Millisecond), g.cfg.Lease)
+		return g.notPublished(ctx, key, publish, Unavailable, err)
+	}
+	return g.publishClaimed(ctx, key, driver.CompleteRequest{Key: skey, Token: token, Retention: window, Fence: reply.Fence}, started, publish)
+}
+
+// earlierMarker reports whether a running claim Enqueue found is the marker
+// of an earlier release: no fingerprint, and more lease left than any claim
+// of this Guard's Enqueue has.
+func (g *Guard) earlierMarker(reply driver.ClaimReply) bool {
+	return reply.Fingerprint == "" && reply.Remaining > g.cfg.Lease
+}
+
+// notPublished answers an Enqueue that enforcement does not publish: with
+// outcome would's error err (nil for a key published within the window),
+// or in shadow mode by publishing all the same (see publishShadow).
+func (g *Guard) notPublished(ctx context.Context, key string, publish func(context.Context) error, would Outcome, err error) (bool, error) {
+	if g.cfg.Shadow {
+		return g.publishShadow(ctx, key, publish, would, err)
+	}
+	return false, err
+}
+
+// publishClaimed publishes under the claim req names, which the heartbeat
+// keeps alive (the lease runs from started), and then writes the marker
+// req describes; a failed or panicking publish releases the claim.
+func (g *Guard) publishClaimed(ctx context.Context, key string, req driver.CompleteRequest, started time.Time, publish func(context.Context) error) (bool, error) {
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	hb := g.startHeartbeat(pctx, req.Key, req.Token, started, cancel)
 	published := false
 	defer func() {
 		if !published { // publish failed or panicked: the job was not published
-			g.release(ctx, skey, token)
+			hb.stop()
+			g.release(ctx, req.Key, req.Token)
 		}
 	}()
-	if err := publish(ctx); err != nil {
+	if err := publish(pctx); err != nil {
 		return false, err
 	}
 	published = true
+	sctx, scancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
+	_, err := g.retryCompleteWithin(sctx, req, nil)
+	scancel()
+	hb.stop()
+	if err != nil {
+		g.cfg.Logger.WarnContext(ctx, "jobonce: published, but the marker could not be written; a later Enqueue of the key may publish it again once its claim lapses",
+			"key", key, "error", err)
+	}
 	return true, nil
 }
 

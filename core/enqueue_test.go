@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -106,4 +108,91 @@ func TestEnqueuePanickingPublishReleasesItsMarker(t *testing.T) {
 	t.Logf("retry after the panic: published=%v err=%v", ok, err)
 	require.NoError(t, err)
 	require.True(t, ok, "the job was never published, yet Enqueue reports it as published within the window (false, nil)")
+}
+
+// A second Enqueue of a key whose publish is still in flight is not told
+// the key was published: it gets an error matching ErrRunning with a retry
+// hint, and when the first publish then fails, the next Enqueue publishes.
+func TestEnqueueOfAKeyBeingPublishedIsRunning(t *testing.T) {
+	g := testenv.MemGuard(t, nil)
+	ctx := context.Background()
+	inFlight, answer := make(chan struct{}), make(chan error)
+	first := make(chan error, 1)
+	go func() {
+		_, err := g.Enqueue(ctx, "k", time.Hour, func(context.Context) error {
+			close(inFlight)
+			return <-answer
+		})
+		first <- err
+	}()
+	<-inFlight
+	publishes := 0
+	publish := func(context.Context) error { publishes++; return nil }
+	ok, err := g.Enqueue(ctx, "k", time.Hour, publish)
+	require.False(t, ok)
+	require.ErrorIs(t, err, core.ErrRunning, "a publish in flight was reported as published")
+	after, hinted := core.RetryAfter(err)
+	require.True(t, hinted)
+	require.Positive(t, after)
+
+	boom := errors.New("broker unreachable")
+	answer <- boom
+	require.Same(t, boom, <-first)
+	ok, err = g.Enqueue(ctx, "k", time.Hour, publish)
+	require.NoError(t, err)
+	require.True(t, ok, "nobody published the key")
+	require.Equal(t, 1, publishes)
+}
+
+// A publisher that stops between its claim and the broker's answer (here:
+// no heartbeat renews its claim) holds the key for its lease, not for the
+// window: a later Enqueue publishes once the lease has lapsed.
+func TestEnqueueOfAPublisherThatStoppedPublishesAfterItsLease(t *testing.T) {
+	store := memstore.New()
+	stopped := testenv.NewGuard(t, store, &core.Config{Lease: 200 * time.Millisecond, DisableHeartbeat: true})
+	ctx := context.Background()
+	inFlight, never := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(never) })
+	go func() {
+		_, _ = stopped.Enqueue(ctx, "k", time.Hour, func(context.Context) error {
+			close(inFlight)
+			<-never
+			return nil
+		})
+	}()
+	<-inFlight
+	g := testenv.NewGuard(t, store, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, err := g.Enqueue(ctx, "k", time.Hour, func(context.Context) error { return nil })
+		if ok {
+			require.NoError(t, err)
+			return
+		}
+		require.ErrorIs(t, err, core.ErrRunning, "told published while nobody has published the key")
+		require.True(t, time.Now().Before(deadline), "the stopped publisher's claim was never given up")
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A marker an earlier release wrote (a claim held for the whole window,
+// with no fingerprint) is taken for a publish within the window, not for
+// a publish in flight, on memstore and on Redis.
+func TestEnqueueTakesAMarkerOfTheEarlierReleaseForPublished(t *testing.T) {
+	prefix := testenv.Prefix(t)
+	onRedis, err := redisstore.New(testenv.Redis(t, prefix), nil)
+	require.NoError(t, err)
+	for name, store := range map[string]driver.Store{"memstore": memstore.New(), "redisstore": onRedis} {
+		g := testenv.NewGuard(t, store, &core.Config{KeyPrefix: prefix})
+		ctx := context.Background()
+		skey, err := core.EnqueueKey(prefix, "k")
+		require.NoError(t, err)
+		_, err = store.Claim(ctx, driver.ClaimRequest{Key: skey, Token: driver.NewToken(), Lease: time.Hour})
+		require.NoError(t, err)
+		published := false
+		ok, err := g.Enqueue(ctx, "k", time.Hour, func(context.Context) error { published = true; return nil })
+		require.NoError(t, err, name)
+		require.False(t, ok, name)
+		require.False(t, published, name)
+	}
 }

@@ -10,3 +10,6 @@ var Unreachable = unreachable
 
 // ErrStorePanicked and ErrStoreStuck are the Guard's own store failures.
 var ErrStorePanicked, ErrStoreStuck = errStorePanicked, errStoreStuck
+
+// EnqueueKey is enqueueKey, the stored key of Enqueue's marker.
+var EnqueueKey = enqueueKey

@@ -139,6 +139,11 @@ func (g *Guard) StoredKey(key string) (string, error) {
 	return storedKey(g.cfg.KeyPrefix, key, g.cfg.PlainKeys)
 }
 
+// MaxResultSize returns the largest result the Guard stores with a done
+// marker (Config.MaxResultSize), for an adapter that stores a result of its
+// own and must tell its duplicates when it could not.
+func (g *Guard) MaxResultSize() int { return g.cfg.MaxResultSize }
+
 // Logger returns the Guard's logger (Config.Logger), for code that reports
 // alongside the Guard, such as an adapter's warnings.
 func (g *Guard) Logger() *slog.Logger { return g.cfg.Logger }

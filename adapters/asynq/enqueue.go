@@ -31,11 +31,11 @@ type Enqueuer interface {
 }
 
 // EnqueueOnce enqueues task through client at most once per key within
-// window, using Guard.Enqueue: a marker for the key is set only if none
-// exists, then the task is enqueued; if enqueueing fails, the marker is
-// removed at once, so an outage never blocks the key for the whole window
-// (unlike Asynq's Unique option, which also cannot take a custom key). An
-// empty key means DefaultKey(task).
+// window, using Guard.Enqueue: the key is claimed while the task is
+// enqueued and marked for the window once it is; if enqueueing fails, the
+// claim is released at once, so an outage never blocks the key for the
+// whole window (unlike Asynq's Unique option, which also cannot take a
+// custom key). An empty key means DefaultKey(task).
 //
 // The task is enqueued with an asynq.TaskID that names the key's window:
 // "jobonce-", core.Fingerprint of the key, "-" and the number of whole
@@ -57,8 +57,11 @@ type Enqueuer interface {
 // It returns ErrAlreadyEnqueued (also matching asynq.ErrDuplicateTask) when
 // the key was enqueued within the window, or when a task with its task ID is
 // in the queue (then matching asynq.ErrTaskIDConflict too, and the marker is
-// kept for the window); an error matching core.ErrStoreUnavailable when the
-// store cannot be reached (nothing is enqueued unless the Guard fails open);
+// kept for the window); an error matching core.ErrRunning, with a
+// core.RetryAfter hint, while another call is enqueueing the key (nothing is
+// enqueued: try again after the hint); an error matching
+// core.ErrStoreUnavailable when the store cannot be reached (nothing is
+// enqueued unless the Guard fails open);
 // an error matching ctx.Err() when ctx ends before the store answered
 // (nothing is enqueued); and the client's error unchanged when enqueueing
 // fails.

@@ -11,14 +11,17 @@ import (
 	"github.com/jobonce/jobonce/internal/nilcheck"
 )
 
-// Send sends in at most once per key within window, through Guard.Enqueue: a
-// marker is set for the key, then the message is sent; if the send fails, the
-// marker is removed so a retry can send at once. It reports whether this call
-// sent the message; false with a nil error means the key was sent within the
-// window already, and out is then nil.
+// Send sends in at most once per key within window, through Guard.Enqueue:
+// the key is claimed while the message is sent and marked for the window
+// once it is; if the send fails, the claim is released so a retry can send
+// at once. It reports whether this call sent the message; false with a nil
+// error means the key was sent within the window already, and out is then
+// nil.
 //
 // An empty key is replaced by the hash of the message body (core.Fingerprint).
-// The error matches core.ErrStoreUnavailable when the store cannot be reached
+// The error matches core.ErrRunning, with a core.RetryAfter hint, while
+// another call is sending the key (nothing is sent: try again after the
+// hint); core.ErrStoreUnavailable when the store cannot be reached
 // (nothing is sent unless the Guard fails open), and ctx.Err() when ctx ends
 // before the store answered (nothing is sent); a send error comes back
 // unchanged.

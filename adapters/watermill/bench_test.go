@@ -21,7 +21,8 @@ const benchInFlight = 64
 
 // BenchmarkRouterInterleaved runs no-op messages through one Watermill
 // router on GoChannel, each variant a handler of its own: plain; with the
-// middleware on the test Redis; with the middleware on memstore, which
+// middleware on the test Redis, also with Config.LegacyDefaultKeys (two
+// claims and two done markers a message); with the middleware on memstore, which
 // shows the middleware's own cost apart from the store's; and with
 // watermill's middleware.Deduplicator (in memory, one process only; it
 // loses a message whose handler fails, see
@@ -43,6 +44,7 @@ func BenchmarkRouterInterleaved(b *testing.B) {
 	variants := []variant{
 		{name: "plain"},
 		{name: "jobonce", mw: watermillonce.MustMiddleware(testenv.RedisGuard(b, nil), nil)},
+		{name: "jobonce-legacykeys", mw: watermillonce.MustMiddleware(testenv.RedisGuard(b, nil), &watermillonce.Config{LegacyDefaultKeys: true})},
 		{name: "jobonce-memstore", mw: watermillonce.MustMiddleware(testenv.MemGuard(b, nil), nil)},
 		{name: "deduplicator", mw: (&middleware.Deduplicator{}).Middleware},
 	}

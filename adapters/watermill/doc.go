@@ -18,14 +18,18 @@
 //
 // # Keys
 //
-// A message's key names its effect. It is the handler's name
-// (message.HandlerNameFromCtx), ":" and, by default, core.Fingerprint of the
-// payload, so copies with equal payloads share a key. With Config.Key, it
-// is the name's length, ":", the name, ":" and what Key returns, such as the
-// message's UUID or a metadata field, so that no two handlers' keys meet
-// however their names and keys are cut. Every handler of a message runs it
-// once, under a key of its own: two handlers consuming one topic never skip
-// each other's work. An empty key is invalid, as in every jobonce adapter:
+// A message's key names its effect. By default it is the handler's name
+// (message.HandlerNameFromCtx), the subscribed topic
+// (message.SubscribeTopicFromCtx) and core.Fingerprint of the payload, each
+// but the last after its length, so copies with equal payloads on one topic
+// share a key, and handlers of one name in two routers sharing a store, or
+// on two topics, never share one. With Config.Key, it is the name's length,
+// ":", the name, ":" and what Key returns, such as the message's UUID or a
+// metadata field, so that no two handlers' keys meet however their names
+// and keys are cut. Every handler of a message runs it once, under a key of
+// its own: two handlers consuming one topic never skip each other's work.
+// Config.LegacyDefaultKeys bridges the upgrade from default keys without
+// the topic (docs/watermill.md). An empty key is invalid, as in every jobonce adapter:
 // the handler does not run and the message goes to the poison queue,
 // reported as core.Rejected. A message Config.Skip exempts runs unguarded,
 // reported as core.Unguarded. Copies under one named key with different
@@ -40,18 +44,28 @@
 //
 //   - The key was free: the handler runs, with the job's idempotency key
 //     and fence in msg.Context() (core.IdempotencyKey, core.Fence); its
-//     claim is kept alive while it runs. Success records the done marker
+//     claim is kept alive while it runs. That context is cancelled should
+//     the claim be lost while the handler runs, and otherwise lives as long
+//     as the message's own: a message the handler produces with it
+//     (out.SetContext(msg.Context()), for tracing) is published by the
+//     router after the handler has returned, by a publisher that honours
+//     its context. Success records the done marker
 //     and the router publishes the produced messages and acks. An error or
 //     a panic releases the claim and reaches the router unchanged, which
 //     nacks.
 //   - Already done (a duplicate): the handler does not run; the messages
 //     the run produced are returned again (see Produced messages) and the
-//     copy is acked.
+//     copy is acked; if they were not stored, an error for which IsPoison
+//     reports true.
 //   - Another copy runs: the copy waits in its handler up to
 //     Config.WaitRunning (10s), woken by the Guard's completion signal the
 //     moment the other copy ends, and is then a duplicate, or runs the job
-//     if the other copy failed; if the job still runs, it returns an error
-//     matching core.ErrRunning and is nacked, to come back later.
+//     if the other copy failed; if the job still runs, the middleware nacks
+//     the message itself and returns neither an error nor messages, so
+//     that it comes back later while the router logs no error and no
+//     handler failure is counted (the router's Ack after a nil error does
+//     nothing to a nacked message). The Guard reports it as core.Running,
+//     logged once at Debug.
 //   - A conflict or an empty key: an error for which IsPoison reports true.
 //   - The store failed: nothing runs; after Config.UnavailableDelay (1s) an
 //     error matching core.ErrStoreUnavailable, and the message is nacked
@@ -67,12 +81,20 @@
 // that fails, or a crash in between, nacks or loses the delivery, and its
 // redelivery is a duplicate. So that the produced messages are not lost
 // then, the middleware stores them with the done marker (UUIDs, metadata and
-// payloads, up to core.Config.MaxResultSize, 64 KiB by default; beyond it
-// the marker is written without them and a warning logged), and a duplicate
-// returns them again. A duplicate therefore publishes the run's messages a
-// second time, with the same UUIDs: decorate the router's publisher with
-// NewPublisher (its default key is the UUID) to publish each once, or let
-// the next handler's own middleware skip them.
+// payloads), and a duplicate returns them again. A duplicate therefore
+// publishes the run's messages a second time, with the same UUIDs: decorate
+// the router's publisher with NewPublisher (its default key is the UUID) to
+// publish each once, or let the next handler's own middleware skip them.
+//
+// They are stored up to the Guard's core.Config.MaxResultSize (64 KiB by
+// default), for all of one message's produced messages, encoded. Beyond it
+// the marker records that they were not stored and a warning is logged; a
+// duplicate of that message cannot return them and is never acknowledged as
+// if it had: its error matches ErrProducedNotStored and IsPoison reports
+// true, so it goes to the poison queue, with the reason, for an operator to
+// replay what it produced or to forget its marker (the jobonce command).
+// Set MaxResultSize above the largest output of a handler. A stored result
+// this release cannot read is treated the same way.
 //
 // # Order in the middleware chain
 //
@@ -93,8 +115,9 @@
 //		return watermillonce.NewPublisher(guard, pub, nil)
 //	})
 //
-// PoisonQueue goes outside the middleware, so that it sees the conflicts
-// and empty keys; IsPoison keeps every other error out of it. A plain
+// PoisonQueue goes outside the middleware, so that it sees the conflicts,
+// empty keys and duplicates whose produced messages were not stored;
+// IsPoison keeps every other error out of it. A plain
 // PoisonQueue would take a copy whose job is running, or one the store
 // could not claim, off its topic: if the running copy then fails, the job
 // is lost. Retry goes inside, so that a handler's retries run under one
@@ -136,6 +159,14 @@
 //   - SQL (watermill-sql): again after ResendInterval (1s); the consumer
 //     group's offset waits behind it.
 //
+// On a backend that hands a consumer one message at a time (RabbitMQ with
+// prefetch 1, a Kafka partition, JetStream with MaxAckPending 1, a Redis
+// Streams consumer, SQL), a copy waiting for its running copy stalls that
+// consumer until the running copy ends, by the backend's nature: keep
+// WaitRunning above the job's usual run, or set it negative only with a
+// redelivery delay on the backend's side (docs/watermill.md has what to set
+// for each).
+//
 // Each nack of a waiting copy is a delivery: a backend that limits
 // deliveries (RabbitMQ quorum queues' delivery-limit, JetStream's
 // MaxDeliver, a NakDelay with MaxRetryDelay) drops or dead-letters a copy
@@ -146,10 +177,16 @@
 //
 // NewPublisher decorates a publisher so that each message is published at
 // most once per key (by default its UUID) and topic within a window
-// (PublisherConfig.Window, 24h), through Guard.Enqueue: a marker is set
-// first, and deleted at once when publishing fails, so a retried Publish
-// goes out. Messages not published before go out in one call of the
-// decorated publisher.
+// (PublisherConfig.Window, 24h), through Guard.Enqueue: the key is claimed
+// while the message is published and marked for the window once it is; a
+// claim whose publish fails is released at once, so a retried Publish goes
+// out. Messages go out one at a time, each in a call of the decorated
+// publisher of its own, since most backends (Redis Streams, RabbitMQ)
+// publish a call's messages one by one and stop at the first error: each
+// message's marker says what its own publish did, and a retry publishes
+// only the messages that did not go out. A message whose key another
+// Publish is publishing at that moment gets an error matching
+// core.ErrRunning, never a nil error.
 //
 // # Compared with middleware.Deduplicator
 //

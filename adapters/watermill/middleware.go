@@ -3,13 +3,11 @@ package watermillonce
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/jobonce/jobonce/core"
-	"github.com/jobonce/jobonce/internal/jobkey"
 )
 
 // source names Watermill in metrics and logs (Job.Source).
@@ -25,20 +23,26 @@ const source = "watermill"
 //
 //   - The key was free: the handler runs, with msg.Context() carrying the
 //     job's idempotency key and fence (core.IdempotencyKey, core.Fence) and
-//     cancelled should the claim be lost. Success records the done marker,
-//     with the messages the handler produced, and returns them (the router
-//     publishes them and acks the message). The handler's error (or panic)
-//     releases the claim and comes back unchanged, with the messages it
-//     returned, so watermill's Retry middleware and the router's nack
-//     apply.
+//     cancelled should the claim be lost while the handler runs; otherwise
+//     it ends with the message's own context, so a message produced with it
+//     outlives the handler, as the router's publish needs. Success records
+//     the done marker, with the messages the handler produced, and returns
+//     them (the router publishes them and acks the message). The handler's
+//     error (or panic) releases the claim and comes back unchanged, with
+//     the messages it returned, so watermill's Retry middleware and the
+//     router's nack apply.
 //   - Already done: the handler does not run; the messages the run
 //     produced are returned again, so the router publishes them and acks
-//     the copy (see the package documentation for why).
+//     the copy (see the package documentation for why). When they were
+//     not stored (over core.Config.MaxResultSize), the copy gets an error
+//     matching ErrProducedNotStored, for which IsPoison reports true.
 //   - Another copy runs: the copy waits up to Config.WaitRunning for it to
 //     finish, woken by the Guard's completion signal the moment it does
 //     (then it is a duplicate, or runs if the claim was freed), and
-//     otherwise returns an error matching core.ErrRunning, so the message
-//     is nacked and redelivered.
+//     otherwise nacks the message itself and returns no error and no
+//     messages, so that the backend redelivers it while the router logs no
+//     error and counts no failure (its Ack after a nack does nothing); the
+//     Guard reports it as core.Running, logged at Debug.
 //   - A different payload under the key (core.ErrConflict), or an empty
 //     key (core.ErrInvalidKey): an error for which IsPoison reports true,
 //     for middleware.PoisonQueueWithFilter.
@@ -89,23 +93,38 @@ func (m *middleware) wrap(next message.HandlerFunc) message.HandlerFunc {
 func (m *middleware) handle(msg *message.Message, next message.HandlerFunc) ([]*message.Message, error) {
 	ctx := msg.Context()
 	handler := message.HandlerNameFromCtx(ctx)
-	job := m.job(msg, handler)
+	job, legacyKey := m.job(msg, handler)
 	var produced []*message.Message
-	fn := func(jobCtx context.Context) ([]byte, error) {
-		msg.SetContext(jobCtx) // the job's context, until the handler returns
+	unstored := false // produced, but over the Guard's MaxResultSize
+	// run runs the handler under the claim whose job context is jobCtx,
+	// with the idempotency key and fence of valuesCtx's.
+	run := func(valuesCtx, jobCtx context.Context) ([]byte, error) {
+		hctx, release := handlerContext(ctx, valuesCtx, jobCtx)
+		msg.SetContext(hctx) // until the handler returns
 		defer msg.SetContext(ctx)
 		var err error
-		produced, err = next(msg)
+		func() {
+			defer release() // before the Guard ends jobCtx, on every path
+			produced, err = next(msg)
+		}()
 		if err != nil {
 			return nil, err
 		}
-		return encodeProduced(produced), nil
+		result, stored := storedProduced(produced, encodeProduced(produced), m.g.MaxResultSize())
+		unstored = !stored
+		return result, nil
 	}
 	if !job.Unguarded {
 		job.WaitUntil = m.waitUntil()
 		job.HoldsWorker = true // a copy not kept waiting is held all the same (below)
 	}
-	res, err := m.g.Run(ctx, job, fn)
+	var res core.Result
+	var err error
+	if legacyKey == "" {
+		res, err = m.g.Run(ctx, job, func(jobCtx context.Context) ([]byte, error) { return run(jobCtx, jobCtx) })
+	} else {
+		res, err = m.runUnderLegacyKey(ctx, job, legacyKey, run)
+	}
 	if res.Outcome == core.Running && !job.WaitUntil.IsZero() {
 		// A copy the Guard did not keep waiting (its running copy is
 		// expected to run past the wait) is held as long all the same, so
@@ -115,52 +134,45 @@ func (m *middleware) handle(msg *message.Message, next message.HandlerFunc) ([]*
 	}
 	switch {
 	case err == nil && res.Outcome == core.Duplicate:
-		return m.reproduce(ctx, msg, res.Value), nil
+		msgs, err := m.reproduce(ctx, msg, res.Value)
+		if err != nil {
+			return nil, poison(msg, handler, err)
+		}
+		return msgs, nil
 	case err == nil:
+		if unstored && res.Outcome != core.Unguarded {
+			m.g.Logger().WarnContext(ctx, "jobonce: watermillonce: the messages the handler produced are over core.Config.MaxResultSize and not stored with the done marker: a duplicate of the message cannot return them and goes to the poison path",
+				"message_uuid", msg.UUID, "handler", handler, "produced", len(produced), "max_result_size", m.g.MaxResultSize())
+		}
 		return produced, nil
 	case res.Outcome == core.Conflict, res.Outcome == core.Rejected:
 		return nil, poison(msg, handler, err)
 	case res.Outcome == core.Unavailable:
 		pause(ctx, m.cfg.UnavailableDelay)
 		return nil, err
+	case res.Outcome == core.Running:
+		// Back to the broker, but no handler failure: the router would log
+		// an error at ERROR and count it. Nacked first, the message is not
+		// acked by the router's Ack that follows a nil error.
+		msg.Nack()
+		return nil, nil
 	case res.Outcome == core.Failed:
 		return produced, err
-	default: // Running, Canceled
+	default: // Canceled
 		return nil, err
 	}
 }
 
-// job returns the message's job: unguarded when Config.Skip says so, else
-// keyed by the handler's name and Config.Key (the name's length, ":", the
-// name, ":" and the key, so that no two handlers' keys meet however their
-// names and keys are cut), or by default by the handler's name, ":" and the
-// payload's fingerprint, and fingerprinted by Config.Fingerprint.
-func (m *middleware) job(msg *message.Message, handler string) core.Job {
-	if m.cfg.Skip != nil && m.cfg.Skip(msg) {
-		return core.Job{Kind: handler, Source: source, Unguarded: true} // no key: no idempotency key either
-	}
-	var key string
-	if m.cfg.Key != nil {
-		if k := m.cfg.Key(msg); k != "" { // an empty key stays empty, and is rejected
-			key = strconv.Itoa(len(handler)) + ":" + handler + ":" + k
-		}
-	}
-	var fp func() string
-	if m.cfg.Fingerprint != nil {
-		fp = func() string { return m.cfg.Fingerprint(msg) }
-	}
-	return jobkey.Job(source, handler, msg.Payload, key, m.cfg.Key != nil, fp)
-}
-
 // reproduce returns the messages a duplicate's job produced when it ran,
-// from the stored result. A result it cannot read is logged and none are
-// returned: the job is done, so the copy is acknowledged all the same.
-func (m *middleware) reproduce(ctx context.Context, msg *message.Message, stored []byte) []*message.Message {
+// from the stored result, or an error matching ErrProducedNotStored when
+// they were not stored or cannot be read: the copy cannot publish what the
+// run produced, so it must not be acknowledged as if it had.
+func (m *middleware) reproduce(ctx context.Context, msg *message.Message, stored []byte) ([]*message.Message, error) {
 	msgs, err := decodeProduced(stored)
 	if err != nil {
-		m.g.Logger().WarnContext(ctx, "jobonce: watermillonce: a duplicate's produced messages could not be read; acknowledging it without them",
+		m.g.Logger().WarnContext(ctx, "jobonce: watermillonce: a duplicate's produced messages are not stored; it goes to the poison path rather than being acknowledged without them",
 			"message_uuid", msg.UUID, "handler", message.HandlerNameFromCtx(ctx), "error", err)
-		return nil
+		return nil, err
 	}
-	return msgs
+	return msgs, nil
 }

@@ -20,7 +20,7 @@ import (
 
 // These tests call the wrapped handler directly, as a router would, with
 // the in-process store. Outside a router a message's context names no
-// handler, so keys start with ":".
+// handler and no topic, so default keys start with "0::0::".
 
 // TestKeyPolicy: the policy every adapter shares. An empty key is invalid:
 // the handler does not run and the message goes to the poison path,
@@ -47,7 +47,7 @@ func TestKeyPolicy(t *testing.T) {
 		key      string       // the key of every event
 		rejected bool
 	}{
-		{"default key", nil, withMetadata("user-42"), 1, core.Duplicate, 1, ":" + core.Fingerprint([]byte("user-42")), false},
+		{"default key", nil, withMetadata("user-42"), 1, core.Duplicate, 1, "0::0::" + core.Fingerprint([]byte("user-42")), false},
 		{"named key", keyByID, withMetadata("user-42", "id", "1"), 1, core.Duplicate, 1, "0::1", false},
 		{"empty key", keyByID, withMetadata("user-42"), 0, core.Rejected, 2, "", true},
 		{"skipped", keyByID, withMetadata("user-42", "free", "1"), 2, core.Unguarded, 2, "", false},
@@ -271,31 +271,58 @@ func TestTimeoutInsideReleasesTheClaim(t *testing.T) {
 	require.EqualValues(t, 2, runs.Load())
 }
 
-// Produced messages larger than the Guard's MaxResultSize are returned by
-// the run but not stored: a duplicate returns none.
-func TestProducedMessagesBeyondMaxResultSizeAreNotStored(t *testing.T) {
+// A run that produced more than the Guard's MaxResultSize (100 messages of
+// 1 KiB, over the default 64 KiB) returns its messages, but they are not
+// stored: its duplicate cannot return them, so it is not acknowledged as if
+// it had; it goes to the poison path, with an error matching
+// ErrProducedNotStored.
+func TestDuplicateOfARunWhoseProducedMessagesWereNotStoredIsPoison(t *testing.T) {
 	t.Parallel()
-	var outs testenv.Outcomes
-	h := watermillonce.MustMiddleware(testenv.MemGuard(t, &core.Config{MaxResultSize: 100, Observer: outs.Observe}), nil)(
+	var logged strings.Builder
+	var runs atomic.Int64
+	h := watermillonce.MustMiddleware(testenv.MemGuard(t, &core.Config{Logger: slog.New(slog.NewTextHandler(&logged, nil))}), nil)(
 		func(*message.Message) ([]*message.Message, error) {
-			return []*message.Message{newMessage(strings.Repeat("x", 200))}, nil
+			runs.Add(1)
+			out := make([]*message.Message, 100)
+			for i := range out {
+				out[i] = newMessage(strings.Repeat("x", 1024))
+			}
+			return out, nil
 		})
 	out, err := h(newMessage("big"))
 	require.NoError(t, err)
-	require.Len(t, out, 1)
+	require.Len(t, out, 100)
+	require.Contains(t, logged.String(), "not stored")
+
 	out, err = h(newMessage("big"))
-	require.NoError(t, err)
+	require.ErrorIs(t, err, watermillonce.ErrProducedNotStored, "the duplicate was acknowledged with %d of 100 messages", len(out))
+	require.True(t, watermillonce.IsPoison(err))
 	require.Empty(t, out)
-	require.ErrorIs(t, outs.Events()[0].Err, core.ErrResultTooLarge)
+	require.EqualValues(t, 1, runs.Load())
 }
 
-// A done marker whose result the middleware did not write: the duplicate is
-// acknowledged without produced messages, and a warning is logged.
-func TestUnreadableStoredResultIsAcknowledged(t *testing.T) {
+// A run that produced no messages stores none: its duplicate is
+// acknowledged.
+func TestDuplicateOfARunThatProducedNothingIsAcknowledged(t *testing.T) {
+	t.Parallel()
+	h := watermillonce.MustMiddleware(testenv.MemGuard(t, nil), nil)(
+		func(*message.Message) ([]*message.Message, error) { return nil, nil })
+	for range 2 {
+		out, err := h(newMessage("quiet"))
+		require.NoError(t, err)
+		require.Empty(t, out)
+	}
+}
+
+// A done marker whose result the middleware cannot read (another writer,
+// an encoding of another release): the duplicate cannot return what the run
+// produced, so it goes to the poison path, with a warning, rather than being
+// acknowledged without them.
+func TestUnreadableStoredResultIsPoison(t *testing.T) {
 	t.Parallel()
 	var logged strings.Builder
 	g := testenv.MemGuard(t, &core.Config{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-	res, err := g.Run(context.Background(), core.Job{Key: ":" + core.Fingerprint([]byte("job"))}, func(context.Context) ([]byte, error) {
+	res, err := g.Run(context.Background(), core.Job{Key: "0::0::" + core.Fingerprint([]byte("job"))}, func(context.Context) ([]byte, error) {
 		return []byte("not produced messages"), nil
 	})
 	require.NoError(t, err)
@@ -306,7 +333,8 @@ func TestUnreadableStoredResultIsAcknowledged(t *testing.T) {
 		return nil, nil
 	})
 	out, err := h(newMessage("job"))
-	require.NoError(t, err)
+	require.ErrorIs(t, err, watermillonce.ErrProducedNotStored)
+	require.True(t, watermillonce.IsPoison(err))
 	require.Empty(t, out)
-	require.Contains(t, logged.String(), "produced messages could not be read")
+	require.Contains(t, logged.String(), "produced messages are not stored")
 }

@@ -3,6 +3,7 @@ package watermillonce
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -13,8 +14,12 @@ import (
 // order. The encoding is producedVersion, then the number of messages, then
 // for each its UUID, its metadata (a count, then key and value pairs in key
 // order) and its payload, every string and count as a uvarint length or
-// value.
-const producedVersion = 1
+// value. Messages too large to store are replaced by producedUnstored, then
+// their number and encoded size as uvarints when those fit the limit too.
+const (
+	producedVersion  = 1
+	producedUnstored = 2
+)
 
 var errProducedEncoding = errors.New("jobonce: watermillonce: stored produced messages are not in a known encoding")
 
@@ -57,14 +62,41 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
+// storedProduced returns what is stored of msgs, whose encoding is
+// encoded, under a limit of max bytes: encoded, or when it is over max, the
+// record that says they were not stored, with their number and size when
+// that fits. stored reports which.
+func storedProduced(msgs []*message.Message, encoded []byte, max int) (result []byte, stored bool) {
+	if len(encoded) <= max {
+		return encoded, true
+	}
+	b := []byte{producedUnstored}
+	b = binary.AppendUvarint(b, uint64(len(msgs)))
+	b = binary.AppendUvarint(b, uint64(len(encoded)))
+	if len(b) > max {
+		b = b[:1]
+	}
+	return b, false
+}
+
 // decodeProduced returns the messages encodeProduced stored in b: new
 // messages, with no context and not acknowledged. An empty b holds none.
+// The record storedProduced writes for messages not stored gives an error
+// matching ErrProducedNotStored.
 func decodeProduced(b []byte) ([]*message.Message, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}
-	if b[0] != producedVersion {
-		return nil, errProducedEncoding
+	switch b[0] {
+	case producedVersion:
+	case producedUnstored:
+		d := decoder{b: b[1:]}
+		if n, size := d.count(), d.count(); !d.bad {
+			return nil, fmt.Errorf("%w: the run produced %d messages, %d bytes encoded, over core.Config.MaxResultSize", ErrProducedNotStored, n, size)
+		}
+		return nil, fmt.Errorf("%w: they were over core.Config.MaxResultSize", ErrProducedNotStored)
+	default:
+		return nil, fmt.Errorf("%w: %w", ErrProducedNotStored, errProducedEncoding)
 	}
 	d := decoder{b: b[1:]}
 	n := d.count()
@@ -83,7 +115,7 @@ func decodeProduced(b []byte) ([]*message.Message, error) {
 		msgs = append(msgs, m)
 	}
 	if d.bad || len(d.b) != 0 {
-		return nil, errProducedEncoding
+		return nil, fmt.Errorf("%w: %w", ErrProducedNotStored, errProducedEncoding)
 	}
 	return msgs, nil
 }

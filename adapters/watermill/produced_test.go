@@ -1,6 +1,7 @@
 package watermillonce
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -36,7 +37,7 @@ func TestProducedRejectsWhatItDidNotWrite(t *testing.T) {
 	t.Parallel()
 	good := encodeProduced([]*message.Message{message.NewMessage("u", message.Payload("p"))})
 	for name, b := range map[string][]byte{
-		"another version": append([]byte{producedVersion + 1}, good[1:]...),
+		"another version": append([]byte{producedUnstored + 1}, good[1:]...),
 		"truncated":       good[:len(good)-1],
 		"trailing bytes":  append(append([]byte(nil), good...), 0),
 		"huge count":      {producedVersion, 0xff, 0xff, 0xff, 0xff, 0x0f},
@@ -46,4 +47,26 @@ func TestProducedRejectsWhatItDidNotWrite(t *testing.T) {
 		_, err := decodeProduced(b)
 		require.ErrorIs(t, err, errProducedEncoding, name)
 	}
+}
+
+func TestProducedOverTheLimitIsStoredAsNotStored(t *testing.T) {
+	t.Parallel()
+	msgs := []*message.Message{message.NewMessage("u", message.Payload("payload"))}
+	encoded := encodeProduced(msgs)
+
+	b, stored := storedProduced(msgs, encoded, len(encoded))
+	require.True(t, stored)
+	require.Equal(t, encoded, b)
+
+	b, stored = storedProduced(msgs, encoded, len(encoded)-1)
+	require.False(t, stored)
+	_, err := decodeProduced(b)
+	require.ErrorIs(t, err, ErrProducedNotStored)
+	require.ErrorContains(t, err, fmt.Sprintf("1 messages, %d bytes encoded", len(encoded)))
+
+	b, stored = storedProduced(msgs, encoded, 1)
+	require.False(t, stored)
+	require.Len(t, b, 1, "within any limit")
+	_, err = decodeProduced(b)
+	require.ErrorIs(t, err, ErrProducedNotStored)
 }

@@ -38,18 +38,22 @@ const defaultWindow = 24 * time.Hour
 
 // NewPublisher returns a message.Publisher that publishes each message
 // through pub at most once per key (PublisherConfig.Key, by default the
-// message's UUID) and topic within the window, using Guard.Enqueue: a
-// marker is set for the key only if none exists, then the message is
-// published; when publishing fails, the marker is deleted at once, so a
+// message's UUID) and topic within the window, using Guard.Enqueue: the
+// key is claimed while the message is published and marked for the window
+// once it is; when publishing fails, the claim is released at once, so a
 // retry publishes it. cfg may be nil for the defaults.
 //
-// Publish publishes the messages not published within the window in one
-// call of pub.Publish, in order; one whose key came earlier in the same
-// call is not published again. It returns nil when every message was
-// published before. When pub.Publish fails, it deletes the markers of the
-// call and returns pub's error unchanged. When the store fails, it publishes
-// nothing (unless the Guard fails open) and returns an error matching
-// core.ErrStoreUnavailable. A message's context gives the store calls its
+// Publish publishes the messages not published within the window one at a
+// time, each in a call of pub.Publish of its own, in order; one whose key
+// came earlier in the same call is not published again. It stops at the
+// first message that fails and returns pub's error unchanged: the messages
+// before it went out and keep their markers, so a retry of the call
+// publishes only the rest. While another Publish publishes a message with
+// the same key to the topic, it stops there with an error matching
+// core.ErrRunning, so that a retry finds out what that Publish did. It
+// returns nil when every message was published before. When the store
+// fails, it stops with an error matching core.ErrStoreUnavailable (unless
+// the Guard fails open). A message's context gives the store calls its
 // values, never a deadline or a cancellation: each store call is bounded by
 // the Guard's StoreTimeout. A message with an empty key makes it publish
 // nothing and return an error matching core.ErrInvalidKey.
@@ -104,32 +108,18 @@ func (p *publisher) Publish(topic string, msgs ...*message.Message) error {
 		}
 		keys[i] = publishKey(topic, k)
 	}
-	return p.publishFrom(topic, msgs, keys, make([]*message.Message, 0, len(msgs)))
-}
-
-// publishFrom sets the marker of msgs[0] and, within its Enqueue, goes on
-// with the rest; the last publishes fresh, the messages whose markers this
-// call set, in one call. A failure anywhere unwinds through every Enqueue
-// of the call, each deleting its marker.
-func (p *publisher) publishFrom(topic string, msgs []*message.Message, keys []string, fresh []*message.Message) error {
-	if len(msgs) == 0 {
-		if len(fresh) == 0 {
-			return nil
+	for i, m := range msgs {
+		// A message's context carries values (tracing), not the caller's
+		// say on stopping: Publish takes no context.
+		ctx := context.WithoutCancel(m.Context())
+		_, err := p.g.Enqueue(ctx, keys[i], p.cfg.Window, func(context.Context) error {
+			return p.pub.Publish(topic, m)
+		})
+		if err != nil {
+			return err
 		}
-		return p.pub.Publish(topic, fresh...)
 	}
-	m := msgs[0]
-	// A message's context carries values (tracing), not the caller's say on
-	// stopping: Publish takes no context, and a handler's produced messages
-	// may carry its job's context, which ends when the handler returns.
-	ctx := context.WithoutCancel(m.Context())
-	published, err := p.g.Enqueue(ctx, keys[0], p.cfg.Window, func(context.Context) error {
-		return p.publishFrom(topic, msgs[1:], keys[1:], append(fresh, m))
-	})
-	if err != nil || published {
-		return err
-	}
-	return p.publishFrom(topic, msgs[1:], keys[1:], fresh) // m's key was published within the window
+	return nil
 }
 
 // Close implements message.Publisher: it closes the decorated publisher.

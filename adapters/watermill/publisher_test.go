@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill-redisstream/pkg/redisstream"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/redis/go-redis/v9"
@@ -50,9 +51,9 @@ func TestPublisherPublishesEachUUIDOnce(t *testing.T) {
 	require.NoError(t, pub.Close())
 }
 
-// One Publish of several messages publishes those not published before in
-// one call, in order; a key repeated within the call goes out once.
-func TestPublisherPublishesTheRestInOneCall(t *testing.T) {
+// One Publish of several messages publishes those not published before one
+// at a time, in order; a key repeated within the call goes out once.
+func TestPublisherPublishesEachMessageOnItsOwn(t *testing.T) {
 	t.Parallel()
 	ps := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
 	t.Cleanup(func() { _ = ps.Close() })
@@ -69,14 +70,14 @@ func TestPublisherPublishesTheRestInOneCall(t *testing.T) {
 	a, b, c := newMessage("a"), newMessage("b"), newMessage("c")
 	publish(t, pub, "t", a)
 	publish(t, pub, "t", b, a, b, c)
-	require.Equal(t, [][]string{{a.UUID}, {b.UUID, c.UUID}}, calls, "a was published before, b goes out once")
+	require.Equal(t, [][]string{{a.UUID}, {b.UUID}, {c.UUID}}, calls, "a was published before, b goes out once")
 
 	publish(t, pub, "t", a, b, c)
-	require.Len(t, calls, 2, "nothing left to publish: no call")
+	require.Len(t, calls, 3, "nothing left to publish: no call")
 }
 
-// When publishing fails, the markers of the call are deleted and the error
-// comes back unchanged: the retry publishes every message.
+// When publishing fails, the failed message's claim is released and the
+// error comes back unchanged: the retry publishes every message.
 func TestPublisherFailureReleasesTheKeys(t *testing.T) {
 	t.Parallel()
 	ps := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
@@ -175,4 +176,47 @@ func TestPublisherIgnoresAnEndedMessageContext(t *testing.T) {
 	msg.SetContext(ctx)
 	publish(t, pub, "receipts", msg)
 	require.EqualValues(t, 1, inner.msgs.Load())
+}
+
+// failOnce is redisstream's marshaller, failing the first marshal of the
+// message whose UUID is uuid, as a publish that fails part-way through a
+// call does.
+type failOnce struct {
+	redisstream.DefaultMarshallerUnmarshaller
+	uuid   string
+	failed atomic.Bool
+}
+
+func (m *failOnce) Marshal(topic string, msg *message.Message) (map[string]any, error) {
+	if msg.UUID == m.uuid && m.failed.CompareAndSwap(false, true) {
+		return nil, errors.New("cannot marshal")
+	}
+	return m.DefaultMarshallerUnmarshaller.Marshal(topic, msg)
+}
+
+// redisstream publishes a call's messages one by one and stops at the first
+// error, so the messages before it went out. A Publish that fails on its
+// second message, then a retry of the call: each message is in the stream
+// once.
+func TestPublisherRetryAfterAPartialPublishPublishesEachMessageOnce(t *testing.T) {
+	t.Parallel()
+	e := newRedisStreamEnv(t).(*redisStreamEnv)
+	m1, m2, m3 := newMessage("1"), newMessage("2"), newMessage("3")
+	rs, err := redisstream.NewPublisher(redisstream.PublisherConfig{
+		Client: e.client(t), Marshaller: &failOnce{uuid: m2.UUID},
+	}, watermill.NopLogger{})
+	require.NoError(t, err)
+	pub, err := watermillonce.NewPublisher(e.guard(t, nil), rs, nil)
+	require.NoError(t, err)
+	topic := e.topic("receipts")
+	require.ErrorContains(t, pub.Publish(topic, m1, m2, m3), "cannot marshal")
+	publish(t, pub, topic, m1, m2, m3) // the caller's retry
+
+	entries, err := e.client(t).XRange(context.Background(), topic, "-", "+").Result()
+	require.NoError(t, err)
+	var uuids []string
+	for _, x := range entries {
+		uuids = append(uuids, x.Values[redisstream.UUIDHeaderKey].(string))
+	}
+	require.Equal(t, []string{m1.UUID, m2.UUID, m3.UUID}, uuids, "each message once, in order")
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,7 +52,8 @@ func TestRouterCopiesDeliveredTogetherRunOnce(t *testing.T) {
 			require.EqualValues(t, 1, outs.Get(core.Duplicate))
 			require.Zero(t, acked.nacks.Load(), "the copy waited rather than being nacked")
 			for _, ev := range outs.Events() {
-				require.Equal(t, "welcome:"+core.Fingerprint([]byte("user-42")), ev.Key, "the handler's name and the payload's fingerprint")
+				require.Equal(t, "7:welcome:"+strconv.Itoa(len(topic))+":"+topic+":"+core.Fingerprint([]byte("user-42")), ev.Key,
+					"the handler's name, the topic and the payload's fingerprint")
 				require.Equal(t, "welcome", ev.Kind)
 			}
 		})
@@ -305,4 +308,80 @@ func TestRouterHandlersWhoseNameAndKeyJoinAlikeKeepKeysApart(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, map[string]int{"billing": 1, "billing:invoice": 1}, runs)
 	require.EqualValues(t, 2, outs.Get(core.Ran))
+}
+
+// A run whose produced messages are over the Guard's MaxResultSize, whose
+// publish then fails: the redelivery is a duplicate that cannot return
+// them, so it goes to the poison queue with the reason, rather than being
+// acknowledged without them.
+func TestRouterDuplicateWhoseProducedMessagesWereNotStoredIsPoisoned(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			e := b.new(t)
+			topic, outTopic, poisonTopic := e.topic("reports"), e.topic("pages"), e.topic("poison")
+			poisoned := subscribe(t, e.subscriber(t, "poison-reader"), poisonTopic)
+			pq, err := middleware.PoisonQueueWithFilter(e.publisher(t), poisonTopic, watermillonce.IsPoison)
+			require.NoError(t, err)
+			out := &flakyPublisher{Publisher: e.publisher(t), err: errors.New("broker unreachable")}
+			out.fails.Store(1)
+			var runs atomic.Int64
+			acked := newDeliveries(t)
+			startRouter(t, route{handler: "reports", sub: e.subscriber(t, "g"), topic: topic, pub: out, outTopic: outTopic,
+				fn: func(*message.Message) ([]*message.Message, error) {
+					runs.Add(1)
+					pages := make([]*message.Message, 100)
+					for i := range pages {
+						pages[i] = newMessage(strings.Repeat("x", 1024))
+					}
+					return pages, nil
+				}}, acked.middleware, pq, watermillonce.MustMiddleware(e.guard(t, nil), nil))
+			in := newMessage("monthly report")
+			publish(t, e.publisher(t), topic, in)
+			got := poisoned.wait(t, 1)
+			require.Equal(t, in.UUID, got[0].UUID)
+			require.Contains(t, got[0].Metadata.Get(middleware.ReasonForPoisonedKey), watermillonce.ErrProducedNotStored.Error())
+			require.EqualValues(t, 1, runs.Load())
+			require.Zero(t, out.published.Load(), "the run's publish failed, and the duplicate had nothing to publish")
+		})
+	}
+}
+
+// Handler names are unique within one router only. Two routers sharing a
+// Guard, each with a handler "process", one on "orders" and one on
+// "refunds": a message of the same payload on each topic runs each handler
+// once; the default key names the topic.
+func TestRouterHandlersOfOneNameOnTwoTopicsEachRun(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			e := b.new(t)
+			var outs testenv.Outcomes
+			mw := watermillonce.MustMiddleware(e.guard(t, &core.Config{Observer: outs.Observe}), nil)
+			var mu sync.Mutex
+			runs := map[string]int{}
+			acked := newDeliveries(t)
+			for _, name := range []string{"orders", "refunds"} {
+				topic := e.topic(name)
+				startRouter(t, route{handler: "process", sub: e.subscriber(t, "g"), topic: topic, fn: func(msg *message.Message) ([]*message.Message, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					runs[message.SubscribeTopicFromCtx(msg.Context())]++
+					return nil, nil
+				}}, acked.middleware, mw)
+			}
+			pub := e.publisher(t)
+			publish(t, pub, e.topic("orders"), newMessage(`{"id": 7}`))
+			acked.waitAcked(t, 1)
+			publish(t, pub, e.topic("refunds"), newMessage(`{"id": 7}`))
+			acked.waitAcked(t, 1)
+			mu.Lock()
+			defer mu.Unlock()
+			require.Equal(t, map[string]int{e.topic("orders"): 1, e.topic("refunds"): 1}, runs)
+			require.EqualValues(t, 2, outs.Get(core.Ran))
+			require.Zero(t, outs.Get(core.Duplicate))
+		})
+	}
 }

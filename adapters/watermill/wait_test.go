@@ -75,12 +75,23 @@ func TestCopyWaitsForTheRunningJob(t *testing.T) {
 	require.Zero(t, outs.Get(core.Running), "woken by the signal, not polling")
 }
 
-// The wait is bounded by WaitRunning, then the copy is nacked with an error
-// matching core.ErrRunning; a negative WaitRunning returns at once; a
+// nacked reports whether msg was nacked.
+func nacked(msg *message.Message) bool {
+	select {
+	case <-msg.Nacked():
+		return true
+	default:
+		return false
+	}
+}
+
+// The wait is bounded by WaitRunning, then the copy is nacked, with no
+// error (it is no failure); a negative WaitRunning returns at once; a
 // context that ends stops the wait with its own error.
 func TestWaitRunningBoundsTheWait(t *testing.T) {
 	t.Parallel()
-	g := testenv.MemGuard(t, nil)
+	var outs testenv.Outcomes
+	g := testenv.MemGuard(t, &core.Config{Observer: outs.Observe})
 	var runs atomic.Int64
 	started, release := make(chan struct{}), make(chan struct{})
 	defer close(release)
@@ -88,29 +99,32 @@ func TestWaitRunningBoundsTheWait(t *testing.T) {
 	go func() { _, _ = h(newMessage("stuck")) }()
 	<-started
 
-	copyWith := func(cfg *watermillonce.Config, ctx context.Context) (time.Duration, error) {
+	copyWith := func(cfg *watermillonce.Config, ctx context.Context) (time.Duration, *message.Message, error) {
 		msg := newMessage("stuck")
 		msg.SetContext(ctx)
 		start := time.Now()
-		_, err := watermillonce.MustMiddleware(g, cfg)(blocking(&runs, nil, nil))(msg)
-		return time.Since(start), err
+		out, err := watermillonce.MustMiddleware(g, cfg)(blocking(&runs, nil, nil))(msg)
+		require.Empty(t, out)
+		return time.Since(start), msg, err
 	}
 
-	took, err := copyWith(&watermillonce.Config{WaitRunning: 100 * time.Millisecond}, context.Background())
-	require.ErrorIs(t, err, core.ErrRunning)
-	require.False(t, watermillonce.IsPoison(err))
+	took, msg, err := copyWith(&watermillonce.Config{WaitRunning: 100 * time.Millisecond}, context.Background())
+	require.NoError(t, err)
+	require.True(t, nacked(msg))
 	require.GreaterOrEqual(t, took, 100*time.Millisecond)
 	require.Less(t, took, 5*time.Second)
+	require.EqualValues(t, 1, outs.Get(core.Running))
 
-	took, err = copyWith(&watermillonce.Config{WaitRunning: -1}, context.Background())
-	require.ErrorIs(t, err, core.ErrRunning)
+	took, msg, err = copyWith(&watermillonce.Config{WaitRunning: -1}, context.Background())
+	require.NoError(t, err)
+	require.True(t, nacked(msg))
 	require.Less(t, took, 100*time.Millisecond, "a negative WaitRunning does not wait")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	took, err = copyWith(nil, ctx)
+	took, msg, err = copyWith(nil, ctx)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.NotErrorIs(t, err, core.ErrRunning)
+	require.False(t, nacked(msg), "the router nacks on the error")
 	require.Less(t, took, 5*time.Second, "the default wait (10s) ends with the context")
 	require.EqualValues(t, 1, runs.Load())
 }
@@ -217,7 +231,8 @@ func TestCopyOfALongKindIsHeld(t *testing.T) {
 	second.SetContext(ctx)
 	start := time.Now()
 	_, err := h(second)
-	require.ErrorIs(t, err, core.ErrRunning)
+	require.NoError(t, err)
+	require.True(t, nacked(second))
 	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "held for WaitRunning")
 	require.Zero(t, store.Count(), "without waiting for the signal: the kind runs longer than the wait")
 	require.EqualValues(t, 1, runs.Load())
