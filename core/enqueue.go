@@ -106,7 +106,7 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 			return g.notPublished(ctx, key, publish, Duplicate, nil)
 		}
 		err := fmt.Errorf("jobonce: Enqueue: key %q is being published by another call: %w",
-			key, &RunningError{RetryAfter: g.retryAfter(reply.Remaining)})
+			key, &RunningError{RetryAfter: g.retryAfter(Job{Key: key}, reply)})
 		return g.notPublished(ctx, key, publish, Running, err)
 	default:
 		err := fmt.Errorf("%w: store replied with unknown state %d", ErrStoreUnavailable, reply.State)
