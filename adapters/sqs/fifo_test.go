@@ -155,10 +155,16 @@ func testPollerFIFOFailingHead(t *testing.T, s server) {
 	require.NoError(t, stop())
 	// The server moves the head as it answers a receive; its count in the
 	// dead-letter queue may show a moment later.
-	require.Eventually(t, func() bool {
+	for deadline := time.Now().Add(s.within(10 * time.Second)); ; time.Sleep(50 * time.Millisecond) {
 		v, f, err := depthErr(c, q.dlq)
-		return err == nil && v+f == 1
-	}, 10*time.Second, 50*time.Millisecond, "messages in the dead-letter queue")
+		if err == nil && v+f == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			mu.Lock()
+			t.Fatalf("the dead-letter queue holds %d visible and %d in-flight messages (%v), want 1; handled %v", v, f, err, order)
+		}
+	}
 
 	mu.Lock()
 	defer mu.Unlock()
