@@ -26,6 +26,12 @@ type Claim struct {
 	// claimCanceled), or, once Work has begun, why it ran no job.
 	err error
 	hb  *heartbeat // keeps a held claim alive until its marker is written
+	// held is the claim's attribute set in jobonce.claims.held while it is
+	// counted there: from its job's start until its heartbeat stops.
+	held *attrOpts
+	// stale: an answer found the key held by a claim its holder had
+	// stopped renewing (see noteStale).
+	stale bool
 
 	started   time.Time     // when the claim request was sent; the lease runs from here
 	waited    time.Duration // how long the claim waited for a running copy (Job.WaitUntil)
@@ -210,14 +216,34 @@ func (c *Claim) report(ctx context.Context, out Outcome, err error, ran time.Dur
 	if out == Duplicate || c.wouldSkip == Duplicate {
 		e.Lag = c.lag
 	}
+	if c.stale {
+		c.g.metrics.recordStale(ctx, out, c.job.Source, c.job.Kind)
+	}
 	c.g.observe(ctx, e, c.job.DefaultKey)
 }
 
-// stopHeartbeat stops the claim's heartbeat, once: a stopped heartbeat may
-// already serve another job.
-func (c *Claim) stopHeartbeat() {
+// noteStale notes whether the claim's answer found the key held by a claim
+// whose holder stopped renewing it: one with a fence (a claim, not a
+// transaction) whose remaining lease is under a third of Lease, when a
+// heartbeat renews every claim at least every third of it. It assumes the
+// holder's Lease is this Guard's.
+func (c *Claim) noteStale() {
+	r := c.reply
+	if r.State == driver.StateRunning && r.Fence > 0 && r.Remaining > 0 &&
+		r.Remaining < c.g.cfg.Lease/3 && !c.g.cfg.DisableHeartbeat {
+		c.stale = true
+	}
+}
+
+// stopHeartbeat stops the claim's heartbeat, once (a stopped heartbeat may
+// already serve another job), and with it counts the claim no longer held.
+func (c *Claim) stopHeartbeat(ctx context.Context) {
 	c.hb.stop()
 	c.hb = nil
+	if c.held != nil {
+		c.g.metrics.unhold(ctx, c.held)
+		c.held = nil
+	}
 }
 
 // decline reports outcome out and error err for a job that does not run,

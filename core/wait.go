@@ -147,6 +147,7 @@ func (c *Claim) await(ctx context.Context, until time.Time) claimState {
 		if out, _ := g.decide(c.job, c.fp, c.reply); out != Running {
 			return claimAnswered
 		}
+		c.noteStale()
 		left := time.Until(until)
 		if left <= 0 {
 			return claimAnswered
