@@ -29,9 +29,11 @@ type Claim struct {
 	// held is the claim's attribute set in jobonce.claims.held while it is
 	// counted there: from its job's start until its heartbeat stops.
 	held *attrOpts
-	// stale: an answer found the key held by a claim its holder had
-	// stopped renewing (see noteStale).
+	// stale: the claim found the key held by a claim its holder had
+	// stopped renewing, or took it over (see stale.go); lapse is when the
+	// running claim it last found lapses unless renewed.
 	stale bool
+	lapse time.Time
 
 	started   time.Time     // when the claim request was sent; the lease runs from here
 	waited    time.Duration // how long the claim waited for a running copy (Job.WaitUntil)
@@ -220,19 +222,6 @@ func (c *Claim) report(ctx context.Context, out Outcome, err error, ran time.Dur
 		c.g.metrics.recordStale(ctx, out, c.job.Source, c.job.Kind)
 	}
 	c.g.observe(ctx, e, c.job.DefaultKey)
-}
-
-// noteStale notes whether the claim's answer found the key held by a claim
-// whose holder stopped renewing it: one with a fence (a claim, not a
-// transaction) whose remaining lease is under a third of Lease, when a
-// heartbeat renews every claim at least every third of it. It assumes the
-// holder's Lease is this Guard's.
-func (c *Claim) noteStale() {
-	r := c.reply
-	if r.State == driver.StateRunning && r.Fence > 0 && r.Remaining > 0 &&
-		r.Remaining < c.g.cfg.Lease/3 && !c.g.cfg.DisableHeartbeat {
-		c.stale = true
-	}
 }
 
 // stopHeartbeat stops the claim's heartbeat, once (a stopped heartbeat may

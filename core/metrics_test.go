@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/jobonce/jobonce/core"
-	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -283,61 +281,4 @@ func TestCopiesWaitingGoesUpAndDown(t *testing.T) {
 	require.Equal(t, "duplicate", outcome.AsString())
 	require.Equal(t, 0.001, waits[0].Bounds[0])
 	require.Equal(t, 300.0, waits[0].Bounds[len(waits[0].Bounds)-1])
-}
-
-// scriptedStore answers claims with its replies in turn, repeating the
-// last; its other calls succeed.
-type scriptedStore struct {
-	mu      sync.Mutex
-	replies []driver.ClaimReply
-}
-
-func (s *scriptedStore) Claim(context.Context, driver.ClaimRequest) (driver.ClaimReply, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.replies[0]
-	if len(s.replies) > 1 {
-		s.replies = s.replies[1:]
-	}
-	return r, nil
-}
-
-func (s *scriptedStore) Extend(context.Context, string, driver.Token, time.Duration) error {
-	return nil
-}
-func (s *scriptedStore) Complete(context.Context, driver.CompleteRequest) error { return nil }
-func (s *scriptedStore) Release(context.Context, string, driver.Token) error    { return nil }
-
-// TestStaleClaimsCounted: a copy that finds its job's claim not renewed
-// for two heartbeat periods (under a third of Lease left) is counted in
-// jobonce.claims.stale by the outcome it then had, also when it waited
-// and took the key over; a claim renewed on time, or a key held by a
-// transaction (no fence), is not.
-func TestStaleClaimsCounted(t *testing.T) {
-	const lease = 30 * time.Second
-	running := func(left time.Duration, fence int64) driver.ClaimReply {
-		return driver.ClaimReply{State: driver.StateRunning, Remaining: left, Fence: fence}
-	}
-	for _, tc := range []struct {
-		name    string
-		replies []driver.ClaimReply
-		wait    bool
-		want    map[string]int64
-	}{
-		{"stale", []driver.ClaimReply{running(lease/10, 1)}, false, map[string]int64{"running": 1}},
-		{"renewed", []driver.ClaimReply{running(lease*2/3, 1)}, false, map[string]int64{}},
-		{"transaction", []driver.ClaimReply{running(lease/10, 0)}, false, map[string]int64{}},
-		{"taken over", []driver.ClaimReply{running(lease/10, 1), {State: driver.StateClaimed, Fence: 2}}, true, map[string]int64{"ran": 1}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			mp, reader := meterReader()
-			g := testenv.NewGuard(t, &scriptedStore{replies: tc.replies}, &core.Config{Lease: lease, MeterProvider: mp})
-			job := core.Job{Key: "k"}
-			if tc.wait {
-				job.WaitUntil = time.Now().Add(time.Minute)
-			}
-			_, _ = g.Run(context.Background(), job, func(context.Context) ([]byte, error) { return nil, nil })
-			require.Equal(t, tc.want, counts(t, reader, "jobonce.claims.stale", "outcome"))
-		})
-	}
 }

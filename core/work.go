@@ -161,7 +161,7 @@ func (c *Claim) answered(ctx context.Context, fn RunFunc) (res Result, toMark bo
 func (c *Claim) decision(ctx context.Context) (Outcome, error) {
 	out, err := c.g.decide(c.job, c.fp, c.reply)
 	if out == Running {
-		c.noteStale()
+		c.noteRunning()
 	}
 	if out != Running || !c.waits() {
 		return out, err
