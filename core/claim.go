@@ -26,6 +26,14 @@ type Claim struct {
 	// claimCanceled), or, once Work has begun, why it ran no job.
 	err error
 	hb  *heartbeat // keeps a held claim alive until its marker is written
+	// held is the claim's attribute set in jobonce.claims.held while it is
+	// counted there: from its job's start until its heartbeat stops.
+	held *attrOpts
+	// stale: the claim found the key held by a claim its holder had
+	// stopped renewing, or took it over (see stale.go); lapse is when the
+	// running claim it last found lapses unless renewed.
+	stale bool
+	lapse time.Time
 
 	started   time.Time     // when the claim request was sent; the lease runs from here
 	waited    time.Duration // how long the claim waited for a running copy (Job.WaitUntil)
@@ -210,14 +218,21 @@ func (c *Claim) report(ctx context.Context, out Outcome, err error, ran time.Dur
 	if out == Duplicate || c.wouldSkip == Duplicate {
 		e.Lag = c.lag
 	}
+	if c.stale {
+		c.g.metrics.recordStale(ctx, out, c.job.Source, c.job.Kind)
+	}
 	c.g.observe(ctx, e, c.job.DefaultKey)
 }
 
-// stopHeartbeat stops the claim's heartbeat, once: a stopped heartbeat may
-// already serve another job.
-func (c *Claim) stopHeartbeat() {
+// stopHeartbeat stops the claim's heartbeat, once (a stopped heartbeat may
+// already serve another job), and with it counts the claim no longer held.
+func (c *Claim) stopHeartbeat(ctx context.Context) {
 	c.hb.stop()
 	c.hb = nil
+	if c.held != nil {
+		c.g.metrics.unhold(ctx, c.held)
+		c.held = nil
+	}
 }
 
 // decline reports outcome out and error err for a job that does not run,

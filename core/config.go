@@ -127,8 +127,10 @@ type Config struct {
 	// Defaults to slog.Default().
 	Logger *slog.Logger
 
-	// MeterProvider supplies the OpenTelemetry meter for outcome counters and
-	// run-duration histograms. Defaults to the global provider (otel.GetMeterProvider).
+	// MeterProvider supplies the OpenTelemetry meter of the Guard's metrics
+	// (docs/semantics.md lists them); the Guard records its Lease and
+	// Retention on it when it is made. Defaults to the global provider
+	// (otel.GetMeterProvider).
 	MeterProvider metric.MeterProvider
 }
 

@@ -82,13 +82,13 @@
 // # Observing
 //
 // Every outcome, of leased claims and of the transactional mode alike, goes
-// to Config.Observer, to log/slog, and to OpenTelemetry metrics: the
-// counters jobonce.outcomes and jobonce.shadow.skips, and the histograms
-// jobonce.run.duration and jobonce.duplicate.lag (how long after the first
-// copy a duplicate came: size Retention above it), with the attributes
-// outcome, jobonce.source, jobonce.kind and jobonce.consumer. A nil error
-// means the delivery is handled and can be acknowledged; every other
-// outcome comes with an error.
+// to Config.Observer, to log/slog, and to OpenTelemetry metrics: counters
+// of outcomes, histograms of run durations, duplicate lags and waits, the
+// claims held and the copies waiting in this process, with the attributes
+// outcome, jobonce.source, jobonce.kind and jobonce.consumer, and the
+// Guard's Lease and Retention (docs/semantics.md lists them with their
+// buckets). A nil error means the delivery is handled and can be
+// acknowledged; every other outcome comes with an error.
 //
 // # Stores
 //

@@ -34,7 +34,7 @@ func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 			c := claims[i]
 			out := completeOutcome(errs[j])
 			outs[i], c.final = out, out
-			c.stopHeartbeat()
+			c.stopHeartbeat(ctx)
 			c.report(ctx, outs[i], errs[j], c.ran)
 		}
 	}
@@ -130,7 +130,7 @@ func (c *Claim) completeRequest() driver.CompleteRequest {
 // finish writes the done marker (see complete), then stops the heartbeat
 // that kept the claim alive meanwhile.
 func (c *Claim) finish(ctx context.Context) (Outcome, error) {
-	defer c.stopHeartbeat()
+	defer c.stopHeartbeat(ctx)
 	return c.g.complete(ctx, c)
 }
 

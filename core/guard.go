@@ -116,7 +116,7 @@ func New(store driver.Store, cfg *Config) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(c.MeterProvider, c.Consumer)
+	m, err := newMetrics(&c)
 	if err != nil {
 		return nil, fmt.Errorf("jobonce: core: Config.MeterProvider: %w", err)
 	}

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -77,4 +78,207 @@ func TestDuplicateLagHistogram(t *testing.T) {
 	require.EqualValues(t, 1, lags[0].Count)
 	require.GreaterOrEqual(t, lags[0].Sum, 0.04)
 	require.Less(t, lags[0].Sum, 60.0)
+}
+
+// meterReader returns a MeterProvider measured by the returned reader.
+func meterReader() (*sdkmetric.MeterProvider, *sdkmetric.ManualReader) {
+	reader := sdkmetric.NewManualReader()
+	return sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), reader
+}
+
+// instrument returns what reader holds of the instrument name, and false
+// when nothing was measured with it.
+func instrument(t *testing.T, reader *sdkmetric.ManualReader, name string) (metricdata.Metrics, bool) {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == name {
+				return m, true
+			}
+		}
+	}
+	return metricdata.Metrics{}, false
+}
+
+// histogram returns the data points of the histogram name.
+func histogram(t *testing.T, reader *sdkmetric.ManualReader, name string) []metricdata.HistogramDataPoint[float64] {
+	t.Helper()
+	m, ok := instrument(t, reader, name)
+	require.True(t, ok, "%s was measured", name)
+	return m.Data.(metricdata.Histogram[float64]).DataPoints
+}
+
+// gauge returns the value of the gauge name, summed over its attribute
+// sets (an up-down counter or a gauge), and false when it was never set.
+func gauge(t *testing.T, reader *sdkmetric.ManualReader, name string) (float64, bool) {
+	t.Helper()
+	m, ok := instrument(t, reader, name)
+	if !ok {
+		return 0, false
+	}
+	var v float64
+	switch d := m.Data.(type) {
+	case metricdata.Sum[int64]:
+		for _, dp := range d.DataPoints {
+			v += float64(dp.Value)
+		}
+	case metricdata.Gauge[float64]:
+		for _, dp := range d.DataPoints {
+			v += dp.Value
+		}
+	default:
+		t.Fatalf("%s is a %T", name, m.Data)
+	}
+	return v, true
+}
+
+// eventually polls cond until it holds, failing the test after a deadline.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestHistogramBucketsFitWhatTheyMeasure: job durations are bucketed from
+// a millisecond to hours and duplicate lags up to twice the longest
+// Retention, with half, all and twice the default Retention as edges.
+func TestHistogramBucketsFitWhatTheyMeasure(t *testing.T) {
+	mp, reader := meterReader()
+	g := testenv.NewGuard(t, memstore.New(), &core.Config{MeterProvider: mp})
+	ctx := context.Background()
+	for range 2 {
+		_, err := g.Do(ctx, "k", func(context.Context) error { return nil })
+		require.NoError(t, err)
+	}
+
+	runs := histogram(t, reader, "jobonce.run.duration")
+	require.Len(t, runs, 1)
+	require.Equal(t, 0.001, runs[0].Bounds[0])
+	require.Equal(t, 4*time.Hour.Seconds(), runs[0].Bounds[len(runs[0].Bounds)-1])
+	require.Contains(t, runs[0].Bounds, 0.01, "jobs under 5s are told apart")
+
+	lags := histogram(t, reader, "jobonce.duplicate.lag")
+	require.Len(t, lags, 1)
+	require.Equal(t, 0.001, lags[0].Bounds[0])
+	for _, edge := range []time.Duration{12 * time.Hour, 24 * time.Hour, 48 * time.Hour} {
+		require.Contains(t, lags[0].Bounds, edge.Seconds())
+	}
+	require.GreaterOrEqual(t, lags[0].Bounds[len(lags[0].Bounds)-1], (14 * 24 * time.Hour).Seconds())
+}
+
+// TestLeaseAndRetentionGauges: a Guard's Lease and Retention are gauges in
+// seconds, under its consumer, for rules that compare lags with them.
+func TestLeaseAndRetentionGauges(t *testing.T) {
+	mp, reader := meterReader()
+	testenv.NewGuard(t, memstore.New(), &core.Config{
+		Lease: 10 * time.Second, Retention: time.Hour, Consumer: "billing", MeterProvider: mp,
+	})
+	for name, want := range map[string]float64{"jobonce.lease": 10, "jobonce.retention": 3600} {
+		m, ok := instrument(t, reader, name)
+		require.True(t, ok, name)
+		require.Equal(t, "s", m.Unit)
+		points := m.Data.(metricdata.Gauge[float64]).DataPoints
+		require.Len(t, points, 1)
+		require.Equal(t, want, points[0].Value, name)
+		consumer, _ := points[0].Attributes.Value("jobonce.consumer")
+		require.Equal(t, "billing", consumer.AsString())
+	}
+}
+
+// TestClaimsHeldGoesUpAndDown: a claim counts as held while its job runs
+// and no longer once it ended, however it ended.
+func TestClaimsHeldGoesUpAndDown(t *testing.T) {
+	mp, reader := meterReader()
+	g := testenv.NewGuard(t, memstore.New(), &core.Config{MeterProvider: mp})
+	ctx := context.Background()
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.Run(ctx, core.Job{Key: "slow", Kind: "invoice", Source: "sqs"}, func(context.Context) ([]byte, error) {
+			close(started)
+			<-release
+			return nil, nil
+		})
+		done <- err
+	}()
+	<-started
+	held, _ := gauge(t, reader, "jobonce.claims.held")
+	require.Equal(t, 1.0, held)
+	m, _ := instrument(t, reader, "jobonce.claims.held")
+	attrs := m.Data.(metricdata.Sum[int64]).DataPoints[0].Attributes
+	kind, _ := attrs.Value("jobonce.kind")
+	require.Equal(t, "invoice", kind.AsString())
+	require.False(t, attrs.HasValue("outcome"), "a held claim has no outcome yet")
+	close(release)
+	require.NoError(t, <-done)
+	held, _ = gauge(t, reader, "jobonce.claims.held")
+	require.Zero(t, held)
+
+	_, err := g.Do(ctx, "fails", func(context.Context) error { return errors.New("boom") })
+	require.Error(t, err)
+	require.Panics(t, func() {
+		_, _ = g.Do(ctx, "panics", func(context.Context) error { panic("boom") })
+	})
+	claims := g.Claim(ctx, core.Job{Key: "a"}, core.Job{Key: "b"})
+	for _, c := range claims {
+		_, err := c.Work(ctx, func(context.Context) ([]byte, error) { return nil, nil })
+		require.NoError(t, err)
+	}
+	held, _ = gauge(t, reader, "jobonce.claims.held")
+	require.Equal(t, 2.0, held, "claims whose markers await Finish are held")
+	require.Equal(t, []core.Outcome{core.Ran, core.Ran}, g.Finish(ctx, claims...))
+	held, _ = gauge(t, reader, "jobonce.claims.held")
+	require.Zero(t, held)
+}
+
+// TestCopiesWaitingGoesUpAndDown: a copy that waits for its running copy
+// counts as waiting until its wait ends, and the time it waited is
+// recorded under the outcome it then had.
+func TestCopiesWaitingGoesUpAndDown(t *testing.T) {
+	mp, reader := meterReader()
+	g := testenv.NewGuard(t, memstore.New(), &core.Config{MeterProvider: mp})
+	ctx := context.Background()
+	started, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		_, err := g.Do(ctx, "k", func(context.Context) error {
+			close(started)
+			<-release
+			return nil
+		})
+		first <- err
+	}()
+	<-started
+	copyDone := make(chan core.Outcome, 1)
+	go func() {
+		res, _ := g.Run(ctx, core.Job{Key: "k", WaitUntil: time.Now().Add(time.Minute)}, func(context.Context) ([]byte, error) {
+			return nil, nil
+		})
+		copyDone <- res.Outcome
+	}()
+	eventually(t, "the copy waits", func() bool {
+		v, _ := gauge(t, reader, "jobonce.copies.waiting")
+		return v == 1
+	})
+	close(release)
+	require.NoError(t, <-first)
+	require.Equal(t, core.Duplicate, <-copyDone)
+	waiting, _ := gauge(t, reader, "jobonce.copies.waiting")
+	require.Zero(t, waiting)
+
+	waits := histogram(t, reader, "jobonce.wait.duration")
+	require.Len(t, waits, 1)
+	require.EqualValues(t, 1, waits[0].Count)
+	require.Positive(t, waits[0].Sum)
+	outcome, _ := waits[0].Attributes.Value("outcome")
+	require.Equal(t, "duplicate", outcome.AsString())
+	require.Equal(t, 0.001, waits[0].Bounds[0])
+	require.Equal(t, 300.0, waits[0].Bounds[len(waits[0].Bounds)-1])
 }

@@ -149,8 +149,12 @@ func (c *Claim) await(ctx context.Context, until time.Time) claimState {
 			return claimFailed
 		}
 		if out, _ := g.decide(c.job, c.fp, c.reply); out != Running {
+			if out == 0 {
+				c.noteTakeover()
+			}
 			return claimAnswered
 		}
+		c.noteRunning()
 		left := time.Until(until)
 		if left <= 0 {
 			return claimAnswered

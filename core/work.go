@@ -160,6 +160,9 @@ func (c *Claim) answered(ctx context.Context, fn RunFunc) (res Result, toMark bo
 // the copy saw its job running). A claim never waits in shadow mode.
 func (c *Claim) decision(ctx context.Context) (Outcome, error) {
 	out, err := c.g.decide(c.job, c.fp, c.reply)
+	if out == Running {
+		c.noteRunning()
+	}
 	if out != Running || !c.waits() {
 		return out, err
 	}
@@ -169,6 +172,8 @@ func (c *Claim) decision(ctx context.Context) (Outcome, error) {
 	}
 	answer := func() claimState {
 		defer c.g.waiting.leave(c.key)
+		waiting := c.g.metrics.startWaiting(ctx, c.job.Source, c.job.Kind)
+		defer c.g.metrics.stopWaiting(ctx, waiting)
 		return c.await(ctx, until)
 	}()
 	switch answer {
@@ -241,6 +246,7 @@ func (c *Claim) call(ctx context.Context, fn RunFunc) (value []byte, err error) 
 	g := c.g
 	jobCtx, cancel := context.WithCancelCause(g.withJob(ctx, c.job, c.reply.Fence))
 	c.hb = g.startHeartbeat(jobCtx, c.key, c.token, c.started, cancel)
+	c.held = g.metrics.hold(ctx, c.job.Source, c.job.Kind)
 	start := time.Now()
 	finished := false
 	defer func() {
@@ -249,7 +255,7 @@ func (c *Claim) call(ctx context.Context, fn RunFunc) (value []byte, err error) 
 		if finished && err == nil {
 			return
 		}
-		c.stopHeartbeat()
+		c.stopHeartbeat(ctx)
 		if finished {
 			return // fn's error: runHeld releases and reports it
 		}

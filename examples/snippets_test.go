@@ -39,6 +39,7 @@ import (
 	// keeps their modules in go.mod and go.sum.
 	_ "github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	_ "github.com/riverqueue/river/rivertype"
+	_ "go.opentelemetry.io/otel/sdk/metric"
 )
 
 // imports maps the names fragments use to their import paths.
@@ -90,6 +91,7 @@ var imports = map[string]string{
 	"middleware":    "github.com/ThreeDotsLabs/watermill/message/router/middleware",
 	"gochannel":     "github.com/ThreeDotsLabs/watermill/pubsub/gochannel",
 	"watermillonce": "github.com/jobonce/jobonce/adapters/watermill",
+	"sdkmetric":     "go.opentelemetry.io/otel/sdk/metric",
 }
 
 // prelude declares the values fragments may use without making them.

@@ -9,8 +9,10 @@
 # tests also run against a second implementation. Extra arguments go to the
 # library's `go test` (e.g. -run, -short), whose output internal/testreport
 # keeps to the failed tests, the lines that replay them and the ten slowest
-# tests. Then the examples module is vetted and tested, and the bench module
-# vetted: both are modules of their own.
+# tests. Then the examples module is vetted and tested, the monitoring
+# module vetted and tested (its tests run promtool and a Prometheus of their
+# own, from Debian's prometheus package, installed when missing), and the
+# bench module vetted: all three are modules of their own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -119,6 +121,14 @@ ensure_nats() {
   wait_for "nats-server" tcp_open 127.0.0.1 4222
 }
 
+# Prometheus and promtool, for the monitoring module's tests, which start
+# a Prometheus of their own. The package may start a service of its own
+# where systemd runs; the tests never use it.
+ensure_prometheus() {
+  have prometheus && have promtool && return 0
+  apt_install prometheus
+}
+
 sqs_pid=
 ensure_sqs() {
   if [ -n "${TEST_SQS_ENDPOINT:-}" ]; then return 0; fi
@@ -195,6 +205,7 @@ ensure_rabbitmq
 ensure_nats
 ensure_sqs
 ensure_moto
+ensure_prometheus
 export JOBONCE_REPORT="$(mktemp)"  # headline figures of passing tests (testenv.Report)
 reporter=$(mktemp)
 go build -o "$reporter" ./internal/testreport
@@ -209,5 +220,8 @@ rm -f "$JOBONCE_REPORT"
 log "examples: go vet, go test -race"
 go -C examples vet ./...
 go -C examples test -race -count=1 ./...
+log "monitoring: go vet, go test -race (promtool, and the alerts on a real Prometheus)"
+go -C monitoring vet ./...
+go -C monitoring test -race -count=1 ./...
 log "bench: go vet"
 go -C bench vet ./...
