@@ -61,11 +61,15 @@ type Config struct {
 	// later: the Guard's completion signal wakes it the moment the running
 	// copy's done marker is written (it is then a duplicate) or its claim
 	// released (it runs). Waiting saves the trip through Asynq's retry set,
-	// seconds at best. A copy of a kind that this Guard has seen run longer
-	// than the running copy has left within the wait goes back at once
-	// (see core.Job.WaitUntil). A copy with no retries left always waits,
-	// up to its task deadline, whatever this is. Negative: no wait while
-	// retries are left. Defaults to 5s.
+	// seconds at best, and holds the worker slot meanwhile, so the Guard
+	// lets one copy of a key wait, and no more copies than its
+	// core.Config.WaitingShare of the tasks in progress; the others go back
+	// at once, retried after the RetryAfter hint, as does a copy of a kind
+	// that this Guard has seen run longer than the running copy has left
+	// within the wait (see core.Job.WaitUntil). A copy with no retries left
+	// always waits, holding its slot up to its task deadline, whatever this
+	// is and whatever the Guard admits (see docs/asynq.md). Negative: no
+	// wait while retries are left. Defaults to 5s.
 	WaitRunning time.Duration
 
 	// PollInterval is the longest pause between two checks of a copy with

@@ -16,10 +16,10 @@
 //
 // Without them, a copy that finds its job running is charged a retry and
 // counted as failed, and comes back after Asynq's delay for failures (15s or
-// more) rather than the running claim's remaining lease. The middleware
+// more) rather than after the Guard's RetryAfter hint. The middleware
 // notices it when such a copy comes back (charged a retry without IsFailure
-// being asked, or more than 7s after the claim's lease without RetryDelay
-// being asked), and logs it once at Warn on the Guard's Logger, naming the
+// being asked, or more than 7s after its hint without RetryDelay being
+// asked), and logs it once at Warn on the Guard's Logger, naming the
 // missing field. RetryDelayOr takes a retry
 // policy of your own for the other errors.
 //
@@ -60,14 +60,19 @@
 //
 // # Copies that find the job running
 //
-// They return an error for which IsFailure reports false, so Asynq retries
-// them without charging a retry or counting a failure, after the delay
-// RetryDelay takes from the running claim. Asynq archives a failing task
-// whose retries are used up before it asks IsFailure; such a copy (for
-// instance one enqueued with asynq.MaxRetry(0)) therefore waits in its worker
-// slot, polling, until the other copy is done (it is then acknowledged as a
-// duplicate) or its claim lapses (it then runs the job itself), for as long
-// as its task deadline allows. At Server.Shutdown, a copy still waiting when
+// One copy of a key waits in its worker slot for the running copy, up to
+// Config.WaitRunning, and no more copies than the Guard's
+// core.Config.WaitingShare of the tasks in progress. The others return an
+// error for which IsFailure reports false, so Asynq retries them without
+// charging a retry or counting a failure, after the delay RetryDelay takes
+// from the Guard's RetryAfter hint (when the running copy is expected to
+// end). Asynq archives a failing task whose retries are used up before it
+// asks IsFailure; such a copy (for instance one enqueued with
+// asynq.MaxRetry(0)) therefore waits in its worker slot, polling, until the
+// other copy is done (it is then acknowledged as a duplicate) or its claim
+// lapses (it then runs the job itself), for as long as its task deadline
+// allows, whatever the Guard admits: n such copies of one long job hold n
+// worker slots while it runs. At Server.Shutdown, a copy still waiting when
 // asynq.Config.ShutdownTimeout passes is put back in its queue, uncharged,
 // and its context cancelled, which ends the wait (see Cancellation).
 //

@@ -17,10 +17,10 @@ import (
 // asynq.MiddlewareFunc is a func(asynq.Handler) asynq.Handler. cfg may be nil
 // for the defaults. Set IsFailure and RetryDelay in the server's asynq.Config
 // as well, so copies that find their job running are retried without being
-// charged a retry, after the claim's remaining lease: when a copy sent back
+// charged a retry, after the Guard's RetryAfter hint: when a copy sent back
 // as running comes back showing that Asynq charged it a retry without asking
-// IsFailure, or brought it back more than 7s after the claim's remaining
-// lease without asking RetryDelay (a RetryDelayFunc of your own that
+// IsFailure, or brought it back more than 7s after its hint without asking
+// RetryDelay (a RetryDelayFunc of your own that
 // returns core.RetryAfter's hint is as good), the middleware logs it once at
 // Warn on the Guard's Logger, naming the missing field.
 //
@@ -34,11 +34,13 @@ import (
 //   - Another copy runs: the copy waits in its worker slot, up to
 //     Config.WaitRunning within the task's deadline, for that copy's
 //     outcome, woken the moment it is written (then it is a duplicate, or
-//     runs if the claim was released); a copy of a kind expected to run
-//     longer does not wait. Otherwise an error matching core.ErrRunning,
-//     for which IsFailure is false and RetryDelay gives the claim's
-//     remaining lease. A copy with no retries left, which Asynq would
-//     archive, waits up to its task's deadline instead.
+//     runs if the claim was released), when the Guard lets it wait (one
+//     copy of a key, core.Config.WaitingShare of the tasks in progress); a
+//     copy of a kind expected to run longer does not wait. Otherwise an
+//     error matching core.ErrRunning, for which IsFailure is false and
+//     RetryDelay gives the Guard's RetryAfter hint. A copy with no retries
+//     left, which Asynq would archive, waits up to its task's deadline
+//     instead.
 //   - A different payload under the key: an error matching core.ErrConflict
 //     and asynq.SkipRetry, so Asynq archives the task at once.
 //   - The store is unreachable: an error matching core.ErrStoreUnavailable,

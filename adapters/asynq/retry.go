@@ -50,8 +50,9 @@ func (e *canceledError) Error() string { return e.err.Error() }
 func (e *canceledError) Unwrap() error { return e.err }
 
 // RetryDelay is an asynq.Config.RetryDelayFunc, IsFailure's pair: it
-// retries a copy that found its job running after the claim's remaining
-// lease (the RetryAfter hint of core.RunningError), and every other error
+// retries a copy that found its job running after the RetryAfter hint of
+// its core.RunningError (when the running copy is expected to end), and
+// every other error
 // after asynq.DefaultRetryDelayFunc's delay. RetryDelayOr takes another
 // policy for the other errors.
 //

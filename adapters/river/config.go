@@ -45,10 +45,13 @@ type Config struct {
 	// completion signal wakes it the moment the running copy's done marker
 	// is written (it then completes as a duplicate) or its claim released
 	// (it runs). A snooze costs a trip through River's scheduler, half a
-	// second at best. A copy of a kind that this Guard has seen run longer
-	// than the running copy has left within the wait is snoozed at once
-	// (see core.Job.WaitUntil). The transactional forms (WrapTx, WorkTx)
-	// do not wait. Negative: no wait. Defaults to 5s.
+	// second at best; waiting holds the worker slot, so the Guard lets one
+	// copy of a key wait, and no more copies than its
+	// core.Config.WaitingShare of the jobs in progress; the others are
+	// snoozed at once for the RetryAfter hint, as is a copy of a kind that
+	// this Guard has seen run longer than the running copy has left within
+	// the wait (see core.Job.WaitUntil). The transactional forms (WrapTx,
+	// WorkTx) do not wait. Negative: no wait. Defaults to 5s.
 	WaitRunning time.Duration
 }
 

@@ -49,8 +49,13 @@
 //
 //   - ran, or done already (a duplicate copy): nil, and River completes the
 //     job;
-//   - another copy holds the key: river.JobSnooze(RetryAfter), where
-//     RetryAfter is the claim's remaining lease bounded by the guard's
+//   - another copy holds the key: the copy waits for its outcome, up to
+//     Config.WaitRunning, when the guard lets it (one copy of a key, and
+//     no more than core.Config.WaitingShare of the jobs in progress), and
+//     completes as a duplicate or runs; otherwise, or still running,
+//     river.JobSnooze(RetryAfter), where RetryAfter is when the running
+//     copy is expected to end (once the guard has seen five runs of the
+//     kind), else its claim's remaining lease, bounded by the guard's
 //     MinRetryAfter and MaxRetryAfter (lower MaxRetryAfter to have copies
 //     check back sooner; snoozes longer than 5s wait for River's scheduler to
 //     make the job available again). River gives a

@@ -55,9 +55,10 @@ func holds(ctx context.Context, key string) bool {
 //
 //   - ran, or a duplicate of a job that is done: nil (completed);
 //   - another copy holds the key: the copy waits for its outcome
-//     (Config.WaitRunning) and then completes as a duplicate or runs;
-//     still running: river.JobSnooze(RetryAfter), which River does not
-//     count as an attempt;
+//     (Config.WaitRunning) when the Guard lets it, and then completes as a
+//     duplicate or runs; otherwise, or still running:
+//     river.JobSnooze(RetryAfter), which River does not count as an
+//     attempt;
 //   - conflict or invalid key: river.JobCancel, since a retry cannot help;
 //   - store unreachable: an error matching core.ErrStoreUnavailable, which
 //     River retries as a failed attempt (fail closed);

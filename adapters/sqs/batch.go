@@ -46,7 +46,8 @@ type result struct {
 // message holds a handler slot until it is settled or its handler returns
 // (a FIFO message retried in place keeps its slot while it waits). A round
 // waits for all its handlers, so a long handler delays the later rounds of
-// its batch (copies of a job and later messages of a FIFO group).
+// its batch (the one copy of its job the batch keeps for later, and later
+// messages of a FIFO group).
 // The batch's SQS calls go through its callQueue, and process returns once they
 // have returned.
 func (r *session) process(msgs []types.Message, received time.Time) {
@@ -86,15 +87,15 @@ func (r *session) process(msgs []types.Message, received time.Time) {
 	results := make(chan result, n)
 	for len(pending) > 0 {
 		now := time.Now()
-		round, rest := splitRound(b.jobs, b.groups, pending, func(i int) bool { return !b.retryAt[i].After(now) })
-		if len(round) == 0 {
+		round, spares, rest := splitRound(b.jobs, b.groups, pending, func(i int) bool { return !b.retryAt[i].After(now) })
+		if len(round) == 0 { // no spares either: they come with a round
 			if !b.pause(rest) {
 				rest = b.abandonRetries(rest)
 			}
 			pending = b.handBackBlocked(rest)
 			continue
 		}
-		b.round(round, results)
+		b.round(round, spares, results)
 		slices.Sort(b.retries)
 		pending = b.handBackBlocked(merge(b.retries, rest))
 		b.retries = b.retries[:0]
@@ -113,21 +114,33 @@ func (b *batch) unkeyed(i int, err error) {
 	r.release(1)
 }
 
-// splitRound splits pending messages into a round and the rest. A round
-// holds one message per key, so a later copy of a job in the same batch is
-// claimed after the first one finished and is deleted as a duplicate at
-// once, instead of being hidden as running; and one message per FIFO message
-// group, so a group's messages run one after the other, in order. A message
-// that is not ready (waiting to be retried in place) stays out of the round
-// but holds its key and group all the same.
-func splitRound(jobs []core.Job, groups []string, pending []int, ready func(i int) bool) (round, rest []int) {
+// splitRound splits pending messages into a round, its spares and the
+// rest. A round holds one message per key, so a later copy of a job in the
+// same batch is claimed after the first one finished and is deleted as a
+// duplicate at once, instead of being hidden as running; and one message
+// per FIFO message group, so a group's messages run one after the other, in
+// order. The rest keeps one such later copy of a key: the copies after it
+// (outside FIFO groups) are the round's spares, claimed with it but
+// without waiting, so that they settle at once (hidden as running, or
+// deleted as duplicates) instead of holding handler slots while their job
+// runs or waits. A message that is not ready (waiting to be retried in
+// place) stays out of the round but holds its key and group all the same.
+func splitRound(jobs []core.Job, groups []string, pending []int, ready func(i int) bool) (round, spares, rest []int) {
 	round = pending[:0:0]
-	var held []int
+	var held, kept []int // kept: later copies, by key, in the rest
 next:
 	for _, i := range pending {
 		for _, j := range append(held, round...) {
 			if (jobs[i].Key != "" && jobs[i].Key == jobs[j].Key) || (groups[i] != "" && groups[i] == groups[j]) {
-				rest = append(rest, i)
+				switch {
+				case groups[i] != "":
+					rest = append(rest, i)
+				case holdsKey(jobs, kept, jobs[i].Key):
+					spares = append(spares, i)
+				default:
+					kept = append(kept, i)
+					rest = append(rest, i)
+				}
 				continue next
 			}
 		}
@@ -138,7 +151,17 @@ next:
 		}
 		round = append(round, i)
 	}
-	return round, rest
+	return round, spares, rest
+}
+
+// holdsKey reports whether one of messages idx has key, which is not empty.
+func holdsKey(jobs []core.Job, idx []int, key string) bool {
+	for _, i := range idx {
+		if jobs[i].Key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // merge merges two ascending lists of message indexes.
@@ -188,11 +211,12 @@ func (b *batch) blocked(i int) bool {
 	return false
 }
 
-// round claims messages idx in one store round trip, runs the handlers of
-// the claimed ones and settles every message.
-func (b *batch) round(idx []int, results chan result) {
+// round claims messages idx, then their spares (see splitRound), in one
+// store round trip, runs the handlers of the claimed ones and settles every
+// message.
+func (b *batch) round(idx, spares []int, results chan result) {
 	r := b.r
-	jobs := make([]core.Job, len(idx))
+	jobs := make([]core.Job, len(idx), len(idx)+len(spares))
 	// A copy whose job runs elsewhere is held, waiting for that copy, within
 	// its visibility (renewed meanwhile) less a quarter of it.
 	limit := b.received.Add(r.vis - r.vis/4)
@@ -202,6 +226,10 @@ func (b *batch) round(idx []int, results chan result) {
 			jobs[j].WaitUntil = r.o.waitUntil(r.hctx, limit)
 		}
 	}
+	for _, i := range spares {
+		jobs = append(jobs, b.jobs[i]) // no wait: a spare settles at once
+	}
+	idx = append(idx[:len(idx):len(idx)], spares...)
 	// The Guard bounds the claim by its StoreTimeout: a store that does not
 	// answer in time is Unavailable, while the handlers' context ending (the
 	// shutdown deadline) is Canceled.

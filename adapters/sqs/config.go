@@ -102,13 +102,16 @@ type Config struct {
 	// running copy's done marker is written (the message is then deleted
 	// as a duplicate) or its claim released (its handler runs). A hidden
 	// message comes back a second or more later, on a receive of its own.
-	// A copy of a kind that the Guard has seen run longer than the running
-	// copy has left within the wait is hidden at once (see
-	// core.Job.WaitUntil). The Poller waits within the message's
-	// visibility, less a quarter of Poller.VisibilityTimeout, and renews it
-	// meanwhile; Decorate waits within its context's deadline but cannot
-	// renew the visibility, so keep WaitRunning under your receive's
-	// visibility timeout. Negative: no wait. Defaults to 5s.
+	// A held message takes a handler slot, so the Guard lets one copy of a
+	// key wait, and no more copies than its core.Config.WaitingShare of the
+	// messages in progress; the others are hidden at once, as is a copy of
+	// a kind that the Guard has seen run longer than the running copy has
+	// left within the wait (see core.Job.WaitUntil). The Poller waits
+	// within the message's visibility, less a quarter of
+	// Poller.VisibilityTimeout, and renews it meanwhile; Decorate waits
+	// within its context's deadline but cannot renew the visibility, so
+	// keep WaitRunning under your receive's visibility timeout. Negative:
+	// no wait. Defaults to 5s.
 	WaitRunning time.Duration
 
 	// Logger receives the adapter's warnings (failed deletes and visibility

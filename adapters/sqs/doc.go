@@ -35,8 +35,11 @@
 // driver.BatchStore such as redisstore. A batch's deletes and visibility
 // changes are sent in order on a goroutine of their own, so a finished job's
 // done marker is written within FlushDelay, never behind a slow SQS call for
-// another message. Copies of one job in one batch are claimed in turn, so the
-// later copy is deleted as a duplicate at once.
+// another message. Of the copies of one job in one batch, the second is
+// claimed once the first has settled, so it is deleted as a duplicate at
+// once; the copies after it are claimed with the first, without waiting,
+// and hidden (or deleted, if the job is done), so that they take no handler
+// slot while it runs.
 // Cancelling Run's context stops receiving; running handlers get
 // ShutdownTimeout to finish, then their contexts are cancelled and their
 // messages handed back to the queue (visibility 0). So are messages whose
@@ -51,10 +54,13 @@
 //
 //   - The handler succeeded, or the key is already done (a duplicate): the
 //     message is deleted.
-//   - Another copy is running: the message's visibility is set to a delay
-//     that doubles with its ApproximateReceiveCount (never beyond SQS's
-//     12-hour limit), so a copy waiting on a long job is received only a
-//     handful of times. With the defaults it is hidden 10s, 20s, 40s, …, so
+//   - Another copy is running: the message waits, holding its handler slot,
+//     up to Config.WaitRunning for that copy's outcome when the Guard lets
+//     it (one copy of a key, and no more than core.Config.WaitingShare of
+//     the messages in progress). Otherwise, or still running, the
+//     message's visibility is set to a delay that doubles with its
+//     ApproximateReceiveCount (never beyond SQS's 12-hour limit), so a
+//     copy waiting on a long job is received only a handful of times. With the defaults it is hidden 10s, 20s, 40s, …, so
 //     it reaches the dead-letter queue only if the job runs on for more than
 //     about 70s after the copy's first receive with a maxReceiveCount of 3,
 //     5 min with 5, 2.8h with 10: set maxReceiveCount above what the longest

@@ -327,19 +327,23 @@ func TestSplitRound(t *testing.T) {
 	t.Parallel()
 	jobs := []core.Job{{Key: "a"}, {Key: "b"}, {Key: "a"}, {Key: ""}, {Key: ""}, {Key: "a"}, {Key: "c"}}
 	noGroups := make([]string, len(jobs))
-	round, rest := splitRound(jobs, noGroups, []int{0, 1, 2, 3, 4, 5, 6}, nil)
+	round, spares, rest := splitRound(jobs, noGroups, []int{0, 1, 2, 3, 4, 5, 6}, nil)
 	require.Equal(t, []int{0, 1, 3, 4, 6}, round, "empty keys are rejected by the Guard, not held back")
-	require.Equal(t, []int{2, 5}, rest)
-	round, rest = splitRound(jobs, noGroups, rest, nil)
+	require.Equal(t, []int{2}, rest, "one later copy of a key is kept for the next round")
+	require.Equal(t, []int{5}, spares, "the copies after it settle with this round")
+	round, spares, rest = splitRound(jobs, noGroups, rest, nil)
 	require.Equal(t, []int{2}, round)
-	require.Equal(t, []int{5}, rest)
+	require.Empty(t, spares)
+	require.Empty(t, rest)
 
-	// One message per FIFO message group and round, in order.
-	jobs = []core.Job{{Key: "a"}, {Key: "b"}, {Key: "c"}, {Key: "d"}}
-	groups := []string{"g1", "g1", "g2", ""}
-	round, rest = splitRound(jobs, groups, []int{0, 1, 2, 3}, nil)
+	// One message per FIFO message group and round, in order; a group's
+	// later messages are never spares.
+	jobs = []core.Job{{Key: "a"}, {Key: "b"}, {Key: "c"}, {Key: "d"}, {Key: "a"}, {Key: "a"}}
+	groups := []string{"g1", "g1", "g2", "", "g1", "g3"}
+	round, spares, rest = splitRound(jobs, groups, []int{0, 1, 2, 3, 4, 5}, nil)
 	require.Equal(t, []int{0, 2, 3}, round)
-	require.Equal(t, []int{1}, rest)
+	require.Equal(t, []int{1, 4, 5}, rest)
+	require.Empty(t, spares)
 }
 
 func TestSplitRoundWaiting(t *testing.T) {
@@ -348,9 +352,10 @@ func TestSplitRoundWaiting(t *testing.T) {
 	// key (a), so neither message 1 (g1) nor message 3 (key a) runs before it.
 	jobs := []core.Job{{Key: "a"}, {Key: "b"}, {Key: "c"}, {Key: "a"}}
 	groups := []string{"g1", "g1", "g2", ""}
-	round, rest := splitRound(jobs, groups, []int{0, 1, 2, 3}, func(i int) bool { return i != 0 })
+	round, spares, rest := splitRound(jobs, groups, []int{0, 1, 2, 3}, func(i int) bool { return i != 0 })
 	require.Equal(t, []int{2}, round)
 	require.Equal(t, []int{0, 1, 3}, rest)
+	require.Empty(t, spares)
 	require.Equal(t, []int{0, 1, 2, 3, 5, 7}, merge([]int{1, 3, 7}, []int{0, 2, 5}))
 	require.Equal(t, []int{4}, merge(nil, []int{4}))
 }
