@@ -31,14 +31,15 @@ func (g *Guard) decide(job Job, fp string, reply driver.ClaimReply) (Outcome, er
 }
 
 // retryAfter is the retry hint of a copy that found its job running: until
-// the running copy is expected to end (see expectedEnd), or else the
-// running claim's remaining lease, within [MinRetryAfter, MaxRetryAfter].
+// the running copy is expected to end (see expectedEnd), or, once that has
+// passed, as long again as the copy is overdue, so that a job running past
+// its kind's usual time is asked after at growing intervals; else the
+// running claim's remaining lease; within [MinRetryAfter, MaxRetryAfter].
 func (g *Guard) retryAfter(job Job, reply driver.ClaimReply) time.Duration {
 	d := reply.Remaining
 	if end, known := g.expectedEnd(job, reply.Fence); known {
-		if left := time.Until(end); left > 0 {
-			d = min(d, left)
-		}
+		left := time.Until(end)
+		d = min(d, max(left, -left))
 	}
 	return min(max(d, g.cfg.MinRetryAfter), g.cfg.MaxRetryAfter)
 }

@@ -213,3 +213,25 @@ func TestACopyThatHoldsItsWorkerWaitsPastTheLimits(t *testing.T) {
 		require.Equal(t, core.Duplicate, r.res.Outcome)
 	}
 }
+
+// TestOverdueRunningCopyIsAskedAfterSoon: a copy that finds its job running
+// past its kind's usual time (runs of about a millisecond) is told to come
+// back as long again as the job is overdue (here MinRetryAfter), not after
+// the running claim's remaining lease (MaxRetryAfter, 20 s).
+func TestOverdueRunningCopyIsAskedAfterSoon(t *testing.T) {
+	g, err := core.New(memstore.New(), &core.Config{Lease: time.Minute})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for i := range 5 {
+		_, err := g.Run(ctx, core.Job{Key: fmt.Sprint("quick", i), Kind: "ping"}, func(context.Context) ([]byte, error) { return nil, nil })
+		require.NoError(t, err)
+	}
+	job := core.Job{Key: "stuck", Kind: "ping"}
+	release, done := holdKey(t, g, job)
+	defer func() { close(release); <-done }()
+	res, err := g.Run(ctx, job, func(context.Context) ([]byte, error) { return nil, nil })
+	require.Equal(t, core.Running, res.Outcome)
+	after, ok := core.RetryAfter(err)
+	require.True(t, ok)
+	require.Less(t, after, 10*time.Second, "an overdue job is asked after as long again as it is overdue")
+}

@@ -123,7 +123,7 @@ func TestWaitersOnManyKeysShareOneSubscription(t *testing.T) {
 	admin := testenv.Redis(t, prefix)
 	client, name := namedClient(t)
 	s := newStore(t, client)
-	g, err := core.New(s, &core.Config{KeyPrefix: prefix, PlainKeys: true, Logger: quiet})
+	g, err := core.New(s, &core.Config{KeyPrefix: prefix, PlainKeys: true, Logger: quiet, WaitingShare: 1})
 	require.NoError(t, err)
 	ctx := context.Background()
 	before := runtime.NumGoroutine()
@@ -247,7 +247,7 @@ func TestRingWaitersAreWoken(t *testing.T) {
 		"a": testenv.StartRedisServer(t).Addr, "b": testenv.StartRedisServer(t).Addr}})
 	t.Cleanup(func() { _ = ring.Close() })
 	s := newStore(t, ring)
-	g, err := core.New(s, &core.Config{PlainKeys: true, Logger: quiet})
+	g, err := core.New(s, &core.Config{PlainKeys: true, Logger: quiet, WaitingShare: 1})
 	require.NoError(t, err)
 	ctx := context.Background()
 	shards := map[string]bool{}
