@@ -99,6 +99,9 @@ type chaosStore struct {
 	rng     *rand.Rand
 	log     *storeLog
 	signals [numSignalFaults]int // notifications met by each signal fault
+	// late receives how late a timer of the store's waits fired: a stall
+	// of the test process (chaosRun.stalls), when set.
+	late func(due, fired time.Time)
 }
 
 var _ driver.BatchStore = (*chaosStore)(nil)
@@ -199,10 +202,9 @@ func (c *chaosStore) inject(ctx context.Context, o op, f fault, d time.Duration,
 	case replyTimeout:
 		call(ctx)
 		if _, ok := ctx.Deadline(); ok {
-			<-ctx.Done()
-			return ctx.Err()
+			return c.untilDone(ctx)
 		}
-		if err := sleepCtx(ctx, c.timeout); err != nil {
+		if err := c.sleepCtx(ctx, c.timeout); err != nil {
 			return err
 		}
 		return fmt.Errorf("%w: %s reply timed out", errInjected, o)
@@ -212,19 +214,18 @@ func (c *chaosStore) inject(ctx context.Context, o op, f fault, d time.Duration,
 		call(ctx)
 		return fmt.Errorf("%w (storetest: injected after the %s was written)", driver.ErrUnreplicated, o)
 	case delayBefore:
-		if err := sleepCtx(ctx, d); err != nil {
+		if err := c.sleepCtx(ctx, d); err != nil {
 			return err
 		}
 		call(ctx)
 	case delayAfter:
 		call(ctx)
-		return sleepCtx(ctx, d)
+		return c.sleepCtx(ctx, d)
 	case hang:
 		if _, ok := ctx.Deadline(); ok {
-			<-ctx.Done()
-			return ctx.Err()
+			return c.untilDone(ctx)
 		}
-		if err := sleepCtx(ctx, c.timeout); err != nil {
+		if err := c.sleepCtx(ctx, c.timeout); err != nil {
 			return err
 		}
 		return fmt.Errorf("%w: %s timed out", errInjected, o)
@@ -246,14 +247,41 @@ func (c *chaosStore) inject(ctx context.Context, o op, f fault, d time.Duration,
 	return nil
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
+// sleepCtx waits d, or until ctx ends, and reports how late its timer, or
+// ctx's deadline, woke it (see late).
+func (c *chaosStore) sleepCtx(ctx context.Context, d time.Duration) error {
+	due := time.Now().Add(d)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
+		c.deadlinePassed(ctx)
 		return ctx.Err()
 	case <-t.C:
+		c.noteLate(due, time.Now())
 		return nil
+	}
+}
+
+// noteLate hands how late a wait's timer fired to c.late, when set.
+func (c *chaosStore) noteLate(due, fired time.Time) {
+	if c.late != nil {
+		c.late(due, fired)
+	}
+}
+
+// untilDone waits until ctx ends, and reports how late its deadline woke it.
+func (c *chaosStore) untilDone(ctx context.Context) error {
+	<-ctx.Done()
+	c.deadlinePassed(ctx)
+	return ctx.Err()
+}
+
+// deadlinePassed reports how late a context that ended at its deadline
+// woke the goroutine waiting for it.
+func (c *chaosStore) deadlinePassed(ctx context.Context) {
+	if d, ok := ctx.Deadline(); ok && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		c.noteLate(d, time.Now())
 	}
 }
 

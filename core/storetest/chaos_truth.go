@@ -25,6 +25,10 @@ type truth struct {
 	counts   map[string]int
 	outcomes map[string]int
 	resolved []*delivery
+	// later holds judgements of lease timing, made once the run has ended:
+	// a stall of the test process shows in the timers that were late, which
+	// the probe and the workload learn of only when they fire.
+	later []func()
 }
 
 type keyTruth struct {
@@ -123,18 +127,31 @@ func (t *truth) started(c *chaosCall, key string, ctx context.Context, stubborn 
 	if !t.r.mode.failOpen {
 		t.checkLeaseLocked(rec)
 		for _, a := range kt.active {
-			if a.ctx.Err() == nil {
-				why, ok := t.stallExplainsOverlap(a, rec)
-				if ok {
-					t.noteLocked("two copies ran at once across a pause of the test process", "key %s: call %d's job started at %s while call %d's job (started %s) ran; %s",
-						key, c.id, t.at(rec.start), a.call.id, t.at(a.start), why)
-					continue
-				}
-				t.violateLocked("1 two copies ran at once", "key %s: call %d's job started at %s while call %d's job (started %s) ran and had not been told to stop; %s; %s",
-					key, c.id, t.at(rec.start), a.call.id, t.at(a.start), t.overlapCause(a, rec), why)
-			} else {
-				t.counts["overlap with a copy told to stop"]++
+			b := rec
+			if b.start.Before(a.start) {
+				// The job that registers now began first, and was held up
+				// before it registered: it is the copy that ran on.
+				a, b = b, a
 			}
+			switch {
+			case a.ctx.Err() != nil:
+				t.counts["overlap with a copy told to stop"]++
+				continue
+			case b.late:
+				t.counts["overlap with a copy that started after its lease (judged as such)"]++
+				continue
+			}
+			explains, cause := t.overlapStall(a, b), t.overlapCause(a, b)
+			t.later = append(t.later, func() {
+				why, ok := explains()
+				if ok {
+					t.note("two copies ran at once across a pause of the test process", "key %s: call %d's job started at %s while call %d's job (started %s) ran; %s",
+						key, b.call.id, t.at(b.start), a.call.id, t.at(a.start), why)
+					return
+				}
+				t.violate("1 two copies ran at once", "key %s: call %d's job started at %s while call %d's job (started %s) ran and had not been told to stop; %s; %s",
+					key, b.call.id, t.at(b.start), a.call.id, t.at(a.start), cause, why)
+			})
 		}
 		for _, a := range kt.pending {
 			a.lapses = append(a.lapses, rec)
@@ -276,19 +293,24 @@ func (t *truth) checkLeaseLocked(a *runRec) {
 		// The Guard runs no claim answered past half its lease, by the
 		// clock: only a pause after that check can start the job late.
 		checked := g.sent.Add(t.r.lease / 2)
-		if why, ok := t.r.stallExplains(checked, a.start, a.start.Sub(checked)); ok {
-			t.noteLocked("a job started after its claim's lease had run out, across a pause of the test process", "key %s call %d: granted by %s, lease out by %s, started at %s; %s",
-				a.key, a.call.id, t.at(g.ran), t.at(end), t.at(a.start), why)
-			return
-		}
-		t.violateLocked("1 a job started after its claim's lease had run out", "key %s call %d: the store granted the claim by %s (lease %s), so it ran out by %s, yet the job started at %s; the claim's store calls: [%s]",
-			a.key, a.call.id, t.at(g.ran), t.r.lease.Round(time.Millisecond), t.at(end), t.at(a.start), t.tokenEvents(kl, g.token))
+		calls := t.tokenEvents(kl, g.token)
+		t.later = append(t.later, func() {
+			why, ok := t.r.stallExplains(checked, a.start, a.start.Sub(checked))
+			if ok {
+				t.note("a job started after its claim's lease had run out, across a pause of the test process", "key %s call %d: granted by %s, lease out by %s, started at %s; %s",
+					a.key, a.call.id, t.at(g.ran), t.at(end), t.at(a.start), why)
+				return
+			}
+			t.violate("1 a job started after its claim's lease had run out", "key %s call %d: the store granted the claim by %s (lease %s), so it ran out by %s, yet the job started at %s; the claim's store calls: [%s]; %s",
+				a.key, a.call.id, t.at(g.ran), t.r.lease.Round(time.Millisecond), t.at(end), t.at(a.start), calls, why)
+		})
 	}
 }
 
-// stallExplainsOverlap reports whether pauses of the test process explain
-// why a's job was not yet cancelled when b's started.
-func (t *truth) stallExplainsOverlap(a, b *runRec) (string, bool) {
+// overlapStall returns the judgement, to be made once the run has ended,
+// of whether stalls of the test process explain why a's job was not yet
+// cancelled when b's started, from a's renewals as they stand now.
+func (t *truth) overlapStall(a, b *runRec) func() (string, bool) {
 	l := t.r.chaos.log
 	l.mu.Lock()
 	kl := l.keys[t.storedKey(a.key)]
@@ -297,21 +319,23 @@ func (t *truth) stallExplainsOverlap(a, b *runRec) (string, bool) {
 	if kl != nil {
 		if g, ok := t.grantOf(kl, a); ok {
 			renewed = kl.covers[g.token]
-			renewing = t.renewingLocked(kl, g.token, renewed)
+			renewing = t.renewingLocked(kl, g.token, renewed, b.start)
 		}
 	}
 	l.mu.Unlock()
-	if renewed.IsZero() {
-		return "", false
+	return func() (string, bool) {
+		if renewed.IsZero() {
+			return "", false
+		}
+		return t.r.stallExplainsLapse(renewed, b.start, renewing)
 	}
-	return t.r.stallExplainsLapse(renewed, b.start, renewing)
 }
 
 // renewingLocked reports whether an extend of token was sent after the
-// claim's last renewal at renewed.
-func (t *truth) renewingLocked(kl *keyLog, token driver.Token, renewed time.Time) bool {
+// claim's last renewal at renewed and before at: a beat in flight then.
+func (t *truth) renewingLocked(kl *keyLog, token driver.Token, renewed, at time.Time) bool {
 	for _, ev := range kl.events {
-		if ev.token == token && ev.op == opExtend && ev.start.After(renewed) {
+		if ev.token == token && ev.op == opExtend && ev.start.After(renewed) && ev.start.Before(at) {
 			return true
 		}
 	}
@@ -458,22 +482,24 @@ func (t *truth) lapseLocked(a *runRec, at time.Time, what string) {
 			return
 		}
 	}
-	if why, ok := t.r.stallExplainsLapse(renewed, minTime(at, lapse), t.renewingLocked(kl, g.token, renewed)); ok {
-		t.noteLocked("claim lapsed while its done marker was pending, across a pause of the test process", "key %s call %d: %s", a.key, a.call.id, why)
-		return
-	}
-	if lapse.After(at) {
-		t.noteLocked("claim lost before its lease could have run out", "key %s: call %d's claim (lease %s, last renewed %s) was lost by %s, when %s; the claim's store calls: [%s]",
-			a.key, a.call.id, lease.Round(time.Millisecond), t.at(renewed), t.at(at), what, t.tokenEvents(kl, g.token))
-		return
-	}
-	if extendsAfter == 0 && lapse.After(a.stop) {
-		t.violateLocked("heartbeat (DESIGN 6½.5): the claim lapsed while its done marker was pending", "key %s: call %d's job returned at %s with its lease (%s, last renewed %s) alive; no extend was sent after that, the lease ran out at %s, and at %s %s while the done marker was still pending (DESIGN §6½.5: the claim stays alive until the done marker is written or the write has failed); the claim's store calls: [%s]",
-			a.key, a.call.id, t.at(a.stop), lease.Round(time.Millisecond), t.at(renewed), t.at(lapse), t.at(at), what, t.tokenEvents(kl, g.token))
-		return
-	}
-	t.noteLocked("lease ran out while the job ran", "key %s: call %d's lease (%s, last renewed %s) ran out before its job returned at %s; at %s %s; the claim's store calls: [%s]",
-		a.key, a.call.id, lease.Round(time.Millisecond), t.at(renewed), t.at(a.stop), t.at(at), what, t.tokenEvents(kl, g.token))
+	renewing := t.renewingLocked(kl, g.token, renewed, minTime(at, lapse))
+	calls := t.tokenEvents(kl, g.token)
+	t.later = append(t.later, func() {
+		why, ok := t.r.stallExplainsLapse(renewed, minTime(at, lapse), renewing)
+		switch {
+		case ok:
+			t.note("claim lapsed while its done marker was pending, across a pause of the test process", "key %s call %d: %s", a.key, a.call.id, why)
+		case lapse.After(at):
+			t.note("claim lost before its lease could have run out", "key %s: call %d's claim (lease %s, last renewed %s) was lost by %s, when %s; the claim's store calls: [%s]",
+				a.key, a.call.id, lease.Round(time.Millisecond), t.at(renewed), t.at(at), what, calls)
+		case extendsAfter == 0 && lapse.After(a.stop):
+			t.violate("heartbeat (DESIGN 6½.5): the claim lapsed while its done marker was pending", "key %s: call %d's job returned at %s with its lease (%s, last renewed %s) alive; no extend was sent after that, the lease ran out at %s, and at %s %s while the done marker was still pending (DESIGN §6½.5: the claim stays alive until the done marker is written or the write has failed); the claim's store calls: [%s]; %s",
+				a.key, a.call.id, t.at(a.stop), lease.Round(time.Millisecond), t.at(renewed), t.at(lapse), t.at(at), what, calls, why)
+		default:
+			t.note("lease ran out while the job ran", "key %s: call %d's lease (%s, last renewed %s) ran out before its job returned at %s; at %s %s; the claim's store calls: [%s]",
+				a.key, a.call.id, lease.Round(time.Millisecond), t.at(renewed), t.at(a.stop), t.at(at), what, calls)
+		}
+	})
 }
 
 // tokenEvents lists the store calls made for one claim, with the store
@@ -680,7 +706,7 @@ func (r *chaosRun) checkTimes(d *delivery, name string) {
 		}
 		// Time the test process spent paused is not the Guard's. Outside
 		// its own store calls, at least paused less own of it was.
-		paused := r.stalls.within(p.from, p.to)
+		paused := r.stalls.Within(p.from, p.to)
 		dur := p.to.Sub(p.from) - paused
 		own, charged := c.ownStore(p.from, p.to)
 		wait := p.to.Sub(p.from) - own - max(0, paused-own)
@@ -717,6 +743,18 @@ func (r *chaosRun) checkTimes(d *delivery, name string) {
 }
 
 // finish runs the checks that need the whole run: invariants 2, 3 and 7.
+// judgeLater makes the judgements kept for the end of the run (see later),
+// in the order they were kept.
+func (t *truth) judgeLater() {
+	t.mu.Lock()
+	later := t.later
+	t.later = nil
+	t.mu.Unlock()
+	for _, judge := range later {
+		judge()
+	}
+}
+
 func (t *truth) finish() {
 	r := t.r
 	t.mu.Lock()
@@ -861,9 +899,9 @@ func (r *chaosRun) report(replay string) {
 	r.t.Logf("store calls (per key): %s", sortedCounts(ops))
 	r.t.Logf("faults injected: %s", sortedCounts(faults))
 	r.t.Logf("also: %s", sortedCounts(t.counts))
-	_, longest := r.stalls.longest(r.start, time.Now())
+	_, longest := r.stalls.Longest(r.start, time.Now())
 	r.t.Logf("pauses of the test process: %s of %s, the longest %s",
-		r.stalls.within(r.start, time.Now()).Round(100*time.Microsecond), time.Since(r.start).Round(time.Millisecond), longest.Round(100*time.Microsecond))
+		r.stalls.Within(r.start, time.Now()).Round(100*time.Microsecond), time.Since(r.start).Round(time.Millisecond), longest.Round(100*time.Microsecond))
 	for _, k := range sortedKeys(t.notes) {
 		g := t.notes[k]
 		r.t.Logf("note: %s: %d, e.g. %s", k, g.n, strings.Join(g.examples, " | "))

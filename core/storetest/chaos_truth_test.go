@@ -10,6 +10,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/internal/stall"
 )
 
 // judgeOutage judges one delivery that a deadline context stopped at
@@ -24,7 +25,8 @@ func judgeOutage(t *testing.T, failedAt time.Duration, err error) map[string]*br
 	}
 	start := time.Now()
 	r := &chaosRun{t: t, g: g, st: time.Second, start: start,
-		chaos: &chaosStore{log: newStoreLog()}}
+		chaos: &chaosStore{log: newStoreLog()}, stalls: stall.Start()}
+	defer r.stalls.Stop()
 	r.truth = newTruth(r)
 
 	call := &chaosCall{id: 1, kind: ctxDeadline, start: start, doneAt: start.Add(500 * time.Millisecond)}
