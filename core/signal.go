@@ -11,39 +11,77 @@ import (
 
 // signal is a Guard's completion signal: one driver.Listener, shared by
 // every copy of the Guard that waits for a running claim. The first copy to
-// wait opens it, each copy adds its key, and the last copy to leave closes
-// it, which ends the Listener's goroutines: none outlives the waits.
+// wait opens it; it stays open for listenerIdle after the last copy left,
+// so that a trickle of waits does not open a connection each, and is then
+// closed, ending its goroutines (Guard.Close closes it sooner).
+//
+// A key is added to the Listener once, by the first copy that waits for it,
+// and removed when the last one leaves. A copy that joins a key whose
+// listening has begun reads it at once; one that joins while the key is
+// being added waits for that Add (within its own context) and is woken by
+// its notification with the others. So a copy's reads of an unchanged key
+// do not grow with the copies that wait beside it: each notification of
+// the key (listening begun or resumed, the running claim ended) wakes each
+// of its copies once, and a key notified more than notifyBurst times in a
+// row is notified at most once per notifyEvery, the notifications held back
+// delivered together, so that forged notifications cost each copy a read
+// per notifyEvery at most.
 //
 // No copy queues behind another's Listener call for longer than its own
 // context (joining) or one timeout (leaving): a copy whose context ends
 // while another opens or adds polls instead of listening, and a copy that
 // leaves while another holds the Listener for a whole timeout skips its
 // Remove (a key left listened to costs a notification nobody reads; Close
-// drops it). Whoever holds the Listener closes it, before letting go, once
-// nobody waits, so it outlives the last copy by one call at most.
+// drops it).
 type signal struct {
 	notifier driver.Notifier
 	timeout  time.Duration // bounds each call to the Listener
+	idle     time.Duration // how long the Listener outlives the last copy
 
 	// sem, a one-slot semaphore, serialises opening, adding, removing and
 	// closing, so that a key one copy removes as another adds it stays
 	// listened to. It guards listener and failed.
 	sem      chan struct{}
-	listener driver.Listener // nil while nobody waits, or it failed to open
+	listener driver.Listener // nil while closed, or when it failed to open
 	failed   time.Time       // when opening it last failed
 
-	mu      sync.Mutex
-	waiters map[string][]*waiter // by stored key
-	count   int
+	mu        sync.Mutex
+	keys      map[string]*keyWait // by stored key
+	count     int                 // copies waiting
+	idleTimer *time.Timer         // closes the Listener once idle; nil while copies wait
+	idleGen   uint64              // bumped whenever the count leaves zero, so a stale timer does nothing
+	closeNow  bool                // Guard.Close was called while copies waited
 }
 
-// reopenAfter is how long after a Listener failed to open copies that wait
-// poll rather than try again.
-const reopenAfter = time.Second
+const (
+	// reopenAfter is how long after a Listener failed to open copies that
+	// wait poll rather than try again.
+	reopenAfter = time.Second
+	// listenerIdle is how long the Listener stays open once no copy waits.
+	listenerIdle = time.Minute
+	// notifyBurst and notifyEvery bound how often one key's notifications
+	// wake its copies: notifyBurst at once, then one per notifyEvery.
+	notifyBurst = 4
+	notifyEvery = 50 * time.Millisecond
+)
 
 func newSignal(n driver.Notifier, timeout time.Duration) *signal {
-	return &signal{notifier: n, timeout: timeout, sem: make(chan struct{}, 1),
-		waiters: make(map[string][]*waiter)}
+	return &signal{notifier: n, timeout: timeout, idle: listenerIdle, sem: make(chan struct{}, 1),
+		keys: make(map[string]*keyWait)}
+}
+
+// keyWait is the copies waiting for one key and the key's listening.
+type keyWait struct {
+	waiters   []*waiter
+	adding    chan struct{} // closed when the Add under way ends; nil when none is
+	listening bool          // the Listener's Add of the key succeeded
+	heard     bool          // a notification came since the Add began: listening has begun
+
+	// The notifications' budget (a token bucket of notifyBurst), and the
+	// timer of a notification held back.
+	tokens float64
+	filled time.Time
+	held   *time.Timer
 }
 
 // waiter is one copy waiting for the running claim of its key.
@@ -51,9 +89,9 @@ type waiter struct {
 	s    *signal
 	key  string
 	wake chan struct{} // signalled when the key's state is to be read again
-	// listening: the key's notifications come (join added it to the
-	// Listener), and the first one says listening has begun. Otherwise the
-	// copy polls.
+	// listening: the key's notifications come (its Add succeeded), the
+	// first one once listening has begun, or at once when it had. Otherwise
+	// the copy polls.
 	listening bool
 }
 
@@ -68,13 +106,57 @@ func (s *signal) join(ctx context.Context, key string) *waiter {
 		return w
 	}
 	s.mu.Lock()
-	s.waiters[key] = append(s.waiters[key], w)
+	if s.count == 0 {
+		s.stopIdle()
+	}
 	s.count++
+	k := s.keys[key]
+	if k == nil {
+		k = &keyWait{tokens: notifyBurst}
+		s.keys[key] = k
+	}
+	k.waiters = append(k.waiters, w)
+	if k.heard {
+		w.poke() // listening has begun: read at once
+	}
+	if k.listening {
+		w.listening = true
+		s.mu.Unlock()
+		return w
+	}
+	if adding := k.adding; adding != nil {
+		s.mu.Unlock()
+		select {
+		case <-adding:
+		case <-ctx.Done():
+			return w
+		}
+		s.mu.Lock()
+		w.listening = k.listening
+		s.mu.Unlock()
+		return w
+	}
+	adding := make(chan struct{})
+	k.adding, k.heard = adding, false
 	s.mu.Unlock()
+	ok := s.add(ctx, key)
+	s.mu.Lock()
+	k.adding, k.listening, w.listening = nil, ok, ok
+	if !ok {
+		k.heard = false
+	}
+	s.mu.Unlock()
+	close(adding)
+	return w
+}
+
+// add adds key to the Listener, opening it first if need be, and reports
+// whether it succeeded.
+func (s *signal) add(ctx context.Context, key string) bool {
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
-		return w
+		return false
 	}
 	defer s.release()
 	// The Listener is shared: opening or adding to it is bounded by the
@@ -83,80 +165,199 @@ func (s *signal) join(ctx context.Context, key string) *waiter {
 	defer cancel()
 	if s.listener == nil {
 		if time.Since(s.failed) < reopenAfter {
-			return w
+			return false
 		}
 		l, err := s.notifier.Listen(ctx, s.notify)
 		if err != nil || l == nil {
 			s.failed = time.Now()
-			return w
+			return false
 		}
 		s.listener = l
 	}
-	w.listening = s.listener.Add(ctx, key) == nil
-	return w
+	return s.listener.Add(ctx, key) == nil
 }
 
 // leave ends w's wait: the last copy waiting for its key stops listening to
-// it, and the last copy of all closes the Listener. It waits for another
-// copy's Listener call and makes its own within one timeout, and skips the
-// Remove when that runs out.
+// it, and once no copy waits the Listener closes after s.idle. It waits for
+// another copy's Listener call and makes its own within one timeout, and
+// skips the Remove when that runs out.
 func (w *waiter) leave() {
 	s := w.s
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
-	ws := slices.DeleteFunc(s.waiters[w.key], func(x *waiter) bool { return x == w })
-	if len(ws) == 0 {
-		delete(s.waiters, w.key)
-	} else {
-		s.waiters[w.key] = ws
+	k := s.keys[w.key]
+	k.waiters = slices.DeleteFunc(k.waiters, func(x *waiter) bool { return x == w })
+	remove := false
+	if len(k.waiters) == 0 {
+		delete(s.keys, w.key)
+		if k.held != nil {
+			k.held.Stop()
+		}
+		remove = k.listening
 	}
 	s.count--
+	if s.count == 0 && !s.closeNow {
+		s.startIdle()
+	}
+	closeNow := s.count == 0 && s.closeNow
 	s.mu.Unlock()
+	if !remove && !closeNow {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
-		return // the copy holding the Listener closes it if nobody waits
+		return // the copy holding the Listener closes it under Guard.Close, and the idle timer does otherwise
 	}
 	defer s.release()
 	s.mu.Lock()
-	_, waited := s.waiters[w.key] // by a copy that joined since
-	empty := s.count == 0
+	_, waited := s.keys[w.key] // by a copy that joined since
 	s.mu.Unlock()
-	if s.listener != nil && !waited && !empty {
+	if remove && !waited && s.listener != nil {
 		_ = s.listener.Remove(ctx, w.key) // a key left listened to costs a notification nobody reads
 	}
 }
 
-// release lets go of the Listener, closing it first when nobody waits. The
-// semaphore is held.
+// release lets go of the Listener, closing it first when Guard.Close asked
+// for it and nobody waits. The semaphore is held.
 func (s *signal) release() {
 	s.mu.Lock()
-	empty := s.count == 0
+	closeNow := s.count == 0 && s.closeNow
+	if closeNow {
+		s.closeNow = false
+	}
 	s.mu.Unlock()
-	if empty && s.listener != nil {
-		_ = s.listener.Close() // a Listener that failed to close has no goroutine left either
-		s.listener = nil
+	if closeNow {
+		s.closeListener()
 	}
 	<-s.sem
 }
 
-// notify wakes the copies waiting for key, or every copy for "".
+// closeListener closes the Listener. The semaphore is held.
+func (s *signal) closeListener() error {
+	if s.listener == nil {
+		return nil
+	}
+	err := s.listener.Close() // a Listener that failed to close has no goroutine left either, within its bound
+	s.listener = nil
+	return err
+}
+
+// startIdle starts the timer that closes the Listener once it has been
+// idle for s.idle. s.mu is held and no copy waits.
+func (s *signal) startIdle() {
+	since := s.idleGen
+	s.idleTimer = time.AfterFunc(s.idle, func() {
+		s.sem <- struct{}{}
+		defer func() { <-s.sem }()
+		s.mu.Lock()
+		idle := s.count == 0 && s.idleGen == since
+		if idle {
+			s.idleTimer = nil
+		}
+		s.mu.Unlock()
+		if idle {
+			_ = s.closeListener()
+		}
+	})
+}
+
+// stopIdle stops the idle timer as a copy begins to wait. s.mu is held.
+func (s *signal) stopIdle() {
+	s.idleGen++
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
+		s.idleTimer = nil
+	}
+}
+
+// close closes the Listener now when no copy waits, and otherwise as the
+// last copy leaves, and returns the error of a Listener it closed.
+func (s *signal) close() error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	if s.count > 0 {
+		s.closeNow = true
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopIdle()
+	s.mu.Unlock()
+	s.sem <- struct{}{}
+	defer func() { <-s.sem }()
+	s.mu.Lock()
+	idle := s.count == 0
+	s.mu.Unlock()
+	if !idle {
+		s.mu.Lock()
+		s.closeNow = true
+		s.mu.Unlock()
+		return nil
+	}
+	return s.closeListener()
+}
+
+// notify wakes the copies waiting for key, or every copy for "". A key's
+// notifications beyond its budget are held back and delivered together
+// when the budget allows.
 func (s *signal) notify(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if key == "" {
-		for _, ws := range s.waiters {
-			for _, w := range ws {
-				w.poke()
-			}
+		for _, k := range s.keys {
+			k.wakeAll()
 		}
 		return
 	}
-	for _, w := range s.waiters[key] {
+	k := s.keys[key]
+	if k == nil {
+		return
+	}
+	if k.listening || k.adding != nil {
+		k.heard = true
+	}
+	if k.held != nil {
+		return // delivered with the one held back
+	}
+	now := time.Now()
+	if wait := k.spend(now); wait > 0 {
+		k.held = time.AfterFunc(wait, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.keys[key] == k && k.held != nil {
+				k.held = nil
+				k.spend(time.Now())
+				k.wakeAll()
+			}
+		})
+		return
+	}
+	k.wakeAll()
+}
+
+// spend takes one notification from k's budget and returns zero, or, when
+// the budget is spent, takes nothing and returns how long until it allows
+// one.
+func (k *keyWait) spend(now time.Time) time.Duration {
+	if !k.filled.IsZero() {
+		k.tokens = min(notifyBurst, k.tokens+float64(now.Sub(k.filled))/float64(notifyEvery))
+	}
+	k.filled = now
+	if k.tokens >= 1 {
+		k.tokens--
+		return 0
+	}
+	return time.Duration((1 - k.tokens) * float64(notifyEvery))
+}
+
+func (k *keyWait) wakeAll() {
+	for _, w := range k.waiters {
 		w.poke()
 	}
 }
@@ -168,4 +369,15 @@ func (w *waiter) poke() {
 	case w.wake <- struct{}{}:
 	default:
 	}
+}
+
+// Close closes the Guard's completion signal: the Listener that copies
+// waiting for a running claim share (Job.WaitUntil), which otherwise stays
+// open for a minute after the last of them stopped waiting. It closes it at
+// once when no copy waits, and otherwise as the last one leaves; a later
+// wait opens it again. It returns the error of the Listener it closed
+// (driver.Listener.Close). A Guard on a store that does not notify has
+// nothing to close.
+func (g *Guard) Close() error {
+	return g.signal.close()
 }

@@ -51,6 +51,14 @@ func waitFor(t *testing.T, p *probe, n int64) {
 	require.Eventually(t, func() bool { return p.awaits.Load() >= n }, 10*time.Second, time.Millisecond, "the copy did not start waiting")
 }
 
+// requireClosed closes g and checks that its Listener is closed: once no
+// copy waits, Guard.Close closes it at once.
+func requireClosed(t *testing.T, g *core.Guard, p *probe) {
+	t.Helper()
+	require.NoError(t, g.Close())
+	require.Zero(t, p.open.Load(), "Guard.Close closed the Listener")
+}
+
 type waited struct {
 	res core.Result
 	err error
@@ -104,7 +112,7 @@ func waitWokenByDoneMarker(t *testing.T, s *suite) {
 	require.Less(t, w.at.Sub(h.at), signalled, "the done marker's signal woke the waiting copy")
 	require.Len(t, waits, 1)
 	require.Positive(t, waits[0], "Event.Waited says how long it waited")
-	require.Zero(t, p.open.Load(), "the Listener closed when the last copy stopped waiting")
+	requireClosed(t, g, p)
 }
 
 func waitWokenByRelease(t *testing.T, s *suite) {
@@ -150,7 +158,7 @@ func waitEndsRunning(t *testing.T, s *suite) {
 	close(h.release)
 	<-h.done
 	require.Equal(t, core.Ran, h.res.Outcome)
-	require.Zero(t, p.open.Load())
+	requireClosed(t, g, p)
 }
 
 func waitCanceled(t *testing.T, s *suite) {
@@ -174,7 +182,7 @@ func waitCanceled(t *testing.T, s *suite) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a cancelled waiting copy did not return")
 	}
-	require.Eventually(t, func() bool { return p.open.Load() == 0 }, 5*time.Second, time.Millisecond, "the Listener closed")
+	requireClosed(t, g, p)
 }
 
 func waitSettlesWithoutSignal(t *testing.T, s *suite) {
@@ -297,7 +305,16 @@ func waitersShareOneListener(t *testing.T, s *suite) {
 		}
 	}
 	require.EqualValues(t, n, dups.Load())
-	require.Zero(t, p.open.Load(), "the last copy to stop waiting closed the Listener")
+	require.EqualValues(t, 1, p.open.Load(), "the Listener stays open for the next wait")
+	next := hold(ctx, g, core.Job{Key: "share-next"}, nil)
+	<-next.started
+	third := waitCopy(ctx, g, core.Job{Key: "share-next"}, 30*time.Second)
+	waitFor(t, p, n+1)
+	close(next.release)
+	<-next.done
+	require.Equal(t, core.Duplicate, (<-third).res.Outcome)
+	require.EqualValues(t, 1, p.listens.Load(), "a wait after the others reuses their Listener")
+	requireClosed(t, g, p)
 }
 
 func shadowDoesNotWait(t *testing.T, s *suite) {
