@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,4 +99,34 @@ func TestJobOfAnAwaitedClaimIsRanWhenTheSignalIsRefused(t *testing.T) {
 	close(release)
 	require.Equal(t, core.Ran, (<-first).Outcome, "the job ran and its marker is written")
 	require.Equal(t, core.Duplicate, (<-second).Outcome)
+}
+
+// TestListenerThatMayNotSubscribeSaysSoOnce: a Listener whose user may use
+// no channel answers Add with an error naming the ACL the signal needs
+// (the copy then polls), and the Store says so once, at Warn.
+func TestListenerThatMayNotSubscribeSaysSoOnce(t *testing.T) {
+	client := channelless(t)
+	var warnings testenv.Warnings
+	s, err := redisstore.New(client, &redisstore.Config{Logger: warnings.Logger(), SkipEvictionCheck: true})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := s.Listen(ctx, func(string) {})
+	require.NoError(t, err)
+	defer l.Close()
+	prefix := testenv.Prefix(t)
+	for _, key := range []string{prefix + "a", prefix + "b"} {
+		err := l.Add(ctx, key)
+		require.Error(t, err, "a refused subscription is no success")
+		require.ErrorContains(t, err, "allchannels")
+	}
+	var refused []string
+	for _, m := range warnings.Messages() {
+		if strings.Contains(m, "channel") {
+			refused = append(refused, m)
+		}
+	}
+	require.Len(t, refused, 1, "said once: %q", warnings.Messages())
+	require.Contains(t, refused[0], "&jobonce:*")
+	require.Contains(t, refused[0], "allchannels")
 }
