@@ -130,3 +130,27 @@ func TestListenerThatMayNotSubscribeSaysSoOnce(t *testing.T) {
 	require.Contains(t, refused[0], "&jobonce:*")
 	require.Contains(t, refused[0], "allchannels")
 }
+
+// TestNewSaysWhenTheUserMayNotUseTheSignalsChannels: New checks the
+// channels under the default KeyPrefix and names the ACL the completion
+// signal needs when the user may not use them; a user who may says
+// nothing of it.
+func TestNewSaysWhenTheUserMayNotUseTheSignalsChannels(t *testing.T) {
+	var refused testenv.Records
+	_, err := redisstore.New(channelless(t), &redisstore.Config{Logger: refused.Logger()})
+	require.NoError(t, err)
+	var said []string
+	for _, r := range refused.All() {
+		if strings.Contains(r.Message, "&jobonce:*") && strings.Contains(r.Message, "allchannels") {
+			said = append(said, r.Message)
+		}
+	}
+	require.Len(t, said, 1, "%v", refused.All())
+
+	var allowed testenv.Records
+	_, err = redisstore.New(testenv.Redis(t, testenv.Prefix(t)), &redisstore.Config{Logger: allowed.Logger()})
+	require.NoError(t, err)
+	for _, r := range allowed.All() {
+		require.NotContains(t, r.Message, "channel")
+	}
+}
