@@ -1,10 +1,14 @@
 package pgstore_test
 
 import (
+	"context"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core/driver"
@@ -87,4 +91,55 @@ func TestListenerCloseEndsItsGoroutineAndConnection(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	require.Zero(t, sessions(), "its session ended")
+}
+
+// TestListenerConnectsThroughThePoolsHooks: the Listener's connection is
+// made as the pool makes its own: BeforeConnect (which sets the user, as
+// IAM token authentication sets the password) and AfterConnect (which
+// names the session) run for it, again when it connects after its backend
+// was terminated.
+func TestListenerConnectsThroughThePoolsHooks(t *testing.T) {
+	testenv.Short(t)
+	ctx := ctxT(t)
+	_, schema := testenv.Postgres(t)
+	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL())
+	require.NoError(t, err)
+	user := cfg.ConnConfig.User
+	cfg.ConnConfig.User = "jobonce_no_such_role"
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	app := "jobonce-hooked-" + testenv.RandomID(4)
+	var before, after atomic.Int32
+	cfg.BeforeConnect = func(_ context.Context, c *pgx.ConnConfig) error {
+		before.Add(1)
+		c.User = user
+		return nil
+	}
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		after.Add(1)
+		_, err := c.Exec(ctx, "SET application_name = '"+app+"'")
+		return err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s := migratedStore(t, pool, nil)
+
+	got := make(notes, 64)
+	befores, afters := before.Load(), after.Load()
+	l, err := s.Listen(ctx, got.notify)
+	require.NoError(t, err, "the Listener connects as the pool's hooks say")
+	defer l.Close()
+	require.Equal(t, befores+1, before.Load(), "BeforeConnect ran for the Listener's connection")
+	require.Equal(t, afters+1, after.Load(), "AfterConnect ran for the Listener's connection")
+	key := testenv.Prefix(t) + "k"
+	require.NoError(t, l.Add(ctx, key))
+	require.Equal(t, key, got.next(t))
+
+	var n int
+	require.NoError(t, pool.QueryRow(ctx,
+		`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1 AND query = 'LISTEN ' || quote_ident($2)`,
+		app, s.Channel()).Scan(&n))
+	require.Equal(t, 1, n, "the Listener's session, named by AfterConnect")
+	require.Equal(t, "", got.next(t), "listening again")
+	require.Equal(t, befores+2, before.Load(), "BeforeConnect ran again for the new connection")
 }
