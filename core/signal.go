@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -27,6 +28,9 @@ import (
 // delivered together, so that forged notifications cost each copy a read
 // per notifyEvery at most.
 //
+// A Listener that cannot be opened is logged at Warn, once until one opens;
+// meanwhile copies poll.
+//
 // No copy queues behind another's Listener call for longer than its own
 // context (joining) or one timeout (leaving): a copy whose context ends
 // while another opens or adds polls instead of listening, and a copy that
@@ -37,6 +41,7 @@ type signal struct {
 	notifier driver.Notifier
 	timeout  time.Duration // bounds each call to the Listener
 	idle     time.Duration // how long the Listener outlives the last copy
+	logger   *slog.Logger
 
 	// sem, a one-slot semaphore, serialises opening, adding, removing and
 	// closing, so that a key one copy removes as another adds it stays
@@ -44,6 +49,7 @@ type signal struct {
 	sem      chan struct{}
 	listener driver.Listener // nil while closed, or when it failed to open
 	failed   time.Time       // when opening it last failed
+	warned   bool            // its failure to open was logged, and it has not opened since
 
 	mu        sync.Mutex
 	keys      map[string]*keyWait // by stored key
@@ -65,8 +71,8 @@ const (
 	notifyEvery = 50 * time.Millisecond
 )
 
-func newSignal(n driver.Notifier, timeout time.Duration) *signal {
-	return &signal{notifier: n, timeout: timeout, idle: listenerIdle, sem: make(chan struct{}, 1),
+func newSignal(n driver.Notifier, timeout time.Duration, logger *slog.Logger) *signal {
+	return &signal{notifier: n, timeout: timeout, idle: listenerIdle, logger: logger, sem: make(chan struct{}, 1),
 		keys: make(map[string]*keyWait)}
 }
 
@@ -170,9 +176,14 @@ func (s *signal) add(ctx context.Context, key string) bool {
 		l, err := s.notifier.Listen(ctx, s.notify)
 		if err != nil || l == nil {
 			s.failed = time.Now()
+			if !s.warned {
+				s.warned = true
+				s.logger.Warn("jobonce: the completion signal could not listen to the store: copies that wait for a running job poll it until it can",
+					"error", err)
+			}
 			return false
 		}
-		s.listener = l
+		s.listener, s.warned = l, false
 	}
 	return s.listener.Add(ctx, key) == nil
 }

@@ -2,8 +2,10 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 // hangingNotifier is a memstore whose Listener calls named in hang wait for
@@ -21,9 +24,10 @@ import (
 // which counts its Await calls and the Listeners it opened and closed.
 type hangingNotifier struct {
 	*memstore.Store
-	hang           map[string]bool // "Listen", "Add", "Remove"
+	hang           map[string]bool // "Listen", "Add", "Remove"; "Refuse": Listen fails at once
 	opened, closed atomic.Int32
 	awaits         atomic.Int64
+	listens        atomic.Int32
 	notify         atomic.Pointer[func(string)] // the last Listener's
 }
 
@@ -40,9 +44,13 @@ func (s *hangingNotifier) forge(key string) {
 }
 
 func (s *hangingNotifier) Listen(ctx context.Context, notify func(string)) (driver.Listener, error) {
+	s.listens.Add(1)
 	if s.hang["Listen"] {
 		<-ctx.Done()
 		return nil, ctx.Err()
+	}
+	if s.hang["Refuse"] {
+		return nil, errors.New("refused")
 	}
 	s.notify.Store(&notify)
 	l, err := s.Store.Listen(ctx, notify)
@@ -299,4 +307,31 @@ func TestForgedNotificationsCostEachCopyBoundedReads(t *testing.T) {
 	holders.Wait()
 	require.Equal(t, core.Duplicate, res.Outcome, "a forged notification never changes an outcome")
 	require.NoError(t, g.Close())
+}
+
+// TestListenerThatCannotOpenIsLoggedOnce: a store whose Listener cannot be
+// opened is polled by the copies that wait, and the Guard says so at Warn
+// once, not at each attempt to open it.
+func TestListenerThatCannotOpenIsLoggedOnce(t *testing.T) {
+	st := &hangingNotifier{Store: memstore.New(), hang: map[string]bool{"Refuse": true}}
+	var warnings testenv.Warnings
+	g, err := core.New(st, &core.Config{StoreTimeout: time.Second, Logger: warnings.Logger()})
+	require.NoError(t, err)
+	release := make(chan struct{})
+	holders := holdKeys(g, release, "refused")
+	for st.listens.Load() < 2 { // a second attempt comes a second after the first failed
+		res, err := g.Run(context.Background(), core.Job{Key: "refused", WaitUntil: time.Now().Add(50 * time.Millisecond)},
+			func(context.Context) ([]byte, error) { return nil, nil })
+		require.ErrorIs(t, err, core.ErrRunning)
+		require.Equal(t, core.Running, res.Outcome, "the copy polled until its wait ended")
+	}
+	close(release)
+	holders.Wait()
+	var said int
+	for _, m := range warnings.Messages() {
+		if strings.Contains(m, "could not listen") {
+			said++
+		}
+	}
+	require.Equal(t, 1, said, "%q", warnings.Messages())
 }
