@@ -2,6 +2,8 @@ package pgstore_test
 
 import (
 	"context"
+	"encoding/hex"
+	"log/slog"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -142,4 +145,59 @@ func TestListenerConnectsThroughThePoolsHooks(t *testing.T) {
 	require.Equal(t, 1, n, "the Listener's session, named by AfterConnect")
 	require.Equal(t, "", got.next(t), "listening again")
 	require.Equal(t, befores+2, before.Load(), "BeforeConnect ran again for the new connection")
+}
+
+// TestForgedNotificationsCostEachWaitingCopyBoundedReads: a role with no
+// privilege on the store's table may LISTEN and NOTIFY on its channel, so
+// it may forge the end of an awaited claim as often as it likes. A copy
+// waiting for the key reads it a bounded number of times however many
+// come (a few at once, then one per interval of the Guard's), and its
+// outcome is the running copy's.
+func TestForgedNotificationsCostEachWaitingCopyBoundedReads(t *testing.T) {
+	testenv.Short(t)
+	ctx := ctxT(t)
+	s, pool := newStore(t, nil)
+	awaits := testenv.NewAwaits(s)
+	prefix := testenv.Prefix(t)
+	g, err := core.New(awaits, &core.Config{KeyPrefix: prefix, PlainKeys: true, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Close() })
+
+	role := "jobonce_test_forger_" + testenv.RandomID(4)
+	_, err = pool.Exec(ctx, "CREATE ROLE "+role+" LOGIN")
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP ROLE IF EXISTS "+role) })
+	cfg, err := pgx.ParseConfig(testenv.DatabaseURL())
+	require.NoError(t, err)
+	cfg.User = role
+	forger, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = forger.Close(context.Background()) })
+
+	key := prefix + "forged"
+	holder := driver.NewToken()
+	r, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: holder, Lease: time.Minute})
+	require.NoError(t, err)
+	second := make(chan core.Result, 1)
+	go func() {
+		res, _ := g.Run(ctx, core.Job{Key: "forged", WaitUntil: time.Now().Add(time.Minute)},
+			func(context.Context) ([]byte, error) { return nil, nil })
+		second <- res
+	}()
+	awaits.Began(t, 1)
+
+	start, before := time.Now(), awaits.Count()
+	const forged = 400
+	for range forged {
+		_, err := forger.Exec(ctx, "SELECT pg_notify($1, $2)", s.Channel(), hex.EncodeToString([]byte(key)))
+		require.NoError(t, err)
+	}
+	elapsed := time.Since(start)
+	reads := awaits.Count() - before
+	bound := 10 + int64(elapsed/(10*time.Millisecond))
+	t.Logf("%d forged notifications in %s: %d reads (bound %d)", forged, elapsed.Round(time.Millisecond), reads, bound)
+	require.LessOrEqual(t, reads, bound, "forged notifications cost the store a read each")
+
+	require.NoError(t, s.Complete(ctx, driver.CompleteRequest{Key: key, Token: holder, Retention: time.Minute, Fence: r.Fence}))
+	require.Equal(t, core.Duplicate, (<-second).Outcome, "a forged notification never changes an outcome")
 }
