@@ -54,6 +54,7 @@ type signal struct {
 	mu        sync.Mutex
 	keys      map[string]*keyWait // by stored key
 	count     int                 // copies waiting
+	all       budget              // the notifications of every key ("")
 	idleTimer *time.Timer         // closes the Listener once idle; nil while copies wait
 	idleGen   uint64              // bumped whenever the count leaves zero, so a stale timer does nothing
 	closeNow  bool                // Guard.Close was called while copies waited
@@ -73,7 +74,7 @@ const (
 
 func newSignal(n driver.Notifier, timeout time.Duration, logger *slog.Logger) *signal {
 	return &signal{notifier: n, timeout: timeout, idle: listenerIdle, logger: logger, sem: make(chan struct{}, 1),
-		keys: make(map[string]*keyWait)}
+		keys: make(map[string]*keyWait), all: newBudget()}
 }
 
 // keyWait is the copies waiting for one key and the key's listening.
@@ -82,13 +83,19 @@ type keyWait struct {
 	adding    chan struct{} // closed when the Add under way ends; nil when none is
 	listening bool          // the Listener's Add of the key succeeded
 	heard     bool          // a notification came since the Add began: listening has begun
+	budget                  // of the key's notifications
+}
 
-	// The notifications' budget (a token bucket of notifyBurst), and the
-	// timer of a notification held back.
+// budget bounds how often notifications wake copies: a token bucket of
+// notifyBurst, refilled one per notifyEvery, and the timer of a
+// notification held back.
+type budget struct {
 	tokens float64
 	filled time.Time
 	held   *time.Timer
 }
+
+func newBudget() budget { return budget{tokens: notifyBurst} }
 
 // waiter is one copy waiting for the running claim of its key.
 type waiter struct {
@@ -118,7 +125,7 @@ func (s *signal) join(ctx context.Context, key string) *waiter {
 	s.count++
 	k := s.keys[key]
 	if k == nil {
-		k = &keyWait{tokens: notifyBurst}
+		k = &keyWait{budget: newBudget()}
 		s.keys[key] = k
 	}
 	k.waiters = append(k.waiters, w)
@@ -203,9 +210,7 @@ func (w *waiter) leave() {
 	remove := false
 	if len(k.waiters) == 0 {
 		delete(s.keys, w.key)
-		if k.held != nil {
-			k.held.Stop()
-		}
+		k.stop()
 		remove = k.listening
 	}
 	s.count--
@@ -315,15 +320,17 @@ func (s *signal) close() error {
 }
 
 // notify wakes the copies waiting for key, or every copy for "". A key's
-// notifications beyond its budget are held back and delivered together
-// when the budget allows.
+// notifications beyond its budget (and those of every key beyond the
+// signal's) are held back and delivered together when the budget allows.
 func (s *signal) notify(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if key == "" {
-		for _, k := range s.keys {
-			k.wakeAll()
-		}
+		s.all.spend(&s.mu, func() {
+			for _, k := range s.keys {
+				k.wakeAll()
+			}
+		})
 		return
 	}
 	k := s.keys[key]
@@ -333,38 +340,56 @@ func (s *signal) notify(key string) {
 	if k.listening || k.adding != nil {
 		k.heard = true
 	}
-	if k.held != nil {
-		return // delivered with the one held back
-	}
-	now := time.Now()
-	if wait := k.spend(now); wait > 0 {
-		k.held = time.AfterFunc(wait, func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if s.keys[key] == k && k.held != nil {
-				k.held = nil
-				k.spend(time.Now())
-				k.wakeAll()
-			}
-		})
-		return
-	}
-	k.wakeAll()
+	k.spend(&s.mu, func() {
+		if s.keys[key] == k {
+			k.wakeAll()
+		}
+	})
 }
 
-// spend takes one notification from k's budget and returns zero, or, when
-// the budget is spent, takes nothing and returns how long until it allows
-// one.
-func (k *keyWait) spend(now time.Time) time.Duration {
-	if !k.filled.IsZero() {
-		k.tokens = min(notifyBurst, k.tokens+float64(now.Sub(k.filled))/float64(notifyEvery))
+// spend runs wake when the budget allows a notification now, and otherwise,
+// unless one is held back already, holds this one back and runs wake, mu
+// locked, once the budget allows it. mu is held.
+func (b *budget) spend(mu *sync.Mutex, wake func()) {
+	if b.held != nil {
+		return // delivered with the one held back
 	}
-	k.filled = now
-	if k.tokens >= 1 {
-		k.tokens--
+	wait := b.take(time.Now())
+	if wait == 0 {
+		wake()
+		return
+	}
+	b.held = time.AfterFunc(wait, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if b.held != nil {
+			b.held = nil
+			b.take(time.Now())
+			wake()
+		}
+	})
+}
+
+// take takes one notification from the budget and returns zero, or, when
+// it is spent, takes nothing and returns how long until it allows one.
+func (b *budget) take(now time.Time) time.Duration {
+	if !b.filled.IsZero() {
+		b.tokens = min(notifyBurst, b.tokens+float64(now.Sub(b.filled))/float64(notifyEvery))
+	}
+	b.filled = now
+	if b.tokens >= 1 {
+		b.tokens--
 		return 0
 	}
-	return time.Duration((1 - k.tokens) * float64(notifyEvery))
+	return max(time.Duration((1-b.tokens)*float64(notifyEvery)), time.Microsecond)
+}
+
+// stop drops a notification held back.
+func (b *budget) stop() {
+	if b.held != nil {
+		b.held.Stop()
+		b.held = nil
+	}
 }
 
 func (k *keyWait) wakeAll() {
