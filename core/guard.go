@@ -113,6 +113,7 @@ func New(store driver.Store, cfg *Config) (*Guard, error) {
 	g.batch, _ = store.(driver.BatchStore)
 	if n, ok := store.(driver.Notifier); ok {
 		g.notifier, g.signal = n, newSignal(n, c.StoreTimeout, c.Logger)
+		closeWhenUnreachable(g)
 	}
 	if g.batch != nil && !c.DisableGroupCommit {
 		g.groupCommit = newGroupCommit(g.batch, c.StoreTimeout)

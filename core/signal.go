@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -32,11 +33,9 @@ import (
 // meanwhile copies poll.
 //
 // No copy queues behind another's Listener call for longer than its own
-// context (joining) or one timeout (leaving): a copy whose context ends
-// while another opens or adds polls instead of listening, and a copy that
-// leaves while another holds the Listener for a whole timeout skips its
-// Remove (a key left listened to costs a notification nobody reads; Close
-// drops it).
+// context: a copy whose context ends while another opens or adds polls
+// instead of listening, and a copy that leaves while another holds the
+// Listener leaves its Remove to that one.
 type signal struct {
 	notifier driver.Notifier
 	timeout  time.Duration // bounds each call to the Listener
@@ -58,6 +57,7 @@ type signal struct {
 	idleTimer *time.Timer         // closes the Listener once idle; nil while copies wait
 	idleGen   uint64              // bumped whenever the count leaves zero, so a stale timer does nothing
 	closeNow  bool                // Guard.Close was called while copies waited
+	removes   []string            // keys nobody waits for, to be removed by the Listener's holder
 }
 
 const (
@@ -196,9 +196,9 @@ func (s *signal) add(ctx context.Context, key string) bool {
 }
 
 // leave ends w's wait: the last copy waiting for its key stops listening to
-// it, and once no copy waits the Listener closes after s.idle. It waits for
-// another copy's Listener call and makes its own within one timeout, and
-// skips the Remove when that runs out.
+// it, and once no copy waits the Listener closes after s.idle. It never
+// waits for another copy's Listener call: when one holds the Listener, the
+// Remove is left to it (see release).
 func (w *waiter) leave() {
 	s := w.s
 	if s == nil {
@@ -207,50 +207,65 @@ func (w *waiter) leave() {
 	s.mu.Lock()
 	k := s.keys[w.key]
 	k.waiters = slices.DeleteFunc(k.waiters, func(x *waiter) bool { return x == w })
-	remove := false
 	if len(k.waiters) == 0 {
 		delete(s.keys, w.key)
 		k.stop()
-		remove = k.listening
+		if k.listening {
+			s.removes = append(s.removes, w.key)
+		}
 	}
 	s.count--
 	if s.count == 0 && !s.closeNow {
 		s.startIdle()
 	}
-	closeNow := s.count == 0 && s.closeNow
-	s.mu.Unlock()
-	if !remove && !closeNow {
-		return
+	work := len(s.removes) > 0 || (s.count == 0 && s.closeNow)
+	held := false
+	if work {
+		select {
+		case s.sem <- struct{}{}:
+			held = true
+		default: // its holder does the work before letting go
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-	defer cancel()
-	select {
-	case s.sem <- struct{}{}:
-	case <-ctx.Done():
-		return // the copy holding the Listener closes it under Guard.Close, and the idle timer does otherwise
-	}
-	defer s.release()
-	s.mu.Lock()
-	_, waited := s.keys[w.key] // by a copy that joined since
 	s.mu.Unlock()
-	if remove && !waited && s.listener != nil {
-		_ = s.listener.Remove(ctx, w.key) // a key left listened to costs a notification nobody reads
+	if held {
+		s.release()
 	}
 }
 
-// release lets go of the Listener, closing it first when Guard.Close asked
-// for it and nobody waits. The semaphore is held.
+// release does what copies that left while the Listener was held left to
+// do, the Removes of keys nobody waits for any more (a key left listened to
+// costs a notification nobody reads) and the close Guard.Close asked for,
+// then lets go of the Listener. The semaphore is held.
 func (s *signal) release() {
-	s.mu.Lock()
-	closeNow := s.count == 0 && s.closeNow
-	if closeNow {
-		s.closeNow = false
+	for {
+		s.mu.Lock()
+		removes := slices.DeleteFunc(s.removes, func(key string) bool {
+			_, waited := s.keys[key] // by a copy that joined since
+			return waited
+		})
+		s.removes = nil
+		closeNow := s.count == 0 && s.closeNow
+		if len(removes) == 0 && !closeNow {
+			<-s.sem // under s.mu, so that a copy that leaves finds the work taken or the Listener free
+			s.mu.Unlock()
+			return
+		}
+		if closeNow {
+			s.closeNow = false
+		}
+		s.mu.Unlock()
+		if s.listener != nil && len(removes) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+			for _, key := range removes {
+				_ = s.listener.Remove(ctx, key)
+			}
+			cancel()
+		}
+		if closeNow {
+			_ = s.closeListener()
+		}
 	}
-	s.mu.Unlock()
-	if closeNow {
-		s.closeListener()
-	}
-	<-s.sem
 }
 
 // closeListener closes the Listener. The semaphore is held.
@@ -269,7 +284,7 @@ func (s *signal) startIdle() {
 	since := s.idleGen
 	s.idleTimer = time.AfterFunc(s.idle, func() {
 		s.sem <- struct{}{}
-		defer func() { <-s.sem }()
+		defer s.release()
 		s.mu.Lock()
 		idle := s.count == 0 && s.idleGen == since
 		if idle {
@@ -306,7 +321,7 @@ func (s *signal) close() error {
 	s.stopIdle()
 	s.mu.Unlock()
 	s.sem <- struct{}{}
-	defer func() { <-s.sem }()
+	defer s.release()
 	s.mu.Lock()
 	idle := s.count == 0
 	s.mu.Unlock()
@@ -407,13 +422,20 @@ func (w *waiter) poke() {
 	}
 }
 
+// closeWhenUnreachable closes g's Listener once g is unreachable, so that a
+// Guard dropped without Close keeps no connection and no goroutine past a
+// garbage collection. No copy waits then: each holds its Guard.
+func closeWhenUnreachable(g *Guard) {
+	runtime.AddCleanup(g, func(s *signal) { go s.close() }, g.signal)
+}
+
 // Close closes the Guard's completion signal: the Listener that copies
 // waiting for a running claim share (Job.WaitUntil), which otherwise stays
-// open for a minute after the last of them stopped waiting. It closes it at
-// once when no copy waits, and otherwise as the last one leaves; a later
-// wait opens it again. It returns the error of the Listener it closed
-// (driver.Listener.Close). A Guard on a store that does not notify has
-// nothing to close.
+// open for a minute after the last of them stopped waiting, or until the
+// Guard is garbage collected. It closes it at once when no copy waits, and
+// otherwise as the last one leaves; a later wait opens it again. It returns
+// the error of the Listener it closed (driver.Listener.Close). A Guard on a
+// store that does not notify has nothing to close.
 func (g *Guard) Close() error {
 	return g.signal.close()
 }

@@ -337,3 +337,22 @@ func TestListenerThatCannotOpenIsLoggedOnce(t *testing.T) {
 	}
 	require.Equal(t, 1, said, "%q", warnings.Messages())
 }
+
+// TestListenerOfAGuardGarbageCollectedCloses: a Guard dropped without Close
+// leaves no Listener open once it is garbage collected.
+func TestListenerOfAGuardGarbageCollectedCloses(t *testing.T) {
+	st := &hangingNotifier{Store: memstore.New(), hang: map[string]bool{}}
+	func() {
+		g, err := core.New(st, &core.Config{StoreTimeout: time.Second})
+		require.NoError(t, err)
+		release := make(chan struct{})
+		holders := holdKeys(g, release, "dropped")
+		waitAll(t, g, st, 1, release, "dropped")
+		holders.Wait()
+	}()
+	require.EqualValues(t, 1, st.opened.Load())
+	require.Eventually(t, func() bool {
+		runtime.GC()
+		return st.closed.Load() == 1
+	}, 10*time.Second, 10*time.Millisecond, "the Listener of the dropped Guard closed")
+}

@@ -209,6 +209,7 @@ func waiterStormReadsEachCopyBoundedTimes(t *testing.T, s *suite, n driver.Notif
 	gs := make([]*core.Guard, guards)
 	for i := range gs {
 		gs[i] = s.guard(reads, core.Config{Lease: time.Minute})
+		t.Cleanup(func() { _ = gs[i].Close() })
 	}
 	ctx := ctx(t)
 	job := core.Job{Key: "storm"}

@@ -118,6 +118,7 @@ func waitWokenByDoneMarker(t *testing.T, s *suite) {
 func waitWokenByRelease(t *testing.T, s *suite) {
 	p := newProbe(t, s.store)
 	g := s.guard(p, core.Config{Lease: time.Minute})
+	t.Cleanup(func() { _ = g.Close() })
 	ctx := ctx(t)
 	job := core.Job{Key: "release-wakes"}
 	boom := errors.New("boom")
@@ -142,6 +143,7 @@ func waitWokenByRelease(t *testing.T, s *suite) {
 func waitEndsRunning(t *testing.T, s *suite) {
 	p := newProbe(t, s.store)
 	g := s.guard(p, core.Config{Lease: time.Minute, MaxRetryAfter: 10 * time.Second})
+	t.Cleanup(func() { _ = g.Close() })
 	ctx := ctx(t)
 	job := core.Job{Key: "still-running"}
 	h := hold(ctx, g, job, nil)
@@ -164,6 +166,7 @@ func waitEndsRunning(t *testing.T, s *suite) {
 func waitCanceled(t *testing.T, s *suite) {
 	p := newProbe(t, s.store)
 	g := s.guard(p, core.Config{Lease: time.Minute})
+	t.Cleanup(func() { _ = g.Close() })
 	ctx := ctx(t)
 	job := core.Job{Key: "cancel-wait"}
 	h := hold(ctx, g, job, nil)
@@ -189,6 +192,7 @@ func waitSettlesWithoutSignal(t *testing.T, s *suite) {
 	p := newProbe(t, s.store)
 	p.drop.Store(true)
 	g := s.guard(p, core.Config{Lease: time.Minute})
+	t.Cleanup(func() { _ = g.Close() })
 	ctx := ctx(t)
 	job := core.Job{Key: "signal-lost"}
 	h := hold(ctx, g, job, nil)
@@ -207,6 +211,7 @@ func waitSettlesWithoutSignal(t *testing.T, s *suite) {
 func waitSkippedForALongKind(t *testing.T, s *suite) {
 	p := newProbe(t, s.store)
 	g := s.guard(p, core.Config{Lease: time.Minute})
+	t.Cleanup(func() { _ = g.Close() })
 	ctx := ctx(t)
 	// Five runs of 500ms: the kind's 90th percentile.
 	var wg sync.WaitGroup
@@ -240,6 +245,7 @@ func waitSkippedForALongKind(t *testing.T, s *suite) {
 func waitFailsClosed(t *testing.T, s *suite) {
 	p := newProbe(t, s.store)
 	g := s.guard(p, core.Config{Lease: time.Minute, FailOpen: true})
+	t.Cleanup(func() { _ = g.Close() })
 	ctx := ctx(t)
 	job := core.Job{Key: "fail-closed"}
 	h := hold(ctx, g, job, nil)
@@ -255,6 +261,7 @@ func waitFailsClosed(t *testing.T, s *suite) {
 func waitWithClaims(t *testing.T, s *suite) {
 	p := newProbe(t, s.store)
 	g := s.guard(p, core.Config{Lease: time.Minute})
+	t.Cleanup(func() { _ = g.Close() })
 	ctx := ctx(t)
 	job := core.Job{Key: "claims-wait"}
 	h := hold(ctx, g, job, nil)
@@ -283,6 +290,7 @@ func waitWithClaims(t *testing.T, s *suite) {
 func waitersShareOneListener(t *testing.T, s *suite) {
 	p := newProbe(t, s.store)
 	g := s.guard(p, core.Config{Lease: time.Minute})
+	t.Cleanup(func() { _ = g.Close() })
 	ctx := ctx(t)
 	const n = 8
 	holders := make([]*holder, n)
@@ -320,6 +328,7 @@ func waitersShareOneListener(t *testing.T, s *suite) {
 func shadowDoesNotWait(t *testing.T, s *suite) {
 	p := newProbe(t, s.store)
 	g := s.guard(p, core.Config{Lease: time.Minute, Shadow: true})
+	t.Cleanup(func() { _ = g.Close() })
 	ctx := ctx(t)
 	job := core.Job{Key: "shadow"}
 	h := hold(ctx, g, job, nil)
