@@ -107,7 +107,9 @@ func (l *listener) Add(ctx context.Context, key string) error {
 			delete(l.adds, key)
 		}
 		l.mu.Unlock()
-		_ = l.Remove(context.WithoutCancel(ctx), key)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
+		_ = l.Remove(rctx, key)
+		cancel()
 	}
 	return err
 }
