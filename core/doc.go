@@ -29,8 +29,10 @@
 // ahead and within the delivery's own deadline. A copy of a kind expected
 // to run past WaitUntil (its claim's age against the 90th percentile of the
 // kind's last runs in this Guard) returns Running at once. The copies of a
-// Guard that wait share one listener, which the first opens and the last
-// closes: none of its goroutines outlives the waits. A store notifies only
+// Guard that wait share one listener, which the first opens; it closes a
+// minute after the last one left, or at Guard.Close, or once the Guard is
+// garbage collected, ending its goroutines. Each copy reads its key a few
+// times however many wait beside it. A store notifies only
 // a claim that a waiting copy marked, so nothing is paid while nobody
 // waits; a notification that is lost costs latency, never correctness, as
 // a waiting copy reads its key again by its own deadline. A store that does

@@ -123,7 +123,8 @@ func New(store driver.Store, cfg *Config) (*Guard, error) {
 	g := &Guard{store: store, cfg: c, metrics: m, skipped: newFirstSkips(), waiting: newWaiting(c.WaitingShare)}
 	g.batch, _ = store.(driver.BatchStore)
 	if n, ok := store.(driver.Notifier); ok {
-		g.notifier, g.signal = n, newSignal(n, c.StoreTimeout)
+		g.notifier, g.signal = n, newSignal(n, c.StoreTimeout, c.Logger)
+		closeWhenUnreachable(g)
 	}
 	if g.batch != nil && !c.DisableGroupCommit {
 		g.groupCommit = newGroupCommit(g.batch, c.StoreTimeout)

@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -11,49 +13,98 @@ import (
 
 // signal is a Guard's completion signal: one driver.Listener, shared by
 // every copy of the Guard that waits for a running claim. The first copy to
-// wait opens it, each copy adds its key, and the last copy to leave closes
-// it, which ends the Listener's goroutines: none outlives the waits.
+// wait opens it; it stays open for listenerIdle after the last copy left,
+// so that a trickle of waits does not open a connection each, and is then
+// closed, ending its goroutines (Guard.Close closes it sooner).
+//
+// A key is added to the Listener once, by the first copy that waits for it,
+// and removed when the last one leaves. A copy that joins a key whose
+// listening has begun reads it at once; one that joins while the key is
+// being added waits for that Add (within its own context) and is woken by
+// its notification with the others. So a copy's reads of an unchanged key
+// do not grow with the copies that wait beside it: each notification of
+// the key (listening begun or resumed, the running claim ended) wakes each
+// of its copies once, and a key notified more than notifyBurst times in a
+// row is notified at most once per notifyEvery, the notifications held back
+// delivered together, so that forged notifications cost each copy a read
+// per notifyEvery at most.
+//
+// A Listener that cannot be opened is logged at Warn, once until one opens;
+// meanwhile copies poll.
 //
 // No copy queues behind another's Listener call for longer than its own
-// context (joining) or one timeout (leaving): a copy whose context ends
-// while another opens or adds polls instead of listening, and a copy that
-// leaves while another holds the Listener for a whole timeout skips its
-// Remove (a key left listened to costs a notification nobody reads; Close
-// drops it). Whoever holds the Listener closes it, before letting go, once
-// nobody waits, so it outlives the last copy by one call at most.
+// context: a copy whose context ends while another opens or adds polls
+// instead of listening, and a copy that leaves while another holds the
+// Listener leaves its Remove to that one.
 type signal struct {
 	notifier driver.Notifier
 	timeout  time.Duration // bounds each call to the Listener
+	idle     time.Duration // how long the Listener outlives the last copy
+	logger   *slog.Logger
 
 	// sem, a one-slot semaphore, serialises opening, adding, removing and
 	// closing, so that a key one copy removes as another adds it stays
 	// listened to. It guards listener and failed.
 	sem      chan struct{}
-	listener driver.Listener // nil while nobody waits, or it failed to open
+	listener driver.Listener // nil while closed, or when it failed to open
 	failed   time.Time       // when opening it last failed
+	warned   bool            // its failure to open was logged, and it has not opened since
 
-	mu      sync.Mutex
-	waiters map[string][]*waiter // by stored key
-	count   int
+	mu        sync.Mutex
+	keys      map[string]*keyWait // by stored key
+	count     int                 // copies waiting
+	all       budget              // the notifications of every key ("")
+	idleTimer *time.Timer         // closes the Listener once idle; nil while copies wait
+	idleGen   uint64              // bumped whenever the count leaves zero, so a stale timer does nothing
+	closeNow  bool                // Guard.Close was called while copies waited
+	removes   []string            // keys nobody waits for, to be removed by the Listener's holder
 }
 
-// reopenAfter is how long after a Listener failed to open copies that wait
-// poll rather than try again.
-const reopenAfter = time.Second
+const (
+	// reopenAfter is how long after a Listener failed to open copies that
+	// wait poll rather than try again.
+	reopenAfter = time.Second
+	// listenerIdle is how long the Listener stays open once no copy waits.
+	listenerIdle = time.Minute
+	// notifyBurst and notifyEvery bound how often one key's notifications
+	// wake its copies: notifyBurst at once, then one per notifyEvery.
+	notifyBurst = 4
+	notifyEvery = 50 * time.Millisecond
+)
 
-func newSignal(n driver.Notifier, timeout time.Duration) *signal {
-	return &signal{notifier: n, timeout: timeout, sem: make(chan struct{}, 1),
-		waiters: make(map[string][]*waiter)}
+func newSignal(n driver.Notifier, timeout time.Duration, logger *slog.Logger) *signal {
+	return &signal{notifier: n, timeout: timeout, idle: listenerIdle, logger: logger, sem: make(chan struct{}, 1),
+		keys: make(map[string]*keyWait), all: newBudget()}
 }
+
+// keyWait is the copies waiting for one key and the key's listening.
+type keyWait struct {
+	waiters   []*waiter
+	adding    chan struct{} // closed when the Add under way ends; nil when none is
+	listening bool          // the Listener's Add of the key succeeded
+	heard     bool          // a notification came since the Add began: listening has begun
+	budget                  // of the key's notifications
+}
+
+// budget bounds how often notifications wake copies: a token bucket of
+// notifyBurst, refilled one per notifyEvery, and the timer of a
+// notification held back.
+type budget struct {
+	tokens float64
+	filled time.Time
+	held   *time.Timer
+}
+
+func newBudget() budget { return budget{tokens: notifyBurst} }
 
 // waiter is one copy waiting for the running claim of its key.
 type waiter struct {
 	s    *signal
 	key  string
 	wake chan struct{} // signalled when the key's state is to be read again
-	// listening: the key's notifications come (join added it to the
-	// Listener), and the first one says listening has begun. Otherwise the
-	// copy polls.
+	// listening: the key's notifications come (its Add succeeded), the
+	// first one once listening has begun, or at once when it had. Otherwise
+	// the copy polls.
 	listening bool
 }
 
@@ -68,13 +119,57 @@ func (s *signal) join(ctx context.Context, key string) *waiter {
 		return w
 	}
 	s.mu.Lock()
-	s.waiters[key] = append(s.waiters[key], w)
+	if s.count == 0 {
+		s.stopIdle()
+	}
 	s.count++
+	k := s.keys[key]
+	if k == nil {
+		k = &keyWait{budget: newBudget()}
+		s.keys[key] = k
+	}
+	k.waiters = append(k.waiters, w)
+	if k.heard {
+		w.poke() // listening has begun: read at once
+	}
+	if k.listening {
+		w.listening = true
+		s.mu.Unlock()
+		return w
+	}
+	if adding := k.adding; adding != nil {
+		s.mu.Unlock()
+		select {
+		case <-adding:
+		case <-ctx.Done():
+			return w
+		}
+		s.mu.Lock()
+		w.listening = k.listening
+		s.mu.Unlock()
+		return w
+	}
+	adding := make(chan struct{})
+	k.adding, k.heard = adding, false
 	s.mu.Unlock()
+	ok := s.add(ctx, key)
+	s.mu.Lock()
+	k.adding, k.listening, w.listening = nil, ok, ok
+	if !ok {
+		k.heard = false
+	}
+	s.mu.Unlock()
+	close(adding)
+	return w
+}
+
+// add adds key to the Listener, opening it first if need be, and reports
+// whether it succeeded.
+func (s *signal) add(ctx context.Context, key string) bool {
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
-		return w
+		return false
 	}
 	defer s.release()
 	// The Listener is shared: opening or adding to it is bounded by the
@@ -83,80 +178,237 @@ func (s *signal) join(ctx context.Context, key string) *waiter {
 	defer cancel()
 	if s.listener == nil {
 		if time.Since(s.failed) < reopenAfter {
-			return w
+			return false
 		}
 		l, err := s.notifier.Listen(ctx, s.notify)
 		if err != nil || l == nil {
 			s.failed = time.Now()
-			return w
+			if !s.warned {
+				s.warned = true
+				s.logger.Warn("jobonce: the completion signal could not listen to the store: copies that wait for a running job poll it until it can",
+					"error", err)
+			}
+			return false
 		}
-		s.listener = l
+		s.listener, s.warned = l, false
 	}
-	w.listening = s.listener.Add(ctx, key) == nil
-	return w
+	return s.listener.Add(ctx, key) == nil
 }
 
 // leave ends w's wait: the last copy waiting for its key stops listening to
-// it, and the last copy of all closes the Listener. It waits for another
-// copy's Listener call and makes its own within one timeout, and skips the
-// Remove when that runs out.
+// it, and once no copy waits the Listener closes after s.idle. It never
+// waits for another copy's Listener call: when one holds the Listener, the
+// Remove is left to it (see release).
 func (w *waiter) leave() {
 	s := w.s
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
-	ws := slices.DeleteFunc(s.waiters[w.key], func(x *waiter) bool { return x == w })
-	if len(ws) == 0 {
-		delete(s.waiters, w.key)
-	} else {
-		s.waiters[w.key] = ws
+	k := s.keys[w.key]
+	k.waiters = slices.DeleteFunc(k.waiters, func(x *waiter) bool { return x == w })
+	if len(k.waiters) == 0 {
+		delete(s.keys, w.key)
+		k.stop()
+		if k.listening {
+			s.removes = append(s.removes, w.key)
+		}
 	}
 	s.count--
-	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-	defer cancel()
-	select {
-	case s.sem <- struct{}{}:
-	case <-ctx.Done():
-		return // the copy holding the Listener closes it if nobody waits
+	if s.count == 0 && !s.closeNow {
+		s.startIdle()
 	}
+	work := len(s.removes) > 0 || (s.count == 0 && s.closeNow)
+	held := false
+	if work {
+		select {
+		case s.sem <- struct{}{}:
+			held = true
+		default: // its holder does the work before letting go
+		}
+	}
+	s.mu.Unlock()
+	if held {
+		s.release()
+	}
+}
+
+// release does what copies that left while the Listener was held left to
+// do, the Removes of keys nobody waits for any more (a key left listened to
+// costs a notification nobody reads) and the close Guard.Close asked for,
+// then lets go of the Listener. The semaphore is held.
+func (s *signal) release() {
+	for {
+		s.mu.Lock()
+		removes := slices.DeleteFunc(s.removes, func(key string) bool {
+			_, waited := s.keys[key] // by a copy that joined since
+			return waited
+		})
+		s.removes = nil
+		closeNow := s.count == 0 && s.closeNow
+		if len(removes) == 0 && !closeNow {
+			<-s.sem // under s.mu, so that a copy that leaves finds the work taken or the Listener free
+			s.mu.Unlock()
+			return
+		}
+		if closeNow {
+			s.closeNow = false
+		}
+		s.mu.Unlock()
+		if s.listener != nil && len(removes) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+			for _, key := range removes {
+				_ = s.listener.Remove(ctx, key)
+			}
+			cancel()
+		}
+		if closeNow {
+			_ = s.closeListener()
+		}
+	}
+}
+
+// closeListener closes the Listener. The semaphore is held.
+func (s *signal) closeListener() error {
+	if s.listener == nil {
+		return nil
+	}
+	err := s.listener.Close() // a Listener that failed to close has no goroutine left either, within its bound
+	s.listener = nil
+	return err
+}
+
+// startIdle starts the timer that closes the Listener once it has been
+// idle for s.idle. s.mu is held and no copy waits.
+func (s *signal) startIdle() {
+	since := s.idleGen
+	s.idleTimer = time.AfterFunc(s.idle, func() {
+		s.sem <- struct{}{}
+		defer s.release()
+		s.mu.Lock()
+		idle := s.count == 0 && s.idleGen == since
+		if idle {
+			s.idleTimer = nil
+		}
+		s.mu.Unlock()
+		if idle {
+			_ = s.closeListener()
+		}
+	})
+}
+
+// stopIdle stops the idle timer as a copy begins to wait. s.mu is held.
+func (s *signal) stopIdle() {
+	s.idleGen++
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
+		s.idleTimer = nil
+	}
+}
+
+// close closes the Listener now when no copy waits, and otherwise as the
+// last copy leaves, and returns the error of a Listener it closed.
+func (s *signal) close() error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	if s.count > 0 {
+		s.closeNow = true
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopIdle()
+	s.mu.Unlock()
+	s.sem <- struct{}{}
 	defer s.release()
 	s.mu.Lock()
-	_, waited := s.waiters[w.key] // by a copy that joined since
-	empty := s.count == 0
+	idle := s.count == 0
 	s.mu.Unlock()
-	if s.listener != nil && !waited && !empty {
-		_ = s.listener.Remove(ctx, w.key) // a key left listened to costs a notification nobody reads
+	if !idle {
+		s.mu.Lock()
+		s.closeNow = true
+		s.mu.Unlock()
+		return nil
 	}
+	return s.closeListener()
 }
 
-// release lets go of the Listener, closing it first when nobody waits. The
-// semaphore is held.
-func (s *signal) release() {
-	s.mu.Lock()
-	empty := s.count == 0
-	s.mu.Unlock()
-	if empty && s.listener != nil {
-		_ = s.listener.Close() // a Listener that failed to close has no goroutine left either
-		s.listener = nil
-	}
-	<-s.sem
-}
-
-// notify wakes the copies waiting for key, or every copy for "".
+// notify wakes the copies waiting for key, or every copy for "". A key's
+// notifications beyond its budget (and those of every key beyond the
+// signal's) are held back and delivered together when the budget allows.
 func (s *signal) notify(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if key == "" {
-		for _, ws := range s.waiters {
-			for _, w := range ws {
-				w.poke()
+		s.all.spend(&s.mu, func() {
+			for _, k := range s.keys {
+				k.wakeAll()
 			}
-		}
+		})
 		return
 	}
-	for _, w := range s.waiters[key] {
+	k := s.keys[key]
+	if k == nil {
+		return
+	}
+	if k.listening || k.adding != nil {
+		k.heard = true
+	}
+	k.spend(&s.mu, func() {
+		if s.keys[key] == k {
+			k.wakeAll()
+		}
+	})
+}
+
+// spend runs wake when the budget allows a notification now, and otherwise,
+// unless one is held back already, holds this one back and runs wake, mu
+// locked, once the budget allows it. mu is held.
+func (b *budget) spend(mu *sync.Mutex, wake func()) {
+	if b.held != nil {
+		return // delivered with the one held back
+	}
+	wait := b.take(time.Now())
+	if wait == 0 {
+		wake()
+		return
+	}
+	b.held = time.AfterFunc(wait, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if b.held != nil {
+			b.held = nil
+			b.take(time.Now())
+			wake()
+		}
+	})
+}
+
+// take takes one notification from the budget and returns zero, or, when
+// it is spent, takes nothing and returns how long until it allows one.
+func (b *budget) take(now time.Time) time.Duration {
+	if !b.filled.IsZero() {
+		b.tokens = min(notifyBurst, b.tokens+float64(now.Sub(b.filled))/float64(notifyEvery))
+	}
+	b.filled = now
+	if b.tokens >= 1 {
+		b.tokens--
+		return 0
+	}
+	return max(time.Duration((1-b.tokens)*float64(notifyEvery)), time.Microsecond)
+}
+
+// stop drops a notification held back.
+func (b *budget) stop() {
+	if b.held != nil {
+		b.held.Stop()
+		b.held = nil
+	}
+}
+
+func (k *keyWait) wakeAll() {
+	for _, w := range k.waiters {
 		w.poke()
 	}
 }
@@ -168,4 +420,22 @@ func (w *waiter) poke() {
 	case w.wake <- struct{}{}:
 	default:
 	}
+}
+
+// closeWhenUnreachable closes g's Listener once g is unreachable, so that a
+// Guard dropped without Close keeps no connection and no goroutine past a
+// garbage collection. No copy waits then: each holds its Guard.
+func closeWhenUnreachable(g *Guard) {
+	runtime.AddCleanup(g, func(s *signal) { go s.close() }, g.signal)
+}
+
+// Close closes the Guard's completion signal: the Listener that copies
+// waiting for a running claim share (Job.WaitUntil), which otherwise stays
+// open for a minute after the last of them stopped waiting, or until the
+// Guard is garbage collected. It closes it at once when no copy waits, and
+// otherwise as the last one leaves; a later wait opens it again. It returns
+// the error of the Listener it closed (driver.Listener.Close). A Guard on a
+// store that does not notify has nothing to close.
+func (g *Guard) Close() error {
+	return g.signal.close()
 }

@@ -18,9 +18,12 @@ import (
 var checkCommand = &command{
 	name:    "check",
 	summary: "report whether the store keeps done markers; exit 2 on a risk",
+	prefix:  true,
 	about: `check reports what decides whether the store keeps done markers, with a RISK line for each way
 they can be lost and duplicates run. On Redis, for each server: the eviction policy, persistence
-(AOF, RDB) and replication (role, replicas, largest lag). On PostgreSQL: the version and role, fsync
+(AOF, RDB) and replication (role, replicas, largest lag); and whether the user may use the channels
+of the completion signal, under -prefix (ACL &<prefix>* or allchannels: without them, copies that
+wait for a running job poll rather than being woken; a note, not a risk). On PostgreSQL: the version and role, fsync
 and synchronous_commit, the standbys and whether commits wait for one, the largest flush lag, the
 table, its fence column and expiry index (a missing table or column fails check, exit 1: workers
 cannot start on it), and the expired rows waiting for Prune. It exits 2 when a risk is of a
@@ -60,7 +63,7 @@ func runCheck(ctx context.Context, c *invocation) error {
 		return err
 	}
 	defer r.close()
-	return check(ctx, r.client, c.out, failOn, c.opt.maxLag)
+	return check(ctx, r.client, c.out, failOn, c.opt.maxLag, c.opt.prefix)
 }
 
 // errRisk is wrapped by check's error when it found a risk of a -fail-on
@@ -108,9 +111,10 @@ func riskError(failing []string) error {
 }
 
 // check prints what decides whether each server keeps done markers and a
-// RISK line per way it can lose them. Its error wraps errRisk when a risk is
-// of a kind in failOn.
-func check(ctx context.Context, client redis.UniversalClient, out io.Writer, failOn []redisops.RiskKind, maxLag time.Duration) error {
+// RISK line per way it can lose them, then whether the user may use the
+// completion signal's channels under prefix. Its error wraps errRisk when a
+// risk is of a kind in failOn.
+func check(ctx context.Context, client redis.UniversalClient, out io.Writer, failOn []redisops.RiskKind, maxLag time.Duration, prefix string) error {
 	infos, err := redisops.ReadServerInfo(ctx, client)
 	if err != nil {
 		return err
@@ -125,7 +129,26 @@ func check(ctx context.Context, client redis.UniversalClient, out io.Writer, fai
 		}
 		found = failing(risks, failOn, found)
 	}
+	if err := printChannels(ctx, client, out, prefix); err != nil {
+		return err
+	}
 	return riskError(found)
+}
+
+// printChannels prints whether the user may use the channels under prefix,
+// those of the completion signal of a Guard whose KeyPrefix it is.
+func printChannels(ctx context.Context, client redis.UniversalClient, out io.Writer, prefix string) error {
+	ok, err := redisops.ChannelAllowed(ctx, client, prefix)
+	if err != nil {
+		return fmt.Errorf("jobonce: redisstore: PUBLISH %q: %w", prefix, err)
+	}
+	if ok {
+		fmt.Fprintf(out, "completion signal: the user may use the channels under %q\n", prefix)
+		return nil
+	}
+	fmt.Fprintf(out, "completion signal: NOTE: the user may not use the channels under %q (NOPERM): copies that wait for a running job "+
+		"poll the store instead of being woken when it ends; grant ACL &%s* or allchannels\n", prefix, prefix)
+	return nil
 }
 
 // unchecked returns, as risks, the settings check could not read: a server

@@ -11,7 +11,7 @@ import (
 )
 
 // options holds the flags of every command; a command's flag set fills in
-// the store's, the key's (but for check) and its own.
+// the store's, the key's (check: -prefix alone) and its own.
 type options struct {
 	redisURL, postgresURL string
 	schema, table         string
@@ -42,6 +42,7 @@ type command struct {
 	summary string                             // one line, for the overview
 	about   string                             // what it does, for its usage
 	keyed   bool                               // it takes -prefix and -plain
+	prefix  bool                               // it takes -prefix alone
 	flags   func(fs *flag.FlagSet, o *options) // its own flags; nil for none
 	run     func(ctx context.Context, c *invocation) error
 }
@@ -91,6 +92,8 @@ func (c *command) flagSet(o *options, out io.Writer) *flag.FlagSet {
 	storeFlags(fs, o)
 	if c.keyed {
 		keyFlags(fs, o)
+	} else if c.prefix {
+		prefixFlag(fs, o)
 	}
 	if c.flags != nil {
 		c.flags(fs, o)
@@ -109,6 +112,9 @@ func (c *command) usage(out io.Writer) {
 	if c.keyed {
 		fmt.Fprintln(out, "\nFlags of the key (they must match the Guard's Config):")
 		printFlags(out, keyFlags)
+	} else if c.prefix {
+		fmt.Fprintln(out, "\nFlags of the Guard (they must match its Config):")
+		printFlags(out, prefixFlag)
 	}
 	fmt.Fprintln(out, "\nFlags of the store:")
 	printFlags(out, storeFlags)
@@ -139,8 +145,13 @@ func storeFlags(fs *flag.FlagSet, o *options) {
 
 // keyFlags defines the flags that derive a stored key from KEY.
 func keyFlags(fs *flag.FlagSet, o *options) {
-	fs.StringVar(&o.prefix, "prefix", defaultPrefix, "the Guard's Config.KeyPrefix")
+	prefixFlag(fs, o)
 	fs.BoolVar(&o.plain, "plain", false, "the Guard uses Config.PlainKeys")
+}
+
+// prefixFlag defines -prefix, the start of every stored key.
+func prefixFlag(fs *flag.FlagSet, o *options) {
+	fs.StringVar(&o.prefix, "prefix", defaultPrefix, "the Guard's Config.KeyPrefix")
 }
 
 // everyFlag returns a flag set holding every command's flags, bound to o.

@@ -9,7 +9,7 @@ import (
 
 func TestHelpPrintsEachCommandsUsageAndFlagsAndExitsZero(t *testing.T) {
 	own := map[string][]string{
-		"check":   {"-fail-on", "-max-lag"},
+		"check":   {"-fail-on", "-max-lag", "-prefix"},
 		"inspect": {"-prefix", "-plain"},
 		"release": {"-force", "-watch", "-lease", "-prefix", "-plain"},
 		"forget":  {"-yes", "-prefix", "-plain"},
@@ -74,8 +74,8 @@ func TestAFlagOfAnotherCommandIsRefusedNamingItsCommand(t *testing.T) {
 	r = runCLI(t, nil, nil, "inspect", "job-1", "-prefix", "app:", "-lease", "1m")
 	requireOneErrorLine(t, r, "-lease (a flag of release, not of inspect)")
 
-	r = runCLI(t, nil, nil, "check", "-prefix", "app:")
-	requireOneErrorLine(t, r, "-prefix (a flag of inspect, release and forget, not of check)")
+	r = runCLI(t, nil, nil, "check", "-plain")
+	requireOneErrorLine(t, r, "-plain (a flag of inspect, release and forget, not of check)")
 }
 
 func TestAWrongNumberOfArgumentsNamesWhatTheCommandTakes(t *testing.T) {

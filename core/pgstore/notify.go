@@ -84,8 +84,9 @@ func (s *Store) Await(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 	}
 }
 
-// Listen implements driver.Notifier: it connects with the pool's
-// connection settings and listens to the store's channel, read by a
+// Listen implements driver.Notifier: it connects as the pool does (its
+// connection settings, BeforeConnect and AfterConnect) and listens to the
+// store's channel, read by a
 // goroutine of the Listener's until Close. A connection that breaks is
 // made again (after a pause that grows to a second) and, listening again,
 // notifies "": what came meanwhile is lost.
@@ -103,20 +104,39 @@ func (s *Store) Listen(ctx context.Context, notify func(key string)) (driver.Lis
 	return l, nil
 }
 
-// listenConn connects and listens to the store's channel.
+// listenConn connects as the pool connects, through its BeforeConnect and
+// AfterConnect hooks (a password from IAM token authentication, a role),
+// and listens to the store's channel.
 func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	cfg := s.pool.Config() // a copy
+	if cfg.BeforeConnect != nil {
+		if err := cfg.BeforeConnect(ctx, cfg.ConnConfig); err != nil {
+			return nil, fmt.Errorf("jobonce: pgstore: connect to listen: the pool's BeforeConnect: %w", err)
+		}
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
 	if err != nil {
 		return nil, fmt.Errorf("jobonce: pgstore: connect to listen: %w", err)
 	}
+	if cfg.AfterConnect != nil {
+		if err := cfg.AfterConnect(ctx, conn); err != nil {
+			s.closeConn(conn)
+			return nil, fmt.Errorf("jobonce: pgstore: connect to listen: the pool's AfterConnect: %w", err)
+		}
+	}
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
-		closeConn(conn)
+		s.closeConn(conn)
 		return nil, fmt.Errorf("jobonce: pgstore: LISTEN: %w", s.wrap(err))
 	}
 	return conn, nil
 }
 
-func closeConn(conn *pgx.Conn) {
+// closeConn closes a connection listenConn made, through the pool's
+// BeforeClose hook.
+func (s *Store) closeConn(conn *pgx.Conn) {
+	if before := s.pool.Config().BeforeClose; before != nil {
+		before(conn)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 	defer cancel()
 	_ = conn.Close(ctx)
@@ -147,7 +167,7 @@ func (l *listener) listens(key string) bool {
 // read hands each notification's key to notify until Close, connecting
 // again when the connection breaks.
 func (l *listener) read() {
-	defer func() { closeConn(l.conn) }()
+	defer func() { l.s.closeConn(l.conn) }()
 	var pause time.Duration
 	for {
 		n, err := l.conn.WaitForNotification(l.ctx)
@@ -155,7 +175,7 @@ func (l *listener) read() {
 			return
 		}
 		if err != nil {
-			closeConn(l.conn)
+			l.s.closeConn(l.conn)
 			for {
 				pause = min(max(2*pause, 10*time.Millisecond), time.Second)
 				t := time.NewTimer(pause)

@@ -3,7 +3,9 @@
 -- KEYS[2]  absent, or the key's awaited mark (see claim.lua): when the claim
 --          it replaces was awaited, the mark is deleted and the key
 --          published on its own channel, with PUBLISH, or with SPUBLISH
---          when ARGV[4] is "s" (Redis Cluster)
+--          when ARGV[4] is "s" (Redis Cluster); a publish the user may not
+--          make (NOPERM: no ACL for the channel) is left out, since the
+--          marker is written and a script's error would not undo it
 -- ARGV[1]  "F" .. token (17 bytes)
 -- ARGV[2]  the done marker: "w" .. writer (the token's first 8 bytes), then
 --          "d" .. fingerprint, or with a result
@@ -25,7 +27,7 @@ if string.sub(v, 1, 17) == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   if KEYS[2] and redis.call('GET', KEYS[2]) == 'a' then
     redis.call('DEL', KEYS[2])
-    redis.call(ARGV[4] == 's' and 'SPUBLISH' or 'PUBLISH', KEYS[1], 'done')
+    redis.pcall(ARGV[4] == 's' and 'SPUBLISH' or 'PUBLISH', KEYS[1], 'done')
   end
   return 1
 end

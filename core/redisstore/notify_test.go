@@ -144,8 +144,9 @@ func TestWaitersOnManyKeysShareOneSubscription(t *testing.T) {
 		require.Equal(t, core.Duplicate, (<-copies[i]).Outcome)
 	}
 	require.Eventually(t, func() bool { return len(subscribers(t, admin, name)) == 0 }, 5*time.Second, 5*time.Millisecond,
-		"the subscription connection closed with the last waiting copy")
-	requireGoroutines(t, before, "the Listener's goroutines ended with the last waiting copy")
+		"the connection unsubscribed from each key as its copies left")
+	require.NoError(t, g.Close())
+	requireGoroutines(t, before, "the Listener's goroutines ended with Close")
 }
 
 // requireGoroutines polls, for up to 5s, until no more than n goroutines

@@ -111,9 +111,10 @@ type Store struct {
 	wait               waitFor // acknowledgement of writes; off when zero
 	watch              *watch  // restarts, failovers and risky settings
 	leases, retentions boxCache
-	legacy             bool // Config.LegacyMarkers
-	retries            bool // the client sends a failed command again (Options.MaxRetries)
-	cluster            bool // a Cluster client: marks share their key's slot, notifications are sharded
+	legacy             bool        // Config.LegacyMarkers
+	retries            bool        // the client sends a failed command again (Options.MaxRetries)
+	cluster            bool        // a Cluster client: marks share their key's slot, notifications are sharded
+	refused            atomic.Bool // a Listener's subscription was refused (NOPERM), and logged
 }
 
 var (

@@ -29,19 +29,20 @@ var errNoAnswer = fmt.Errorf("jobonce: redisstore: no answer within %s; "+
 // startUp makes New's reads of the server, together, and waits for them
 // startupTimeout at most: with check, the check of the settings that can
 // lose done markers (a policy but noeviction evicts them: every jobonce key
-// has a TTL); with probe, the WAITAOF probe. A read that did not end by then
-// is left to end on its own (see New). A check that could not run says so
-// at Warn, and the first claim makes it again. The error is the probe's
-// refusal.
+// has a TTL) and of the completion signal's channels (checkChannels); with
+// probe, the WAITAOF probe. A read that did not end by then is left to end
+// on its own (see New). A check that could not run says so at Warn, and the
+// first claim makes it again. The error is the probe's refusal.
 func (s *Store) startUp(every time.Duration, check, probe bool) error {
 	wait, stop := context.WithTimeout(context.Background(), startupTimeout)
 	defer stop()
 	ctx, cancel := context.WithTimeout(wait, startupRead)
 	defer cancel()
-	var checked, probed <-chan error
+	var checked, channels, probed <-chan error
 	if check {
 		s.watch.next.Store(time.Now().Add(every).UnixNano())
 		checked = inBackground(func() error { return s.watch.check(ctx, s.client) })
+		channels = inBackground(func() error { return s.checkChannels(ctx) })
 	}
 	if probe {
 		probed = inBackground(func() error { return probeWaitAOF(ctx, s.client) })
@@ -51,6 +52,9 @@ func (s *Store) startUp(every time.Duration, check, probe bool) error {
 			s.watch.checkLater(false)
 			s.logger.Warn("jobonce: redisstore: New could not check the server's eviction policy and persistence, "+
 				"which can lose done markers; the first claim checks again", "error", redacted(err, s.client))
+		}
+		if err := awaitRead(wait, channels); err != nil {
+			s.logger.Debug("jobonce: redisstore: New could not check the completion signal's channels", "error", redacted(err, s.client))
 		}
 	}
 	if !probe {
@@ -129,3 +133,24 @@ func (s *Store) checkIfDue(ctx context.Context) {
 
 // checkTimeout bounds a check of the servers' state within a call.
 const checkTimeout = 250 * time.Millisecond
+
+// defaultKeyPrefix is core.Config.KeyPrefix's default: the stored keys,
+// and so the channels of the completion signal, of a Guard that keeps it
+// start with it.
+const defaultKeyPrefix = "jobonce:"
+
+// checkChannels checks that the user may use the channels under
+// defaultKeyPrefix, where the completion signal of a Guard with the
+// default KeyPrefix publishes, and says at Info when it may not (NOPERM).
+// The Store cannot tell a Guard's KeyPrefix: a Listener whose subscription
+// is refused says so at Warn.
+func (s *Store) checkChannels(ctx context.Context) error {
+	ok, err := redisops.ChannelAllowed(ctx, s.client, defaultKeyPrefix)
+	if err != nil || ok {
+		return err
+	}
+	s.logger.Info("jobonce: redisstore: the Redis user may not use the channels under " + defaultKeyPrefix + ", where the completion signal " +
+		"of a Guard with the default KeyPrefix publishes: copies that wait for its running jobs poll the store instead of being woken; " +
+		"grant ACL &" + defaultKeyPrefix + "* (&<KeyPrefix>* for another prefix), or allchannels")
+	return nil
+}

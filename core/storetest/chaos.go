@@ -241,6 +241,9 @@ func runChaos(t *testing.T, opts ChaosOptions, mode chaosMode, top, seed uint64)
 	r.end = r.start.Add(opts.Duration)
 	var wg sync.WaitGroup
 	wg.Go(func() { r.weather(mrand.New(mrand.NewPCG(seed, 2)), stop) })
+	if mode.wait {
+		wg.Go(func() { r.storms(mrand.New(mrand.NewPCG(seed, 3)), stop) })
+	}
 	var workers sync.WaitGroup
 	for i := range opts.Workers {
 		workers.Go(func() { r.work(mrand.New(mrand.NewPCG(seed, 100+uint64(i)))) })

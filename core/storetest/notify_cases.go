@@ -1,11 +1,14 @@
 package storetest
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 )
 
@@ -20,6 +23,7 @@ func RunNotifier(t *testing.T, newStore NewStore) {
 		{"AwaitedCompleteNotifies", awaitedCompleteNotifies},
 		{"AwaitedReleaseNotifies", awaitedReleaseNotifies},
 		{"UnawaitedEndsDoNotNotify", unawaitedEndsDoNotNotify},
+		{"WaiterStormReadsEachCopyBoundedTimes", waiterStormReadsEachCopyBoundedTimes},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -147,4 +151,103 @@ func unawaitedEndsDoNotNotify(t *testing.T, s *suite, n driver.Notifier) {
 	require.NoError(t, n.Release(ctx, quietReleased, tokens[quietReleased]))
 	require.NoError(t, n.Complete(ctx, driver.CompleteRequest{Key: awaited, Token: tokens[awaited], Retention: time.Minute, Fence: fences[awaited]}))
 	require.Empty(t, got.until(t, awaited), "a claim nobody awaited ended with a notification")
+}
+
+// copyReads wraps a store that notifies and counts the Await calls of each
+// copy, by the copy's context (see withCopy).
+type copyReads struct {
+	driver.Notifier
+	mu    sync.Mutex
+	reads map[int]int
+}
+
+type copyID struct{}
+
+// withCopy marks ctx as copy i's.
+func withCopy(ctx context.Context, i int) context.Context {
+	return context.WithValue(ctx, copyID{}, i)
+}
+
+func (c *copyReads) Await(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
+	if i, ok := ctx.Value(copyID{}).(int); ok {
+		c.mu.Lock()
+		c.reads[i]++
+		c.mu.Unlock()
+	}
+	return c.Notifier.Await(ctx, req)
+}
+
+// of returns how many times copy i read its key.
+func (c *copyReads) of(i int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads[i]
+}
+
+// timerReads is how many times a waiting copy reads its key unwoken within
+// d: after a second, then twice as long each time (core's firstCheck).
+func timerReads(d time.Duration) int {
+	n := 0
+	for next, at := time.Second, time.Second; at <= d; next, at = 2*next, at+2*next {
+		n++
+	}
+	return n
+}
+
+// waiterStormReadsEachCopyBoundedTimes: copies of one running job join the
+// wait one after another, each once the one before has read the key, on
+// several Guards sharing the store, as the consumers of many processes do.
+// Each copy reads the key a bounded number of times, however many wait: once
+// listening has begun, once when the holder's done marker ends the wait,
+// and once per timer of its own; no copy's listening wakes another.
+func waiterStormReadsEachCopyBoundedTimes(t *testing.T, s *suite, n driver.Notifier) {
+	const (
+		guards = 2
+		copies = 48
+	)
+	reads := &copyReads{Notifier: n, reads: map[int]int{}}
+	gs := make([]*core.Guard, guards)
+	for i := range gs {
+		gs[i] = s.guard(reads, core.Config{Lease: time.Minute})
+		t.Cleanup(func() { _ = gs[i].Close() })
+	}
+	ctx := ctx(t)
+	job := core.Job{Key: "storm"}
+	h := hold(ctx, gs[0], job, nil)
+	<-h.started
+	start := time.Now()
+	seconds := make([]<-chan waited, copies)
+	for i := range copies {
+		seconds[i] = waitCopy(withCopy(ctx, i), gs[i%guards], job, 30*time.Second)
+		require.Eventually(t, func() bool {
+			if reads.of(i) > 0 {
+				return true
+			}
+			select {
+			case w := <-seconds[i]: // it did not wait
+				ch := make(chan waited, 1)
+				ch <- w
+				seconds[i] = ch
+				return true
+			default:
+				return false
+			}
+		}, 10*time.Second, time.Millisecond, "copy %d did not read its key", i)
+	}
+	close(h.release)
+	<-h.done
+	require.NoError(t, h.err)
+	for i := range copies {
+		w := <-seconds[i]
+		require.NoError(t, w.err, "copy %d", i)
+		require.Equal(t, core.Duplicate, w.res.Outcome, "copy %d", i)
+	}
+	bound := 2 + timerReads(time.Since(start))
+	var most, total int
+	for i := range copies {
+		most = max(most, reads.of(i))
+		total += reads.of(i)
+	}
+	t.Logf("%d copies read the key %d times (%.1f each, at most %d; bound %d)", copies, total, float64(total)/copies, most, bound)
+	require.LessOrEqual(t, most, bound, "a copy read its unchanged key again as others joined the wait")
 }

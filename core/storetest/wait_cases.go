@@ -51,6 +51,14 @@ func waitFor(t *testing.T, p *probe, n int64) {
 	require.Eventually(t, func() bool { return p.awaits.Load() >= n }, 10*time.Second, time.Millisecond, "the copy did not start waiting")
 }
 
+// requireClosed closes g and checks that its Listener is closed: once no
+// copy waits, Guard.Close closes it at once.
+func requireClosed(t *testing.T, g *core.Guard, p *probe) {
+	t.Helper()
+	require.NoError(t, g.Close())
+	require.Zero(t, p.open.Load(), "Guard.Close closed the Listener")
+}
+
 type waited struct {
 	res core.Result
 	err error
@@ -104,12 +112,13 @@ func waitWokenByDoneMarker(t *testing.T, s *suite) {
 	require.Less(t, w.at.Sub(h.at), signalled, "the done marker's signal woke the waiting copy")
 	require.Len(t, waits, 1)
 	require.Positive(t, waits[0], "Event.Waited says how long it waited")
-	require.Zero(t, p.open.Load(), "the Listener closed when the last copy stopped waiting")
+	requireClosed(t, g, p)
 }
 
 func waitWokenByRelease(t *testing.T, s *suite) {
 	p := newProbe(t, s.store)
 	g := s.guard(p, core.Config{Lease: time.Minute})
+	t.Cleanup(func() { _ = g.Close() })
 	ctx := ctx(t)
 	job := core.Job{Key: "release-wakes"}
 	boom := errors.New("boom")
@@ -134,6 +143,7 @@ func waitWokenByRelease(t *testing.T, s *suite) {
 func waitEndsRunning(t *testing.T, s *suite) {
 	p := newProbe(t, s.store)
 	g := s.guard(p, core.Config{Lease: time.Minute, MaxRetryAfter: 10 * time.Second})
+	t.Cleanup(func() { _ = g.Close() })
 	ctx := ctx(t)
 	job := core.Job{Key: "still-running"}
 	h := hold(ctx, g, job, nil)
@@ -150,12 +160,13 @@ func waitEndsRunning(t *testing.T, s *suite) {
 	close(h.release)
 	<-h.done
 	require.Equal(t, core.Ran, h.res.Outcome)
-	require.Zero(t, p.open.Load())
+	requireClosed(t, g, p)
 }
 
 func waitCanceled(t *testing.T, s *suite) {
 	p := newProbe(t, s.store)
 	g := s.guard(p, core.Config{Lease: time.Minute})
+	t.Cleanup(func() { _ = g.Close() })
 	ctx := ctx(t)
 	job := core.Job{Key: "cancel-wait"}
 	h := hold(ctx, g, job, nil)
@@ -174,13 +185,14 @@ func waitCanceled(t *testing.T, s *suite) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a cancelled waiting copy did not return")
 	}
-	require.Eventually(t, func() bool { return p.open.Load() == 0 }, 5*time.Second, time.Millisecond, "the Listener closed")
+	requireClosed(t, g, p)
 }
 
 func waitSettlesWithoutSignal(t *testing.T, s *suite) {
 	p := newProbe(t, s.store)
 	p.drop.Store(true)
 	g := s.guard(p, core.Config{Lease: time.Minute})
+	t.Cleanup(func() { _ = g.Close() })
 	ctx := ctx(t)
 	job := core.Job{Key: "signal-lost"}
 	h := hold(ctx, g, job, nil)
@@ -199,6 +211,7 @@ func waitSettlesWithoutSignal(t *testing.T, s *suite) {
 func waitSkippedForALongKind(t *testing.T, s *suite) {
 	p := newProbe(t, s.store)
 	g := s.guard(p, core.Config{Lease: time.Minute})
+	t.Cleanup(func() { _ = g.Close() })
 	ctx := ctx(t)
 	// Five runs of 500ms: the kind's 90th percentile.
 	var wg sync.WaitGroup
@@ -232,6 +245,7 @@ func waitSkippedForALongKind(t *testing.T, s *suite) {
 func waitFailsClosed(t *testing.T, s *suite) {
 	p := newProbe(t, s.store)
 	g := s.guard(p, core.Config{Lease: time.Minute, FailOpen: true})
+	t.Cleanup(func() { _ = g.Close() })
 	ctx := ctx(t)
 	job := core.Job{Key: "fail-closed"}
 	h := hold(ctx, g, job, nil)
@@ -247,6 +261,7 @@ func waitFailsClosed(t *testing.T, s *suite) {
 func waitWithClaims(t *testing.T, s *suite) {
 	p := newProbe(t, s.store)
 	g := s.guard(p, core.Config{Lease: time.Minute})
+	t.Cleanup(func() { _ = g.Close() })
 	ctx := ctx(t)
 	job := core.Job{Key: "claims-wait"}
 	h := hold(ctx, g, job, nil)
@@ -275,6 +290,7 @@ func waitWithClaims(t *testing.T, s *suite) {
 func waitersShareOneListener(t *testing.T, s *suite) {
 	p := newProbe(t, s.store)
 	g := s.guard(p, core.Config{Lease: time.Minute, WaitingShare: 1})
+	t.Cleanup(func() { _ = g.Close() })
 	ctx := ctx(t)
 	const n = 8
 	holders := make([]*holder, n)
@@ -297,12 +313,22 @@ func waitersShareOneListener(t *testing.T, s *suite) {
 		}
 	}
 	require.EqualValues(t, n, dups.Load())
-	require.Zero(t, p.open.Load(), "the last copy to stop waiting closed the Listener")
+	require.EqualValues(t, 1, p.open.Load(), "the Listener stays open for the next wait")
+	next := hold(ctx, g, core.Job{Key: "share-next"}, nil)
+	<-next.started
+	third := waitCopy(ctx, g, core.Job{Key: "share-next"}, 30*time.Second)
+	waitFor(t, p, n+1)
+	close(next.release)
+	<-next.done
+	require.Equal(t, core.Duplicate, (<-third).res.Outcome)
+	require.EqualValues(t, 1, p.listens.Load(), "a wait after the others reuses their Listener")
+	requireClosed(t, g, p)
 }
 
 func shadowDoesNotWait(t *testing.T, s *suite) {
 	p := newProbe(t, s.store)
 	g := s.guard(p, core.Config{Lease: time.Minute, Shadow: true})
+	t.Cleanup(func() { _ = g.Close() })
 	ctx := ctx(t)
 	job := core.Job{Key: "shadow"}
 	h := hold(ctx, g, job, nil)

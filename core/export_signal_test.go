@@ -1,0 +1,14 @@
+package core
+
+import "time"
+
+// SetListenerIdle sets how long g's completion signal keeps its Listener
+// open once no copy waits; call it before the first wait.
+func SetListenerIdle(g *Guard, d time.Duration) { g.signal.idle = d }
+
+// NotifyBurst and NotifyEvery bound how often one key's notifications wake
+// its copies.
+const (
+	NotifyBurst = notifyBurst
+	NotifyEvery = notifyEvery
+)
