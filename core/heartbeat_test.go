@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,4 +42,36 @@ func TestJobIsToldToStopBeforeItsLeaseLapses(t *testing.T) {
 	require.ErrorIs(t, err, core.ErrLeaseLost)
 	require.Equal(t, core.Failed, out)
 	require.Equal(t, driver.StateRunning, probe.State, "the job was told to stop only after its lease had lapsed in the store")
+}
+
+// extendCounter is a memstore that counts the renewals it was sent.
+type extendCounter struct {
+	*memstore.Store
+	extends atomic.Int32
+}
+
+func (s *extendCounter) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) error {
+	s.extends.Add(1)
+	return s.Store.Extend(ctx, key, token, lease)
+}
+
+// TestHeartbeatRenewsEveryThirdOfTheLease: a job that runs 2 s under a
+// 600 ms lease is renewed every 200 ms, about nine times, keeps its claim
+// and is recorded. A heartbeat that beat once a lease would renew it about
+// three times and let it lapse between beats.
+func TestHeartbeatRenewsEveryThirdOfTheLease(t *testing.T) {
+	st := &extendCounter{Store: memstore.New()}
+	g, err := core.New(st, &core.Config{Lease: 600 * time.Millisecond})
+	require.NoError(t, err)
+	res, err := g.Run(context.Background(), core.Job{Key: "long"}, func(ctx context.Context) ([]byte, error) {
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-time.After(2 * time.Second): // the job's own duration
+			return nil, nil
+		}
+	})
+	require.NoError(t, err)
+	require.Equal(t, core.Ran, res.Outcome)
+	require.GreaterOrEqual(t, st.extends.Load(), int32(6), "renewals of a 2s job under a 600ms lease")
 }

@@ -185,7 +185,7 @@ func waitAll(t *testing.T, g *core.Guard, st *hangingNotifier, n int, release ch
 	results := make([]core.Result, n)
 	for i := range n {
 		waiters.Go(func() {
-			results[i], _ = g.Run(context.Background(), core.Job{Key: keys[i%len(keys)], WaitUntil: time.Now().Add(10 * time.Second)},
+			results[i], _ = g.Run(context.Background(), core.Job{Key: keys[i%len(keys)], WaitUntil: time.Now().Add(10 * time.Second), HoldsWorker: true},
 				func(context.Context) ([]byte, error) { return nil, nil })
 		})
 	}

@@ -246,7 +246,9 @@ func (r *chaosRun) deliverWaiting(rng *mrand.Rand, key string) {
 	func() {
 		defer func() { d.panicked = recover() }()
 		var res core.Result
-		res, d.err = r.g.Run(c.ctx, core.Job{Key: d.key, WaitUntil: until}, fn)
+		// A storm's copies wait past the Guard's limits on waiting copies,
+		// as copies held in their workers anyway do (core.Job.HoldsWorker).
+		res, d.err = r.g.Run(c.ctx, core.Job{Key: d.key, WaitUntil: until, HoldsWorker: true}, fn)
 		d.out, d.value = res.Outcome, res.Value
 	}()
 	ret := time.Now()

@@ -212,7 +212,9 @@ func waiterStormReadsEachCopyBoundedTimes(t *testing.T, s *suite, n driver.Notif
 		t.Cleanup(func() { _ = gs[i].Close() })
 	}
 	ctx := ctx(t)
-	job := core.Job{Key: "storm"}
+	// Every copy waits, past the Guard's limits on waiting copies, as
+	// copies held in their workers anyway do.
+	job := core.Job{Key: "storm", HoldsWorker: true}
 	h := hold(ctx, gs[0], job, nil)
 	<-h.started
 	start := time.Now()

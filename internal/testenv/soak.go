@@ -135,7 +135,7 @@ func RunSignalSoak(t *testing.T, d time.Duration, s SignalSoak) {
 				for i := range results {
 					g := guards[rng.IntN(len(guards))]
 					copies.Go(func() {
-						results[i], _ = g.Run(ctx, core.Job{Key: key, WaitUntil: time.Now().Add(5 * time.Second)},
+						results[i], _ = g.Run(ctx, core.Job{Key: key, WaitUntil: time.Now().Add(5 * time.Second), HoldsWorker: true},
 							func(context.Context) ([]byte, error) { return nil, nil })
 						returned[i] = time.Now()
 					})

@@ -89,7 +89,7 @@ func RunStorm(t testing.TB, store driver.Notifier, prefix string, s Storm) Storm
 	for i := range s.Copies {
 		wg.Go(func() {
 			ctx := context.WithValue(ctx, copyKey{}, i)
-			out, _ := guards[i%s.Guards].Run(ctx, core.Job{Key: "storm", WaitUntil: start.Add(s.Hold + 10*time.Second)},
+			out, _ := guards[i%s.Guards].Run(ctx, core.Job{Key: "storm", WaitUntil: start.Add(s.Hold + 10*time.Second), HoldsWorker: true},
 				func(context.Context) ([]byte, error) { return nil, nil })
 			outcomes[i], returned[i] = out.Outcome, time.Now()
 		})
