@@ -203,7 +203,7 @@ func overview(out io.Writer) {
 	fmt.Fprintln(out, "\nFlags of the store (every command):")
 	printFlags(out, storeFlags)
 	fmt.Fprintln(out, "\nFlags may come before or after the command and KEY; no argument after -- is a flag.")
-	fmt.Fprintln(out, "Exit status: 0 done, 1 failed or refused (or no command), 2 check found a risk.")
+	fmt.Fprintln(out, "Exit status: 0 done, 1 failed, refused or the key absent (or no command), 2 check found a risk.")
 }
 
 // runHelp runs "jobonce help [COMMAND]", and jobonce with no command.

@@ -100,9 +100,9 @@
 // printed the usage it was asked for (help, -h); 1 when it could not run or
 // did not do what it was asked: no command, an unknown command or flag, a
 // store unreachable, a table not migrated, a release or forget refused,
-// declined or failed, a key absent for release or forget (inspect reports
-// an absent key and exits 0); 2 when check found a risk of a -fail-on kind. No command is 1, not 2, so that a readiness
-// probe never reads a wrong invocation as a risk.
+// declined or failed, a key absent for inspect, release or forget; 2 when
+// check found a risk of a -fail-on kind. No command is 1, not 2, so that a
+// readiness probe never reads a wrong invocation as a risk.
 package main
 
 import (
