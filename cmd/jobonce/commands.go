@@ -22,6 +22,11 @@ type options struct {
 	force                 bool
 	watch, lease          time.Duration
 	yes                   bool
+	payload, topic        string
+	messageID, metadata   string
+	jobID                 int64
+	scan, limit           int
+	done                  bool
 }
 
 // urls returns every URL the command may connect to, for redactError.
@@ -42,6 +47,7 @@ type command struct {
 	summary string                             // one line, for the overview
 	about   string                             // what it does, for its usage
 	keyed   bool                               // it takes -prefix and -plain
+	offline bool                               // it reads no store: no store flags
 	flags   func(fs *flag.FlagSet, o *options) // its own flags; nil for none
 	run     func(ctx context.Context, c *invocation) error
 }
@@ -59,7 +65,7 @@ type invocation struct {
 var commands []*command
 
 func init() {
-	commands = []*command{checkCommand, inspectCommand, releaseCommand, forgetCommand}
+	commands = []*command{checkCommand, keyCommand, inspectCommand, releaseCommand, forgetCommand}
 }
 
 func findCommand(name string) *command {
@@ -75,20 +81,27 @@ func (c *command) synopsis() string {
 	return strings.TrimSpace(c.name + " " + strings.Join(c.args, " "))
 }
 
-// argsText says what c takes, for an error: "one KEY" or "no argument".
+// argsText says what c takes, for an error: "no argument", "one KEY" or
+// "ADAPTER and NAME".
 func (c *command) argsText() string {
-	if len(c.args) == 0 {
+	switch len(c.args) {
+	case 0:
 		return "no argument"
+	case 1:
+		return "one " + c.args[0]
 	}
-	return "one " + strings.Join(c.args, " ")
+	return joinAnd(c.args)
 }
 
-// flagSet returns c's flags, bound to o, printing to out: the store's, the
-// key's when c takes a KEY, and its own. Its Usage prints c's usage.
+// flagSet returns c's flags, bound to o, printing to out: the store's
+// (unless c is offline), the key's when c takes a KEY, and its own. Its
+// Usage prints c's usage.
 func (c *command) flagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("jobonce "+c.name, flag.ContinueOnError)
 	fs.SetOutput(out)
-	storeFlags(fs, o)
+	if !c.offline {
+		storeFlags(fs, o)
+	}
 	if c.keyed {
 		keyFlags(fs, o)
 	}
@@ -110,8 +123,10 @@ func (c *command) usage(out io.Writer) {
 		fmt.Fprintln(out, "\nFlags of the key (they must match the Guard's Config):")
 		printFlags(out, keyFlags)
 	}
-	fmt.Fprintln(out, "\nFlags of the store:")
-	printFlags(out, storeFlags)
+	if !c.offline {
+		fmt.Fprintln(out, "\nFlags of the store:")
+		printFlags(out, storeFlags)
+	}
 	fmt.Fprintln(out, "\nFlags may come before or after the command and KEY; no argument after -- is a flag.")
 }
 
@@ -143,15 +158,23 @@ func keyFlags(fs *flag.FlagSet, o *options) {
 	fs.BoolVar(&o.plain, "plain", false, "the Guard uses Config.PlainKeys")
 }
 
-// everyFlag returns a flag set holding every command's flags, bound to o.
+// everyFlag returns a flag set holding every command's flags, bound to o;
+// a flag two commands share (release's and list's -lease) is in it once.
 func everyFlag(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("jobonce", flag.ContinueOnError)
 	storeFlags(fs, o)
 	keyFlags(fs, o)
 	for _, c := range commands {
-		if c.flags != nil {
-			c.flags(fs, o)
+		if c.flags == nil {
+			continue
 		}
+		own := flag.NewFlagSet("", flag.ContinueOnError)
+		c.flags(own, o)
+		own.VisitAll(func(f *flag.Flag) {
+			if fs.Lookup(f.Name) == nil {
+				fs.Var(f.Value, f.Name, f.Usage)
+			}
+		})
 	}
 	return fs
 }
@@ -184,7 +207,7 @@ func foreignFlag(err error, cmd *command) error {
 
 // overview prints jobonce's usage: its commands and what they share.
 func overview(out io.Writer) {
-	fmt.Fprintln(out, "usage: jobonce [flags] COMMAND [KEY]")
+	fmt.Fprintln(out, "usage: jobonce [flags] COMMAND [ARGUMENTS]")
 	fmt.Fprintln(out, "\njobonce checks and repairs the store of a jobonce Guard: Redis (-redis) or PostgreSQL (-postgres).")
 	fmt.Fprintln(out, "\nCommands:")
 	rows := [][2]string{}
@@ -199,8 +222,8 @@ func overview(out io.Writer) {
 	for _, r := range rows {
 		fmt.Fprintf(out, "  %-*s  %s\n", width, r[0], r[1])
 	}
-	fmt.Fprintln(out, "\nKEY is the key the application passes to the Guard, or the stored key 0x... that inspect prints.")
-	fmt.Fprintln(out, "\nFlags of the store (every command):")
+	fmt.Fprintln(out, "\nKEY is the key the application passes to the Guard, or the stored key 0x... that inspect and key print.")
+	fmt.Fprintln(out, "\nFlags of the store (every command but key):")
 	printFlags(out, storeFlags)
 	fmt.Fprintln(out, "\nFlags may come before or after the command and KEY; no argument after -- is a flag.")
 	fmt.Fprintln(out, "Exit status: 0 done, 1 failed, refused or the key absent (or no command), 2 check found a risk.")

@@ -2,6 +2,7 @@
 // (redisstore) or PostgreSQL (pgstore).
 //
 //	go run ./cmd/jobonce [flags] check
+//	go run ./cmd/jobonce [flags] key ADAPTER NAME
 //	go run ./cmd/jobonce [flags] inspect KEY
 //	go run ./cmd/jobonce [flags] release KEY
 //	go run ./cmd/jobonce [flags] forget KEY
@@ -40,6 +41,19 @@
 // -plain not matching the Guard's, another database or table, or a
 // retention that ran out (on PostgreSQL, an expired row waiting for Prune
 // says so).
+//
+// # key
+//
+// key prints the key an adapter gives a job under its default
+// configuration (asynqonce.DefaultKey, sqsonce.DefaultKey,
+// riveronce.DefaultKey, watermillonce.DefaultKey) and its stored key under
+// -prefix and -plain, which inspect, release and forget take; it reads no
+// store. ADAPTER is asynq, sqs, river or watermill, NAME the task type, the
+// queue (a URL or a name), the River kind or the Watermill handler. The
+// payload (a task's payload, an SQS body, River's args as the river_job.args
+// column prints them, a Watermill payload) comes from -payload FILE or
+// stdin; -topic names a Watermill handler's topic, -message-id an SQS FIFO
+// message, -metadata and -job-id a River job's metadata and ID.
 //
 // # check
 //
