@@ -65,7 +65,7 @@ type invocation struct {
 var commands []*command
 
 func init() {
-	commands = []*command{checkCommand, keyCommand, inspectCommand, releaseCommand, forgetCommand}
+	commands = []*command{checkCommand, listCommand, keyCommand, inspectCommand, releaseCommand, forgetCommand}
 }
 
 func findCommand(name string) *command {

@@ -10,6 +10,7 @@ import (
 func TestHelpPrintsEachCommandsUsageAndFlagsAndExitsZero(t *testing.T) {
 	own := map[string][]string{
 		"check":   {"-fail-on", "-max-lag"},
+		"list":    {"-prefix", "-lease", "-scan", "-limit", "-done"},
 		"key":     {"-payload", "-topic", "-message-id", "-metadata", "-job-id", "-prefix", "-plain"},
 		"inspect": {"-prefix", "-plain"},
 		"release": {"-force", "-watch", "-lease", "-prefix", "-plain"},
@@ -56,7 +57,7 @@ func TestHelpAndDashHPrintTheOverviewAndExitZero(t *testing.T) {
 		r := runCLI(t, nil, nil, args...)
 		require.Zero(t, r.status, "%q: %s", args, r)
 		require.Empty(t, r.stderr, "%q", args)
-		for _, want := range []string{"usage: jobonce [flags] COMMAND [ARGUMENTS]", "  check ", "  key ADAPTER NAME ", "  inspect KEY ", "  release KEY ", "  forget KEY ", "  help [COMMAND] ", "-postgres", "Exit status"} {
+		for _, want := range []string{"usage: jobonce [flags] COMMAND [ARGUMENTS]", "  check ", "  list ", "  key ADAPTER NAME ", "  inspect KEY ", "  release KEY ", "  forget KEY ", "  help [COMMAND] ", "-postgres", "Exit status"} {
 			require.Contains(t, r.stdout, want, "%q: %s", args, r)
 		}
 	}
@@ -65,7 +66,7 @@ func TestHelpAndDashHPrintTheOverviewAndExitZero(t *testing.T) {
 func TestNoCommandPrintsTheOverviewAndExitsOne(t *testing.T) {
 	for _, args := range [][]string{nil, {"-prefix", "app:"}} {
 		r := runCLI(t, nil, nil, args...)
-		requireOneErrorLine(t, r, "jobonce: no command: give one of check, key, inspect, release, forget or help")
+		requireOneErrorLine(t, r, "jobonce: no command: give one of check, list, key, inspect, release, forget or help")
 		require.Contains(t, r.stdout, "usage: jobonce [flags] COMMAND [ARGUMENTS]", "%s", r)
 	}
 }
@@ -76,7 +77,7 @@ func TestAnUnknownCommandIsNamedWithAPointerToHelp(t *testing.T) {
 	require.Empty(t, r.stdout)
 
 	r = runCLI(t, nil, nil, "help", "inspekt")
-	requireOneErrorLine(t, r, `jobonce: help: unknown command "inspekt": the commands are check, key, inspect, release, forget or help`)
+	requireOneErrorLine(t, r, `jobonce: help: unknown command "inspekt": the commands are check, list, key, inspect, release, forget or help`)
 }
 
 func TestAFlagOfAnotherCommandIsRefusedNamingItsCommand(t *testing.T) {
@@ -85,10 +86,10 @@ func TestAFlagOfAnotherCommandIsRefusedNamingItsCommand(t *testing.T) {
 	require.Contains(t, r.stdout, "usage: jobonce [flags] check", "%s", r)
 
 	r = runCLI(t, nil, nil, "inspect", "job-1", "-prefix", "app:", "-lease", "1m")
-	requireOneErrorLine(t, r, "-lease (a flag of release, not of inspect)")
+	requireOneErrorLine(t, r, "-lease (a flag of list and release, not of inspect)")
 
 	r = runCLI(t, nil, nil, "check", "-prefix", "app:")
-	requireOneErrorLine(t, r, "-prefix (a flag of key, inspect, release and forget, not of check)")
+	requireOneErrorLine(t, r, "-prefix (a flag of list, key, inspect, release and forget, not of check)")
 }
 
 func TestAWrongNumberOfArgumentsNamesWhatTheCommandTakes(t *testing.T) {

@@ -133,7 +133,7 @@ func TestKeyRefusesWhatWouldGiveAnotherKey(t *testing.T) {
 		{[]string{"key", "river", "digest", "-metadata", `[1]`}, "-metadata is not a JSON object"},
 		{[]string{"key", "river", "digest", "-metadata", `{"jobonce_key": ""}`}, "key: the key is empty: jobonce: invalid key, which the adapter rejects"},
 		{[]string{"key", "asynq"}, "key takes ADAPTER and NAME, got 1 arguments"},
-		{[]string{"key", "asynq", "email", "-redis", "redis://127.0.0.1:6379/0"}, "-redis (a flag of check, inspect, release and forget, not of key)"},
+		{[]string{"key", "asynq", "email", "-redis", "redis://127.0.0.1:6379/0"}, "-redis (a flag of check, list, inspect, release and forget, not of key)"},
 	} {
 		r := runCLI(t, strings.NewReader("{}"), nil, c.args...)
 		requireOneErrorLine(t, r, c.want)

@@ -2,6 +2,7 @@
 // (redisstore) or PostgreSQL (pgstore).
 //
 //	go run ./cmd/jobonce [flags] check
+//	go run ./cmd/jobonce [flags] list
 //	go run ./cmd/jobonce [flags] key ADAPTER NAME
 //	go run ./cmd/jobonce [flags] inspect KEY
 //	go run ./cmd/jobonce [flags] release KEY
@@ -41,6 +42,24 @@
 // -plain not matching the Guard's, another database or table, or a
 // retention that ran out (on PostgreSQL, an expired row waiting for Prune
 // says so).
+//
+// # list
+//
+// list prints the running claims under -prefix, oldest first: their age
+// (since the claim was taken, by its fence and the store's clock), the
+// lease left, the holder (the first 8 hex digits of its token) and the
+// stored key; "past-lease" marks a claim held longer than -lease (the
+// Guard's Config.Lease), which its holder's heartbeat renewed: a long job,
+// or one that hangs while its heartbeat runs. A claim whose holder died
+// drops out once its lease runs out (a Redis key expires, a PostgreSQL row
+// stops being live). -done lists done markers too. It reads a bounded part
+// of the store: on Redis, SCAN of the keys under -prefix (COUNT 1000, at
+// most -scan keys on each server, every primary of a Cluster client) and
+// the first 25 bytes of each value; on PostgreSQL, through the expiry index,
+// at most -scan of the rows whose lease or retention ends within -lease
+// (every live claim of a Guard whose Lease is at most -lease), and with
+// -done at most -scan of the rows with the most retention left. It prints
+// at most -limit entries, and says what it left out.
 //
 // # key
 //
