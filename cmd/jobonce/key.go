@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,12 +28,13 @@ reads no store. ADAPTER and NAME are one of:
   sqs QUEUE           a message of the queue QUEUE (its URL, or its name); the payload is its body;
                       on a FIFO queue (a name ending in .fifo) the key is its -message-id instead
   river KIND          a job of kind KIND; the payload is its args as River's river_job.args column
-                      prints them (PostgreSQL's jsonb form: {"a": 1, "b": "x"}), and -metadata its
-                      metadata column, which may hold a key recorded at insert or a periodic
-                      job's occurrence
+                      prints them (PostgreSQL's jsonb form: {"a": 1, "b": "x"}; whitespace around
+                      them is dropped), and -metadata its metadata column, which may hold a key
+                      recorded at insert or a periodic job's occurrence
   watermill HANDLER   a message handled by the handler HANDLER from -topic; the payload is its payload
 
-The payload is read from -payload FILE, or from stdin when -payload is - (the default). A key that
+The payload is read from -payload FILE, or from stdin when -payload is - (the default), byte for
+byte: a newline at its end is part of it (printf, not echo). A key that
 Config.Key, a key attribute (SQS), a Keyer's key recorded without the middleware (River), or
 PeriodicTypes (Asynq) names is not computed here: pass that key to inspect as it is.`,
 	flags: func(fs *flag.FlagSet, o *options) {
@@ -89,16 +91,26 @@ func runKey(_ context.Context, c *invocation) error {
 	}
 	fmt.Fprintf(c.out, "key: %q\n", key)
 	fmt.Fprintf(c.out, "stored key: %s (reads %q)\n", storedForm(stored), stored)
+	if payload.newline && adapter != "river" {
+		fmt.Fprintln(c.out, "note: the payload ends with a newline, which its hash includes; if the job's payload has none, give it without one (printf, not echo)")
+	}
 	return nil
 }
 
-// payloadSource reads a job's payload, once, only when its key needs it.
+// payloadSource reads a job's payload, only when its key needs it.
 type payloadSource struct {
-	path string // a file, or "-" for in
-	in   io.Reader
+	path    string // a file, or "-" for in
+	in      io.Reader
+	newline bool // the payload read ends with a newline
 }
 
 func (p *payloadSource) read() ([]byte, error) {
+	b, err := p.readAll()
+	p.newline = bytes.HasSuffix(b, []byte("\n"))
+	return b, err
+}
+
+func (p *payloadSource) readAll() ([]byte, error) {
 	if p.path != "-" {
 		b, err := os.ReadFile(p.path)
 		if err != nil {
@@ -175,6 +187,7 @@ func riverKey(kind, metadata string, id int64, idSet bool, payload *payloadSourc
 		if args, err = payload.read(); err != nil {
 			return "", err
 		}
+		args = bytes.TrimSpace(args) // jsonb prints none around the args; psql and echo add a newline
 	}
 	if key, ok, _ := jobkey.RiverPeriodicKey(kind, id, args, md); ok {
 		return key, nil

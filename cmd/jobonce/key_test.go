@@ -165,3 +165,20 @@ func TestTheStoredKeyKeyPrintsIsTheOneInspectReads(t *testing.T) {
 	require.Zero(t, r.status, "%s", r)
 	require.Contains(t, r.stdout, "state: done")
 }
+
+// TestKeyTakesRiverArgsAsPsqlPrintsThem: psql and echo end the args with a
+// newline, which jsonb never prints: it is not part of the args. Another
+// adapter's payload keeps its newline, and the command says so.
+func TestKeyTakesRiverArgsAsPsqlPrintsThem(t *testing.T) {
+	t.Parallel()
+	want := riveronce.DefaultKey(&rivertype.JobRow{Kind: "email_welcome", EncodedArgs: []byte(`{"user_id": 42}`), Metadata: []byte(`{}`)})
+	r := runCLI(t, strings.NewReader("{\"user_id\": 42}\n"), nil, "key", "river", "email_welcome")
+	require.Zero(t, r.status, "%s", r)
+	require.Equal(t, want, printedKey(t, r.stdout))
+	require.NotContains(t, r.stdout, "note:")
+
+	r = runCLI(t, strings.NewReader("{\"user\": 42}\n"), nil, "key", "asynq", "email:welcome")
+	require.Zero(t, r.status, "%s", r)
+	require.Equal(t, asynqonce.DefaultKey(asynq.NewTask("email:welcome", []byte("{\"user\": 42}\n"))), printedKey(t, r.stdout))
+	require.Contains(t, r.stdout, "note: the payload ends with a newline, which its hash includes")
+}
