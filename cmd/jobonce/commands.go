@@ -146,7 +146,7 @@ const defaultRedisURL = "redis://127.0.0.1:6379/0"
 // No default comes from the environment: usage prints defaults, and a URL
 // may hold a password.
 func storeFlags(fs *flag.FlagSet, o *options) {
-	fs.StringVar(&o.redisURL, "redis", "", "Redis URL (default $REDIS_URL, or "+defaultRedisURL+" when neither it nor $DATABASE_URL is set)")
+	fs.StringVar(&o.redisURL, "redis", "", "Redis URL; redis://host:port?addr=host:port&addr=... names a Cluster's nodes (default $REDIS_URL, or "+defaultRedisURL+" when neither it nor $DATABASE_URL is set)")
 	fs.StringVar(&o.postgresURL, "postgres", "", "PostgreSQL URL, for a Guard on pgstore (default $DATABASE_URL when neither -redis nor $REDIS_URL is set)")
 	fs.StringVar(&o.schema, "schema", "", "PostgreSQL: the Guard's pgstore.Config.Schema (default none: the connection's search_path finds the table)")
 	fs.StringVar(&o.table, "table", defaultTable, "PostgreSQL: the Guard's pgstore.Config.Table")

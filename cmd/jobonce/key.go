@@ -8,7 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/internal/jobkey"
@@ -52,8 +54,8 @@ var adapterFlags = map[string]string{"topic": "watermill", "message-id": "sqs", 
 
 func runKey(_ context.Context, c *invocation) error {
 	adapter, name := c.keys[0], c.keys[1]
-	for flagName, owner := range adapterFlags {
-		if c.set[flagName] && owner != adapter {
+	for _, flagName := range slices.Sorted(maps.Keys(adapterFlags)) {
+		if owner := adapterFlags[flagName]; c.set[flagName] && owner != adapter {
 			return fmt.Errorf("key: -%s is for %s jobs, not %s", flagName, owner, adapter)
 		}
 	}

@@ -19,15 +19,18 @@
 //
 // The store is PostgreSQL when -postgres names a database URL, or when
 // $DATABASE_URL is set and neither -redis nor $REDIS_URL is; otherwise
-// Redis, at -redis, else $REDIS_URL, else redis://127.0.0.1:6379/0. Giving
-// both -redis and -postgres is an error. On PostgreSQL, -schema and -table
-// must name the Guard's table (pgstore.Config.Schema and Table: by default
-// "jobonce_keys" found through the connection's search_path); they are
-// refused on Redis. A URL holding a '#' is refused: percent-encode '#' as
-// %23 in the password. No message the command prints holds any of a URL's
-// user info (all between "://" and its last "@") or a password given as a
-// parameter (password=...). The clients' own logs (go-redis's pool
-// messages) are silenced: an error is the command's one line on stderr.
+// Redis, at -redis, else $REDIS_URL, else redis://127.0.0.1:6379/0; a Redis
+// URL that names more nodes with addr parameters
+// (redis://host:port?addr=host:port&addr=..., go-redis's cluster URL) is a
+// Redis Cluster. Giving both -redis and -postgres is an error. On
+// PostgreSQL, -schema and -table must name the Guard's table
+// (pgstore.Config.Schema and Table: by default "jobonce_keys" found through
+// the connection's search_path); they are refused on Redis. A URL holding a
+// '#' is refused: percent-encode '#' as %23 in the password. No message the
+// command prints holds any of a URL's user info (all between "://" and its
+// last "@") or a password given as a parameter (password=...). The clients'
+// own logs (go-redis's pool messages) are silenced: an error is the
+// command's one line on stderr.
 //
 // # Keys
 //
