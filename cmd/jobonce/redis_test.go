@@ -13,8 +13,9 @@ import (
 )
 
 // TestACommandGivenAClusterURLActsOnTheCluster: a -redis URL naming more
-// nodes with addr parameters is a Redis Cluster: list scans every primary,
-// and inspect, forget and release act on the keys of any slot.
+// nodes with addr parameters is a Redis Cluster: check reads it, list scans
+// every primary, and inspect, forget and release act on the keys of any
+// slot.
 func TestACommandGivenAClusterURLActsOnTheCluster(t *testing.T) {
 	cluster := testenv.StartRedisCluster(t, 3, 0)
 	addrs := cluster.Addrs()
@@ -36,7 +37,10 @@ func TestACommandGivenAClusterURLActsOnTheCluster(t *testing.T) {
 		return runCLI(t, nil, nil, append([]string{"-redis", clusterURL}, args...)...)
 	}
 
-	r := cli("list", "-done")
+	r := cli("check", "-fail-on", "none")
+	require.Zero(t, r.status, "check reads every primary: %s", r)
+
+	r = cli("list", "-done")
 	require.Zero(t, r.status, "%s", r)
 	require.Contains(t, r.stdout, "Redis Cluster at "+addrs[0]+", "+addrs[1]+", "+addrs[2]+`, keys under -prefix "jobonce:":`)
 	require.Contains(t, r.stdout, "1 running claim, 0 held past -lease 30s; 20 done markers.\n")
