@@ -26,21 +26,6 @@ var (
 	riverPeriodicField = []byte(`"` + RiverPeriodic + `"`)
 )
 
-// River returns the key riveronce's middleware gives a job of kind, with
-// job ID id, encoded args and metadata, under its default Config: the key
-// recorded at insert (RiverKey), even when empty; else, for a job River's
-// periodic job enqueuer inserted, a key naming its occurrence (see
-// RiverPeriodicKey); else kind, ":" and core.Fingerprint of args.
-func River(kind string, id int64, args, metadata []byte) string {
-	if key, ok := RiverMetadataKey(metadata); ok {
-		return key
-	}
-	if key, ok, _ := RiverPeriodicKey(kind, id, args, metadata); ok {
-		return key
-	}
-	return Default(kind, args)
-}
-
 // RiverMetadataKey returns the key recorded in a job's metadata at insert
 // (RiverKey), and whether one is.
 func RiverMetadataKey(metadata []byte) (string, bool) {
