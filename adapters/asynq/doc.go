@@ -38,7 +38,8 @@
 // # Keys
 //
 // A task's key names its effect. By default it is the task type, ":" and a
-// hash of the payload (DefaultKey), so copies of one task share a key;
+// hash of the payload (DefaultKey; "jobonce key asynq" prints its stored
+// key), so copies of one task share a key;
 // Config.Key derives it from the type, payload or headers instead. An empty
 // key is invalid, as in every jobonce adapter: the handler does not run and
 // the task is archived (asynq.SkipRetry), reported as core.Rejected. A type

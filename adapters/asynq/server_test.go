@@ -305,3 +305,32 @@ func TestShadowModeAndJobContext(t *testing.T) {
 		require.Equal(t, "invoice", ev.Kind)
 	}
 }
+
+// TestDefaultKeyIsTheKeyTheMiddlewareClaims: on a real Asynq server, the key
+// the middleware claims for each task (the Guard's Event.Key) is DefaultKey
+// of a task made of the type and payload alone.
+func TestDefaultKeyIsTheKeyTheMiddlewareClaims(t *testing.T) {
+	t.Parallel()
+	e := newAsynqEnv(t)
+	var outs testenv.Outcomes
+	g := testenv.MemGuard(t, &core.Config{Observer: outs.Observe})
+	tasks := []*asynq.Task{asynq.NewTask("email:welcome", []byte(`{"user": 42}`)), asynq.NewTask("report", nil)}
+	for _, task := range tasks {
+		e.enqueue(t, task, asynq.MaxRetry(0))
+	}
+	mux := asynq.NewServeMux()
+	mux.Use(asynqonce.MustMiddleware(g, nil))
+	mux.HandleFunc("email:welcome", func(context.Context, *asynq.Task) error { return nil })
+	mux.HandleFunc("report", func(context.Context, *asynq.Task) error { return nil })
+	e.start(t, e.serverConfig(2), mux)
+
+	require.Eventually(t, func() bool { return outs.Get(core.Ran) == int64(len(tasks)) }, time.Minute, 20*time.Millisecond)
+	var claimed []string
+	for _, ev := range outs.Events() {
+		claimed = append(claimed, ev.Key)
+	}
+	require.ElementsMatch(t, []string{
+		asynqonce.DefaultKey(asynq.NewTask("email:welcome", []byte(`{"user": 42}`))),
+		asynqonce.DefaultKey(asynq.NewTask("report", nil)),
+	}, claimed)
+}

@@ -1,9 +1,7 @@
 package riveronce
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/riverqueue/river/rivertype"
@@ -79,8 +77,6 @@ const source = "river"
 // of args that implement Keyer.
 const MetadataKey = "jobonce_key"
 
-var metadataKeyField = []byte(`"` + MetadataKey + `"`)
-
 func (c *Config) withDefaults() Config {
 	var cfg Config
 	if c != nil {
@@ -137,19 +133,5 @@ func (c *Config) namedKey(row *rivertype.JobRow, args any) (string, bool) {
 	if k, ok := args.(Keyer); ok {
 		return k.OnceKey(), true
 	}
-	return metadataKey(row.Metadata)
-}
-
-// metadataKey reads the key recorded at insert time, if any.
-func metadataKey(metadata []byte) (string, bool) {
-	if !bytes.Contains(metadata, metadataKeyField) {
-		return "", false
-	}
-	var m struct {
-		Key *string `json:"jobonce_key"`
-	}
-	if err := json.Unmarshal(metadata, &m); err != nil || m.Key == nil {
-		return "", false
-	}
-	return *m.Key, true
+	return jobkey.RiverMetadataKey(row.Metadata)
 }

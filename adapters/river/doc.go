@@ -93,7 +93,8 @@
 // args) unless Config.Fingerprint says otherwise: different args under one
 // key are a conflict. The default keys store none: Kind and the fingerprint
 // contains it already, and a periodic occurrence is one job whatever its
-// args.
+// args. DefaultKey computes a job's key from its row, and "jobonce key
+// river" its stored key, to inspect it.
 //
 // The first copy of each kind skipped under Kind and the args' fingerprint is
 // logged at Info (with how long after the first copy's done marker it came),

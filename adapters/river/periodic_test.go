@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/jobkey"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -88,7 +89,7 @@ func TestUnusablePeriodicMetadataKeysTheJobByItsID(t *testing.T) {
 		{`{"periodic":true,"jobonce_occurrence":null}`, metadataOccurrence},
 		{`{"periodic":true,"jobonce_occurrence":""}`, metadataOccurrence},
 		{`{"periodic":true,"jobonce_occurrence":"yesterday"}`, metadataOccurrence},
-		{`{"periodic":true,"river:periodic_job_id":7,"jobonce_occurrence":"` + at + `"}`, metadataPeriodicID},
+		{`{"periodic":true,"river:periodic_job_id":7,"jobonce_occurrence":"` + at + `"}`, jobkey.RiverPeriodicID},
 	} {
 		r := row(42, "digest", `{}`)
 		r.Metadata = []byte(tc.metadata)
@@ -183,7 +184,7 @@ type periodicWorker struct {
 }
 
 func (w *periodicWorker) Work(ctx context.Context, job *river.Job[periodicArgs]) error {
-	m, _ := readPeriodic(job.Metadata)
+	m, _ := jobkey.ReadPeriodic(job.Metadata)
 	return w.effects(ctx, "occurrence "+m.Occurrence, job.ID)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/internal/jobkey"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -78,7 +79,7 @@ func TestInsertRecordsKeyerKey(t *testing.T) {
 	require.NoError(t, json.Unmarshal(keyed.Metadata, &md))
 	require.Equal(t, map[string]string{"tenant": "a", MetadataKey: "email:welcome:7"}, md)
 	require.JSONEq(t, `{"tenant":"b"}`, string(plain.Metadata), "args without OnceKey are left alone")
-	key, ok := metadataKey(keyed.Metadata)
+	key, ok := jobkey.RiverMetadataKey(keyed.Metadata)
 	require.True(t, ok)
 	require.Equal(t, "email:welcome:7", key)
 

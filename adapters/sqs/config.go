@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"path"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/jobkey"
 )
 
 // maxVisibility is SQS's limit on a message's visibility timeout, counted from
@@ -145,12 +143,11 @@ func (c *Config) options(g *core.Guard, queueURL string, caller callerNames) (*o
 	if queueURL == "" {
 		return nil, errors.New("jobonce: sqsonce: " + caller.queueURL + " is empty")
 	}
-	u, err := url.Parse(queueURL)
-	if err != nil || path.Base(u.Path) == "" || path.Base(u.Path) == "/" || path.Base(u.Path) == "." {
+	name, ok := jobkey.SQSQueueName(queueURL)
+	if !ok {
 		return nil, fmt.Errorf("jobonce: sqsonce: %s %q has no queue name", caller.queueURL, queueURL)
 	}
-	o := &options{queueName: path.Base(u.Path)}
-	o.fifo = strings.HasSuffix(o.queueName, ".fifo")
+	o := &options{queueName: name, fifo: jobkey.SQSFIFO(name)}
 	if c != nil {
 		o.Config = *c
 	}

@@ -137,7 +137,9 @@
 // invalid Config, and Poller.Run before it receives anything. The first
 // message of each queue skipped under a body's hash is logged at Info (with
 // how long after the first copy's done marker it came), naming
-// Config.KeyAttribute and Config.Key; later ones at Debug.
+// Config.KeyAttribute and Config.Key; later ones at Debug. DefaultKey
+// computes the default key of a message, and "jobonce key sqs" its stored
+// key, to inspect it.
 //
 // # Sending
 //

@@ -73,7 +73,7 @@ func (o *options) key(m types.Message) (string, bool, error) {
 	if id == "" {
 		return "", false, fmt.Errorf("jobonce: sqsonce: message on FIFO queue %s has no MessageId, which its default key needs; it is left unrun (set Config.Key or Config.KeyAttribute to key it otherwise)", o.queueName)
 	}
-	return fifoKey(o.queueName, id), true, nil
+	return jobkey.SQSFIFOKey(o.queueName, id), true, nil
 }
 
 // messageAttributesAsked returns an error matching ErrMissingAttribute when
@@ -88,14 +88,6 @@ func (o *options) messageAttributesAsked(m types.Message) error {
 	}
 	return fmt.Errorf("%w: Config.KeyAttribute %q, on queue %s: the message carries no message attributes; receive with MessageAttributeNames naming %q (or All)",
 		ErrMissingAttribute, o.KeyAttribute, o.queueName, o.KeyAttribute)
-}
-
-// fifoKey returns the key of a FIFO message: its queue's name, ":id:" and
-// its MessageId. SQS queue names hold no ':', so the first ':' ends the
-// name and no two pairs share a key; a body's key (the name, ':' and a hex
-// fingerprint) never holds a second ':'.
-func fifoKey(queue, messageID string) string {
-	return queue + ":id:" + messageID
 }
 
 func body(m types.Message) []byte {

@@ -35,21 +35,6 @@ func TestFIFOKeyIsTheQueueAndTheMessageID(t *testing.T) {
 	require.Equal(t, core.Fingerprint([]byte("refresh cache")), a.Fingerprint, "the body's fingerprint is stored with the key")
 }
 
-func TestFIFOKeyIsUnambiguous(t *testing.T) {
-	t.Parallel()
-	pairs := [][2]string{
-		{"q.fifo", "a:b"}, {"q.fifo", "a"}, {"q.fifo", ":a"}, {"q.fifo", "id:a"}, {"q.fifo", "a:id:b"},
-		{"q-a.fifo", "id:b"}, {"q_a.fifo", "b"}, {"q.fifo", ""}, {"qa.fifo", "b"}, {"q.fifoa", "b"},
-	}
-	seen := map[string][2]string{}
-	for _, pr := range pairs {
-		k := fifoKey(pr[0], pr[1])
-		prev, dup := seen[k]
-		require.False(t, dup, "%q and %q share the key %q", prev, pr, k)
-		seen[k] = pr
-	}
-}
-
 func TestFIFOKeyWithoutAMessageIDIsAnError(t *testing.T) {
 	t.Parallel()
 	o := testOptionsFor(t, testFIFOQueueURL, nil)

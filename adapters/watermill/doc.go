@@ -33,7 +33,9 @@
 // the handler does not run and the message goes to the poison queue,
 // reported as core.Rejected. A message Config.Skip exempts runs unguarded,
 // reported as core.Unguarded. Copies under one named key with different
-// payloads are a conflict: the message goes to the poison queue.
+// payloads are a conflict: the message goes to the poison queue. DefaultKey
+// computes the default key of a message, and "jobonce key watermill" its
+// stored key, to inspect it.
 //
 // A done key skips every later message with that key for the Guard's
 // Retention (24h by default). Messages that legitimately repeat with equal

@@ -6,18 +6,30 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/jobkey"
 )
 
-// job returns the message's job, handled by handler: unguarded when
-// Config.Skip says so; else keyed by the handler's name and Config.Key
+// DefaultKey returns the key the middleware gives msg, handled by the
+// handler named handler from the subscribed topic, under a Config without
+// Key: the name's length, ":", the name, ":", the topic's length, ":", the
+// topic, ":" and core.Fingerprint of the payload ("7:process:6:orders:" and
+// the fingerprint). Inside a handler, message.HandlerNameFromCtx and
+// message.SubscribeTopicFromCtx of msg.Context() give handler and topic.
+func DefaultKey(msg *message.Message, handler, topic string) string {
+	job, _ := (&middleware{}).job(msg, handler, topic)
+	return job.Key
+}
+
+// job returns the message's job, handled by handler from topic: unguarded
+// when Config.Skip says so; else keyed by the handler's name and Config.Key
 // (the name's length, ":", the name, ":" and the key, so that no two
 // handlers' keys meet however their names and keys are cut), or by default
-// by the handler, the subscribed topic and the payload (see defaultKey),
-// and fingerprinted by Config.Fingerprint (by default the payload's
-// fingerprint under a named key, none under the default key, which holds
-// it). legacyKey is the earlier release's form of a default key under
+// by the handler, the topic and the payload (jobkey.WatermillKey), and
+// fingerprinted by Config.Fingerprint (by default the payload's fingerprint
+// under a named key, none under the default key, which holds it).
+// legacyKey is the earlier release's form of a default key under
 // Config.LegacyDefaultKeys, else "".
-func (m *middleware) job(msg *message.Message, handler string) (job core.Job, legacyKey string) {
+func (m *middleware) job(msg *message.Message, handler, topic string) (job core.Job, legacyKey string) {
 	if m.cfg.Skip != nil && m.cfg.Skip(msg) {
 		return core.Job{Kind: handler, Source: source, Unguarded: true}, "" // no key: no idempotency key either
 	}
@@ -36,18 +48,9 @@ func (m *middleware) job(msg *message.Message, handler string) (job core.Job, le
 		return core.Job{Key: key, Fingerprint: fp, Kind: handler, Source: source}, ""
 	}
 	sum := core.Fingerprint(msg.Payload)
-	job = core.Job{Key: defaultKey(handler, message.SubscribeTopicFromCtx(msg.Context()), sum),
-		Fingerprint: fp, Kind: handler, Source: source, DefaultKey: true}
+	job = core.Job{Key: jobkey.WatermillKey(handler, topic, sum), Fingerprint: fp, Kind: handler, Source: source, DefaultKey: true}
 	if m.cfg.LegacyDefaultKeys {
-		legacyKey = handler + ":" + sum
+		legacyKey = jobkey.WatermillLegacyKey(handler, sum)
 	}
 	return job, legacyKey
-}
-
-// defaultKey returns the default key of a message handled by handler from
-// topic whose payload's fingerprint is sum: the name's length, ":", the
-// name, ":", the topic's length, ":", the topic, ":" and sum, so that
-// handlers of one name in two routers, or on two topics, never share one.
-func defaultKey(handler, topic, sum string) string {
-	return strconv.Itoa(len(handler)) + ":" + handler + ":" + strconv.Itoa(len(topic)) + ":" + topic + ":" + sum
 }

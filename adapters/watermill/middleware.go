@@ -93,7 +93,7 @@ func (m *middleware) wrap(next message.HandlerFunc) message.HandlerFunc {
 func (m *middleware) handle(msg *message.Message, next message.HandlerFunc) ([]*message.Message, error) {
 	ctx := msg.Context()
 	handler := message.HandlerNameFromCtx(ctx)
-	job, legacyKey := m.job(msg, handler)
+	job, legacyKey := m.job(msg, handler, message.SubscribeTopicFromCtx(ctx))
 	var produced []*message.Message
 	unstored := false // produced, but over the Guard's MaxResultSize
 	// run runs the handler under the claim whose job context is jobCtx,

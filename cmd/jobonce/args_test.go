@@ -52,7 +52,7 @@ func TestNoArgumentAfterTwoDashesIsAFlag(t *testing.T) {
 	stored, err := e.guard.StoredKey("-job-1")
 	require.NoError(t, err)
 	out, err := e.run(t, "inspect", "--", "-job-1")
-	require.NoError(t, err, "output:\n%s", out)
+	require.ErrorContains(t, err, "inspect: nothing is stored under the key", "output:\n%s", out)
 	require.Contains(t, out, "stored key: "+storedForm(stored))
 }
 

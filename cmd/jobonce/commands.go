@@ -22,6 +22,11 @@ type options struct {
 	force                 bool
 	watch, lease          time.Duration
 	yes                   bool
+	payload, topic        string
+	messageID, metadata   string
+	jobID                 int64
+	scan, limit           int
+	done                  bool
 }
 
 // urls returns every URL the command may connect to, for redactError.
@@ -43,6 +48,7 @@ type command struct {
 	about   string                             // what it does, for its usage
 	keyed   bool                               // it takes -prefix and -plain
 	prefix  bool                               // it takes -prefix alone
+	offline bool                               // it reads no store: no store flags
 	flags   func(fs *flag.FlagSet, o *options) // its own flags; nil for none
 	run     func(ctx context.Context, c *invocation) error
 }
@@ -60,7 +66,7 @@ type invocation struct {
 var commands []*command
 
 func init() {
-	commands = []*command{checkCommand, inspectCommand, releaseCommand, forgetCommand}
+	commands = []*command{checkCommand, listCommand, keyCommand, inspectCommand, releaseCommand, forgetCommand}
 }
 
 func findCommand(name string) *command {
@@ -76,20 +82,27 @@ func (c *command) synopsis() string {
 	return strings.TrimSpace(c.name + " " + strings.Join(c.args, " "))
 }
 
-// argsText says what c takes, for an error: "one KEY" or "no argument".
+// argsText says what c takes, for an error: "no argument", "one KEY" or
+// "ADAPTER and NAME".
 func (c *command) argsText() string {
-	if len(c.args) == 0 {
+	switch len(c.args) {
+	case 0:
 		return "no argument"
+	case 1:
+		return "one " + c.args[0]
 	}
-	return "one " + strings.Join(c.args, " ")
+	return joinAnd(c.args)
 }
 
-// flagSet returns c's flags, bound to o, printing to out: the store's, the
-// key's when c takes a KEY, and its own. Its Usage prints c's usage.
+// flagSet returns c's flags, bound to o, printing to out: the store's
+// (unless c is offline), the key's when c takes a KEY, and its own. Its
+// Usage prints c's usage.
 func (c *command) flagSet(o *options, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("jobonce "+c.name, flag.ContinueOnError)
 	fs.SetOutput(out)
-	storeFlags(fs, o)
+	if !c.offline {
+		storeFlags(fs, o)
+	}
 	if c.keyed {
 		keyFlags(fs, o)
 	} else if c.prefix {
@@ -116,8 +129,10 @@ func (c *command) usage(out io.Writer) {
 		fmt.Fprintln(out, "\nFlags of the Guard (they must match its Config):")
 		printFlags(out, prefixFlag)
 	}
-	fmt.Fprintln(out, "\nFlags of the store:")
-	printFlags(out, storeFlags)
+	if !c.offline {
+		fmt.Fprintln(out, "\nFlags of the store:")
+		printFlags(out, storeFlags)
+	}
 	fmt.Fprintln(out, "\nFlags may come before or after the command and KEY; no argument after -- is a flag.")
 }
 
@@ -137,7 +152,7 @@ const defaultRedisURL = "redis://127.0.0.1:6379/0"
 // No default comes from the environment: usage prints defaults, and a URL
 // may hold a password.
 func storeFlags(fs *flag.FlagSet, o *options) {
-	fs.StringVar(&o.redisURL, "redis", "", "Redis URL (default $REDIS_URL, or "+defaultRedisURL+" when neither it nor $DATABASE_URL is set)")
+	fs.StringVar(&o.redisURL, "redis", "", "Redis URL; redis://host:port?addr=host:port&addr=... names a Cluster's nodes (default $REDIS_URL, or "+defaultRedisURL+" when neither it nor $DATABASE_URL is set)")
 	fs.StringVar(&o.postgresURL, "postgres", "", "PostgreSQL URL, for a Guard on pgstore (default $DATABASE_URL when neither -redis nor $REDIS_URL is set)")
 	fs.StringVar(&o.schema, "schema", "", "PostgreSQL: the Guard's pgstore.Config.Schema (default none: the connection's search_path finds the table)")
 	fs.StringVar(&o.table, "table", defaultTable, "PostgreSQL: the Guard's pgstore.Config.Table")
@@ -154,15 +169,23 @@ func prefixFlag(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.prefix, "prefix", defaultPrefix, "the Guard's Config.KeyPrefix")
 }
 
-// everyFlag returns a flag set holding every command's flags, bound to o.
+// everyFlag returns a flag set holding every command's flags, bound to o;
+// a flag two commands share (release's and list's -lease) is in it once.
 func everyFlag(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("jobonce", flag.ContinueOnError)
 	storeFlags(fs, o)
 	keyFlags(fs, o)
 	for _, c := range commands {
-		if c.flags != nil {
-			c.flags(fs, o)
+		if c.flags == nil {
+			continue
 		}
+		own := flag.NewFlagSet("", flag.ContinueOnError)
+		c.flags(own, o)
+		own.VisitAll(func(f *flag.Flag) {
+			if fs.Lookup(f.Name) == nil {
+				fs.Var(f.Value, f.Name, f.Usage)
+			}
+		})
 	}
 	return fs
 }
@@ -195,7 +218,7 @@ func foreignFlag(err error, cmd *command) error {
 
 // overview prints jobonce's usage: its commands and what they share.
 func overview(out io.Writer) {
-	fmt.Fprintln(out, "usage: jobonce [flags] COMMAND [KEY]")
+	fmt.Fprintln(out, "usage: jobonce [flags] COMMAND [ARGUMENTS]")
 	fmt.Fprintln(out, "\njobonce checks and repairs the store of a jobonce Guard: Redis (-redis) or PostgreSQL (-postgres).")
 	fmt.Fprintln(out, "\nCommands:")
 	rows := [][2]string{}
@@ -210,11 +233,11 @@ func overview(out io.Writer) {
 	for _, r := range rows {
 		fmt.Fprintf(out, "  %-*s  %s\n", width, r[0], r[1])
 	}
-	fmt.Fprintln(out, "\nKEY is the key the application passes to the Guard, or the stored key 0x... that inspect prints.")
-	fmt.Fprintln(out, "\nFlags of the store (every command):")
+	fmt.Fprintln(out, "\nKEY is the key the application passes to the Guard, or the stored key 0x... that inspect and key print.")
+	fmt.Fprintln(out, "\nFlags of the store (every command but key):")
 	printFlags(out, storeFlags)
 	fmt.Fprintln(out, "\nFlags may come before or after the command and KEY; no argument after -- is a flag.")
-	fmt.Fprintln(out, "Exit status: 0 done, 1 failed or refused (or no command), 2 check found a risk.")
+	fmt.Fprintln(out, "Exit status: 0 done, 1 failed, refused or the key absent (or no command), 2 check found a risk.")
 }
 
 // runHelp runs "jobonce help [COMMAND]", and jobonce with no command.

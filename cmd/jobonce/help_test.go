@@ -10,20 +10,34 @@ import (
 func TestHelpPrintsEachCommandsUsageAndFlagsAndExitsZero(t *testing.T) {
 	own := map[string][]string{
 		"check":   {"-fail-on", "-max-lag", "-prefix"},
+		"list":    {"-prefix", "-lease", "-scan", "-limit", "-done"},
+		"key":     {"-payload", "-topic", "-message-id", "-metadata", "-job-id", "-prefix", "-plain"},
 		"inspect": {"-prefix", "-plain"},
 		"release": {"-force", "-watch", "-lease", "-prefix", "-plain"},
 		"forget":  {"-yes", "-prefix", "-plain"},
 	}
 	for name, flags := range own {
-		for _, args := range [][]string{{"help", name}, {name, "-h"}, {"-h", name}, {name, "job-1", "--help"}, {name, "-redis", "redis://127.0.0.1:1/0", "-help"}} {
+		aFlag := []string{"-redis", "redis://127.0.0.1:1/0"}
+		if name == "key" {
+			aFlag = []string{"-payload", "job.json"}
+		}
+		for _, args := range [][]string{{"help", name}, {name, "-h"}, {"-h", name}, {name, "job-1", "--help"}, append(append([]string{name}, aFlag...), "-help")} {
 			r := runCLI(t, nil, nil, args...)
 			require.Zero(t, r.status, "%q: %s", args, r)
 			require.Empty(t, r.stderr, "%q", args)
 			require.Contains(t, r.stdout, "usage: jobonce [flags] "+name, "%q", args)
-			for _, f := range append(flags, "-redis", "-postgres", "-schema", "-table") {
+			storeFlags := []string{"-redis", "-postgres", "-schema", "-table"}
+			if name == "key" { // it reads no store
+				for _, f := range storeFlags {
+					require.NotContains(t, r.stdout, "  "+f+" ", "%q: %s", args, r)
+				}
+				storeFlags = nil
+			} else {
+				require.Contains(t, r.stdout, "$DATABASE_URL", "%q", args)
+			}
+			for _, f := range append(flags, storeFlags...) {
 				require.Contains(t, r.stdout, "  "+f, "%q: %s", args, r)
 			}
-			require.Contains(t, r.stdout, "$DATABASE_URL", "%q", args)
 			for other, otherFlags := range own {
 				if other == name {
 					continue
@@ -43,7 +57,7 @@ func TestHelpAndDashHPrintTheOverviewAndExitZero(t *testing.T) {
 		r := runCLI(t, nil, nil, args...)
 		require.Zero(t, r.status, "%q: %s", args, r)
 		require.Empty(t, r.stderr, "%q", args)
-		for _, want := range []string{"usage: jobonce [flags] COMMAND [KEY]", "  check ", "  inspect KEY ", "  release KEY ", "  forget KEY ", "  help [COMMAND] ", "-postgres", "Exit status"} {
+		for _, want := range []string{"usage: jobonce [flags] COMMAND [ARGUMENTS]", "  check ", "  list ", "  key ADAPTER NAME ", "  inspect KEY ", "  release KEY ", "  forget KEY ", "  help [COMMAND] ", "-postgres", "Exit status"} {
 			require.Contains(t, r.stdout, want, "%q: %s", args, r)
 		}
 	}
@@ -52,8 +66,8 @@ func TestHelpAndDashHPrintTheOverviewAndExitZero(t *testing.T) {
 func TestNoCommandPrintsTheOverviewAndExitsOne(t *testing.T) {
 	for _, args := range [][]string{nil, {"-prefix", "app:"}} {
 		r := runCLI(t, nil, nil, args...)
-		requireOneErrorLine(t, r, "jobonce: no command: give one of check, inspect, release, forget or help")
-		require.Contains(t, r.stdout, "usage: jobonce [flags] COMMAND [KEY]", "%s", r)
+		requireOneErrorLine(t, r, "jobonce: no command: give one of check, list, key, inspect, release, forget or help")
+		require.Contains(t, r.stdout, "usage: jobonce [flags] COMMAND [ARGUMENTS]", "%s", r)
 	}
 }
 
@@ -63,7 +77,7 @@ func TestAnUnknownCommandIsNamedWithAPointerToHelp(t *testing.T) {
 	require.Empty(t, r.stdout)
 
 	r = runCLI(t, nil, nil, "help", "inspekt")
-	requireOneErrorLine(t, r, `jobonce: help: unknown command "inspekt": the commands are check, inspect, release, forget or help`)
+	requireOneErrorLine(t, r, `jobonce: help: unknown command "inspekt": the commands are check, list, key, inspect, release, forget or help`)
 }
 
 func TestAFlagOfAnotherCommandIsRefusedNamingItsCommand(t *testing.T) {
@@ -72,10 +86,10 @@ func TestAFlagOfAnotherCommandIsRefusedNamingItsCommand(t *testing.T) {
 	require.Contains(t, r.stdout, "usage: jobonce [flags] check", "%s", r)
 
 	r = runCLI(t, nil, nil, "inspect", "job-1", "-prefix", "app:", "-lease", "1m")
-	requireOneErrorLine(t, r, "-lease (a flag of release, not of inspect)")
+	requireOneErrorLine(t, r, "-lease (a flag of list and release, not of inspect)")
 
 	r = runCLI(t, nil, nil, "check", "-plain")
-	requireOneErrorLine(t, r, "-plain (a flag of inspect, release and forget, not of check)")
+	requireOneErrorLine(t, r, "-plain (a flag of key, inspect, release and forget, not of check)")
 }
 
 func TestAWrongNumberOfArgumentsNamesWhatTheCommandTakes(t *testing.T) {

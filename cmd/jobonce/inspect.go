@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -17,7 +18,7 @@ var inspectCommand = &command{
 	about: `inspect shows a key's stored key and its state: a running claim (its lease left, how long it has
 been held, its token) or a done marker (its retention left, its result's size). KEY is the key the
 application passes to the Guard, or the stored key 0x... that inspect prints. When nothing is stored,
-it says what it looked up, tries the key's other forms, and names the likely causes.`,
+it says what it looked up, tries the key's other forms, names the likely causes, and exits 1.`,
 	run: runInspect,
 }
 
@@ -29,6 +30,7 @@ func runInspect(ctx context.Context, c *invocation) error {
 	defer t.store.close()
 	if t.rec.State == 0 {
 		t.explainAbsent(ctx, c.out)
+		return errors.New("inspect: nothing is stored under the key")
 	}
 	return nil
 }

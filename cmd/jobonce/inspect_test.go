@@ -26,7 +26,7 @@ func TestAnAbsentKeyFoundUnderTheOtherFormSaysWhichFlag(t *testing.T) {
 	hashed, plain := storedKeyOf(t, e.prefix, "job-1", false), storedKeyOf(t, e.prefix, "job-1", true)
 
 	r := runCLI(t, nil, nil, e.args("inspect", "job-1")...)
-	require.Zero(t, r.status, "inspect reports an absent key: %s", r)
+	requireOneErrorLine(t, r, "inspect: nothing is stored under the key")
 	require.Contains(t, r.stdout, "state: absent")
 	require.Contains(t, r.stdout, `looked up: KEY "job-1", hashed, under -prefix "`+e.prefix+`", stored key `+storedForm(hashed)+", in Redis database 0 at 127.0.0.1:")
 	require.Contains(t, r.stdout, "hint: found under -plain: the Guard stores keys plain (Config.PlainKeys): pass -plain: stored key "+storedForm(plain)+" holds a done marker")
@@ -47,7 +47,7 @@ func TestAnAbsentKeyFoundUnderTheOtherFormSaysWhichFlag(t *testing.T) {
 	started, done := holdJob(t, h.guard, "job-2", stop)
 	<-started
 	r = runCLI(t, nil, nil, h.args("inspect", "-plain", "job-2")...)
-	require.Zero(t, r.status, "%s", r)
+	requireOneErrorLine(t, r, "inspect: nothing is stored under the key")
 	require.Contains(t, r.stdout, "hint: found hashed: the Guard hashes keys (Config.PlainKeys unset): drop -plain: stored key "+storedForm(storedKeyOf(t, h.prefix, "job-2", false))+" holds a running claim")
 	close(stop)
 	require.Equal(t, core.Ran, <-done)
@@ -61,12 +61,12 @@ func TestAnAbsentStoredKeyPassedAsKEYIsFound(t *testing.T) {
 	require.NoError(t, err)
 
 	r := runCLI(t, nil, nil, e.args("inspect", "--", stored)...)
-	require.Zero(t, r.status, "%s", r)
+	requireOneErrorLine(t, r, "inspect: nothing is stored under the key")
 	require.Contains(t, r.stdout, "hint: KEY is itself a stored key: pass it as "+storedForm(stored)+": stored key "+storedForm(stored)+" holds a done marker")
 
 	other := newReleaseEnv(t, core.Config{})
 	r = runCLI(t, nil, nil, other.args("inspect", storedForm(stored))...)
-	require.Zero(t, r.status, "%s", r)
+	requireOneErrorLine(t, r, "inspect: nothing is stored under the key")
 	require.Contains(t, r.stdout, `hint: KEY is a stored key outside -prefix "`+other.prefix+`": give the Guard's -prefix: stored key `+storedForm(stored)+" holds a done marker")
 }
 
@@ -74,11 +74,7 @@ func TestAnAbsentKeyFoundNowhereNamesTheLikelyCauses(t *testing.T) {
 	e := newReleaseEnv(t, core.Config{})
 	for _, cmd := range []string{"inspect", "release", "forget"} {
 		r := runCLI(t, nil, nil, e.args(cmd, "job-1")...)
-		if cmd == "inspect" {
-			require.Zero(t, r.status, "%s", r)
-		} else {
-			requireOneErrorLine(t, r, cmd+": nothing is stored under the key; nothing")
-		}
+		requireOneErrorLine(t, r, cmd+": nothing is stored under the key")
 		require.Contains(t, r.stdout, "state: absent")
 		require.Contains(t, r.stdout, `looked up: KEY "job-1", hashed, under -prefix "`+e.prefix+`", stored key `+storedForm(storedKeyOf(t, e.prefix, "job-1", false)))
 		require.Contains(t, r.stdout, "hint: nothing under the key's other forms either; likely:\n"+
@@ -87,7 +83,7 @@ func TestAnAbsentKeyFoundNowhereNamesTheLikelyCauses(t *testing.T) {
 			"  - or the key's done marker outlived the Guard's Config.Retention and expired.\n", "%s: %s", cmd, r)
 	}
 	r := runCLI(t, nil, nil, e.args("inspect", storedForm(e.prefix+"gone"))...)
-	require.Zero(t, r.status, "%s", r)
+	requireOneErrorLine(t, r, "inspect: nothing is stored under the key")
 	require.Contains(t, r.stdout, "looked up: KEY as a stored key, stored key "+storedForm(e.prefix+"gone"))
 	require.Contains(t, r.stdout, "hint: nothing is stored there; likely:\n  - the Guard uses another Redis or database number")
 }

@@ -2,6 +2,8 @@
 // (redisstore) or PostgreSQL (pgstore).
 //
 //	go run ./cmd/jobonce [flags] check
+//	go run ./cmd/jobonce [flags] list
+//	go run ./cmd/jobonce [flags] key ADAPTER NAME
 //	go run ./cmd/jobonce [flags] inspect KEY
 //	go run ./cmd/jobonce [flags] release KEY
 //	go run ./cmd/jobonce [flags] forget KEY
@@ -17,15 +19,18 @@
 //
 // The store is PostgreSQL when -postgres names a database URL, or when
 // $DATABASE_URL is set and neither -redis nor $REDIS_URL is; otherwise
-// Redis, at -redis, else $REDIS_URL, else redis://127.0.0.1:6379/0. Giving
-// both -redis and -postgres is an error. On PostgreSQL, -schema and -table
-// must name the Guard's table (pgstore.Config.Schema and Table: by default
-// "jobonce_keys" found through the connection's search_path); they are
-// refused on Redis. A URL holding a '#' is refused: percent-encode '#' as
-// %23 in the password. No message the command prints holds any of a URL's
-// user info (all between "://" and its last "@") or a password given as a
-// parameter (password=...). The clients' own logs (go-redis's pool
-// messages) are silenced: an error is the command's one line on stderr.
+// Redis, at -redis, else $REDIS_URL, else redis://127.0.0.1:6379/0; a Redis
+// URL that names more nodes with addr parameters
+// (redis://host:port?addr=host:port&addr=..., go-redis's cluster URL) is a
+// Redis Cluster. Giving both -redis and -postgres is an error. On
+// PostgreSQL, -schema and -table must name the Guard's table
+// (pgstore.Config.Schema and Table: by default "jobonce_keys" found through
+// the connection's search_path); they are refused on Redis. A URL holding a
+// '#' is refused: percent-encode '#' as %23 in the password. No message the
+// command prints holds any of a URL's user info (all between "://" and its
+// last "@") or a password given as a parameter (password=...). The clients'
+// own logs (go-redis's pool messages) are silenced: an error is the
+// command's one line on stderr.
 //
 // # Keys
 //
@@ -40,6 +45,37 @@
 // -plain not matching the Guard's, another database or table, or a
 // retention that ran out (on PostgreSQL, an expired row waiting for Prune
 // says so).
+//
+// # list
+//
+// list prints the running claims under -prefix, oldest first: their age
+// (since the claim was taken, by its fence and the store's clock), the
+// lease left, the holder (the first 8 hex digits of its token) and the
+// stored key; "past-lease" marks a claim held longer than -lease (the
+// Guard's Config.Lease), which its holder's heartbeat renewed: a long job,
+// or one that hangs while its heartbeat runs. A claim whose holder died
+// drops out once its lease runs out (a Redis key expires, a PostgreSQL row
+// stops being live). -done lists done markers too. It reads a bounded part
+// of the store: on Redis, SCAN of the keys under -prefix (COUNT 1000, at
+// most -scan keys on each server, every primary of a Cluster client) and
+// the first 25 bytes of each value; on PostgreSQL, through the expiry index,
+// at most -scan of the rows whose lease or retention ends within -lease
+// (every live claim of a Guard whose Lease is at most -lease), and with
+// -done at most -scan of the rows with the most retention left. It prints
+// at most -limit entries, and says what it left out.
+//
+// # key
+//
+// key prints the key an adapter gives a job under its default
+// configuration (asynqonce.DefaultKey, sqsonce.DefaultKey,
+// riveronce.DefaultKey, watermillonce.DefaultKey) and its stored key under
+// -prefix and -plain, which inspect, release and forget take; it reads no
+// store. ADAPTER is asynq, sqs, river or watermill, NAME the task type, the
+// queue (a URL or a name), the River kind or the Watermill handler. The
+// payload (a task's payload, an SQS body, River's args as the river_job.args
+// column prints them, a Watermill payload) comes from -payload FILE or
+// stdin; -topic names a Watermill handler's topic, -message-id an SQS FIFO
+// message, -metadata and -job-id a River job's metadata and ID.
 //
 // # check
 //
@@ -100,9 +136,9 @@
 // printed the usage it was asked for (help, -h); 1 when it could not run or
 // did not do what it was asked: no command, an unknown command or flag, a
 // store unreachable, a table not migrated, a release or forget refused,
-// declined or failed, a key absent for release or forget (inspect reports
-// an absent key and exits 0); 2 when check found a risk of a -fail-on kind. No command is 1, not 2, so that a readiness
-// probe never reads a wrong invocation as a risk.
+// declined or failed, a key absent for inspect, release or forget; 2 when
+// check found a risk of a -fail-on kind. No command is 1, not 2, so that a
+// readiness probe never reads a wrong invocation as a risk.
 package main
 
 import (

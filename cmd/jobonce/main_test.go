@@ -28,7 +28,7 @@ func TestInspectAndRelease(t *testing.T) {
 	}
 
 	var out bytes.Buffer
-	require.NoError(t, run(ctx, args("inspect", "job-1"), nil, &out))
+	require.ErrorContains(t, run(ctx, args("inspect", "job-1"), nil, &out), "inspect: nothing is stored under the key")
 	require.Contains(t, out.String(), "absent")
 
 	started, stop := make(chan struct{}), make(chan struct{})

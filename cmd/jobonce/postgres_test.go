@@ -83,7 +83,7 @@ func (e pgEnv) keys(t *testing.T) *pgKeys {
 func TestPostgresInspectShowsAClaimAndADoneMarker(t *testing.T) {
 	e := newPgEnv(t, core.Config{Lease: time.Minute})
 	r := e.run(t, "inspect", "job-1")
-	require.Zero(t, r.status, "%s", r)
+	requireOneErrorLine(t, r, "inspect: nothing is stored under the key")
 	require.Contains(t, r.stdout, "state: absent")
 
 	stop := make(chan struct{})
@@ -227,7 +227,7 @@ func TestPostgresAbsentKeyHints(t *testing.T) {
 	require.Equal(t, core.Ran, runJob(t, e.guard, "job-1"))
 	e.expire(t, "job-1")
 	r := e.run(t, "inspect", "job-1")
-	require.Zero(t, r.status, "%s", r)
+	requireOneErrorLine(t, r, "inspect: nothing is stored under the key")
 	require.Contains(t, r.stdout, "state: absent (its done row expired 1m0")
 	require.Contains(t, r.stdout, `in PostgreSQL table "`+e.schema+`"."jobonce_keys" in database test at 127.0.0.1:5432`)
 	require.Contains(t, r.stdout, "hint: the job ran, and its done marker outlived the Guard's Config.Retention or was forgotten")
@@ -303,7 +303,7 @@ func TestTheStoreComesFromTheFlagsThenTheEnvironment(t *testing.T) {
 	require.Contains(t, r.stdout, "state: done", "$DATABASE_URL alone names PostgreSQL")
 
 	r = runCLI(t, nil, []string{"DATABASE_URL=" + testenv.DatabaseURL(), "REDIS_URL=" + testenv.RedisURL()}, "inspect", "job-1")
-	require.Zero(t, r.status, "%s", r)
+	requireOneErrorLine(t, r, "inspect: nothing is stored under the key")
 	require.Contains(t, r.stdout, "in Redis database 0", "$REDIS_URL wins over $DATABASE_URL")
 
 	r = runCLI(t, nil, []string{"REDIS_URL=" + testenv.RedisURL()}, e.args("inspect", "job-1")...)

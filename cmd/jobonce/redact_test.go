@@ -41,6 +41,11 @@ func TestNoMessageShowsTheRedisPassword(t *testing.T) {
 		{"bad scheme", "http://app:" + password + "@127.0.0.1:6379/0", []string{"check"}, nil, "scheme"},
 		{"unreachable host", "redis://app:" + password + "@" + down + "/0" + fast, []string{"check"}, nil, down},
 		{"unreachable host, inspect", "redis://app:" + password + "@" + down + "/0" + fast, []string{"inspect", "job-1"}, nil, down},
+		{"unreachable host, list", "redis://app:" + password + "@" + down + "/0" + fast, []string{"list"}, nil, down},
+		{"unreachable cluster, list", "redis://app:" + password + "@" + down + fast + "&addr=" + down, []string{"list"}, nil, down},
+		{"unreachable cluster, inspect", "redis://app:" + password + "@" + down + fast + "&addr=" + down, []string{"inspect", "job-1"}, nil, down},
+		{"bad option in a cluster URL", "redis://app:" + password + "@" + down + "?addr=" + down + "&db=1", []string{"list"}, nil, "-redis: "},
+		{"hash in the password, list", "redis://alice:Tr0ub4dor#3xyz@redis.internal:6379/0", []string{"list"}, []string{"Tr0ub4dor", "3xyz", "alice"}, "-redis: " + hashed},
 		{"unknown host", "redis://app:" + password + "@no-such-host.invalid:6379/0" + fast, []string{"release", "job-1"}, nil, "no-such-host.invalid"},
 		{"wrong password", "redis://app:" + password + "@" + strings.TrimPrefix(testenv.RedisURL(), "redis://"), []string{"check"}, nil, "jobonce: "},
 		{"question mark in a password of digits", "redis://:4711?s3cr3t@127.0.0.1:6379/0", []string{"inspect", "job-1"}, []string{"4711", "s3cr3t"}, "unexpected option"},
@@ -105,7 +110,7 @@ func TestNoMessageShowsThePostgresPassword(t *testing.T) {
 		{"a database that does not exist", "postgres://postgres:" + password + "@127.0.0.1:5432/nosuchdb?sslmode=disable", nil, "nosuchdb"},
 		{"hash in the password", "postgres://alice:Tr0ub4dor#3xyz@db.internal:5432/test", []string{"Tr0ub4dor", "3xyz"}, `-postgres: "postgres://xxxxx@db.internal:5432/test" holds a '#'`},
 	} {
-		for _, cmd := range [][]string{{"check"}, {"inspect", "job-1"}, {"release", "job-1"}, {"forget", "-yes", "job-1"}} {
+		for _, cmd := range [][]string{{"check"}, {"list"}, {"inspect", "job-1"}, {"release", "job-1"}, {"forget", "-yes", "job-1"}} {
 			t.Run(c.name+", "+cmd[0], func(t *testing.T) {
 				for _, r := range []cliRun{
 					runCLI(t, nil, nil, append([]string{"-postgres", c.url}, cmd...)...),

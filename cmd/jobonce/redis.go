@@ -4,6 +4,8 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"net/url"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -19,19 +21,25 @@ var forgetScript = redis.NewScript(forgetLua)
 
 // redisKeys is a Guard's Redis, as the commands act on it.
 type redisKeys struct {
-	client *redis.Client
-	store  *redisstore.Store
-	addr   string
-	db     int
+	client  redis.UniversalClient
+	store   *redisstore.Store
+	addr    string // the server's address; a Cluster's seed nodes
+	db      int
+	cluster bool
 }
 
 var _ keyStore = (*redisKeys)(nil)
 
 // openRedis returns a client for the Redis at rawURL, which must hold no
-// '#'. It connects on the first command.
+// '#': a Redis Cluster when the URL names more of its nodes with addr
+// parameters (go-redis's cluster URL: redis://host:port?addr=host:port),
+// else one server. It connects on the first command.
 func openRedis(rawURL string) (*redisKeys, error) {
 	if err := checkFragment(rawURL); err != nil {
 		return nil, fmt.Errorf("-redis: %w", err)
+	}
+	if u, err := url.Parse(rawURL); err == nil && u.Query().Has("addr") {
+		return openRedisCluster(rawURL)
 	}
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
@@ -45,6 +53,23 @@ func openRedis(rawURL string) (*redisKeys, error) {
 		return nil, err
 	}
 	return &redisKeys{client: client, store: store, addr: opt.Addr, db: opt.DB}, nil
+}
+
+// openRedisCluster returns a client for the Redis Cluster whose nodes
+// rawURL names.
+func openRedisCluster(rawURL string) (*redisKeys, error) {
+	opt, err := redis.ParseClusterURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("-redis: %w", err)
+	}
+	opt.ContextTimeoutEnabled = true
+	client := redis.NewClusterClient(opt)
+	store, err := redisstore.New(client, &redisstore.Config{SkipEvictionCheck: true})
+	if err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	return &redisKeys{client: client, store: store, addr: strings.Join(opt.Addrs, ", "), cluster: true}, nil
 }
 
 func (r *redisKeys) inspect(ctx context.Context, key string) (record, error) {
@@ -75,9 +100,17 @@ func (r *redisKeys) forget(ctx context.Context, key string, rec record) (bool, e
 
 func (r *redisKeys) name() string { return "Redis" }
 
-func (r *redisKeys) where() string { return fmt.Sprintf("Redis database %d at %s", r.db, r.addr) }
+func (r *redisKeys) where() string {
+	if r.cluster {
+		return "Redis Cluster at " + r.addr
+	}
+	return fmt.Sprintf("Redis database %d at %s", r.db, r.addr)
+}
 
 func (r *redisKeys) databaseHint() string {
+	if r.cluster {
+		return "the Guard uses another Redis (-redis, $REDIS_URL)"
+	}
 	return "the Guard uses another Redis or database number (-redis, $REDIS_URL: redis://host:port/N)"
 }
 

@@ -54,6 +54,9 @@ type keyStore interface {
 	// marker as inspected, in one step; it reports false, deleting
 	// nothing, when the key holds anything else or nothing.
 	forget(ctx context.Context, key string, rec record) (bool, error)
+	// list reads the running claims, and the done markers, under a prefix,
+	// within o's bounds.
+	list(ctx context.Context, o listOptions) (listing, error)
 	// where names the store and its table or database, for messages.
 	where() string
 	// databaseHint names the flags that pick the Guard's database or

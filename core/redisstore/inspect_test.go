@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,4 +77,55 @@ func TestInspectReturnsTheStoredValue(t *testing.T) {
 	rec, err = redisops.Inspect(ctx, client, key)
 	require.NoError(t, err)
 	require.Empty(t, rec.Value, "an absent key has no value")
+}
+
+// ReadHead, given the first HeadLen bytes of a value, tells what Inspect
+// tells of the whole value but its fingerprint and result: running claims
+// with and without a fence, done markers of every form, and values jobonce
+// did not write.
+func TestReadHeadTellsWhatInspectTells(t *testing.T) {
+	t.Parallel()
+	prefix, client, s := prefixedStore(t)
+	ctx := context.Background()
+	claimed, tok := prefix+"claimed", driver.NewToken()
+	_, err := s.Claim(ctx, driver.ClaimRequest{Key: claimed, Token: tok, Lease: time.Minute, Fingerprint: strings.Repeat("f", 40)})
+	require.NoError(t, err)
+	done, doneTok := prefix+"done", driver.NewToken()
+	_, err = s.Claim(ctx, driver.ClaimRequest{Key: done, Token: doneTok, Lease: time.Minute})
+	require.NoError(t, err)
+	require.NoError(t, s.Complete(ctx, driver.CompleteRequest{Key: done, Token: doneTok, Retention: time.Hour, Result: []byte("result")}))
+	values := map[string]string{
+		"unfenced":  "R" + string(tok[:]) + "fp",
+		"legacy":    "dfp",
+		"long":      "D" + string([]byte{200}) + strings.Repeat("f", 200) + "result",
+		"uvarint":   "L" + string([]byte{0x90, 0x03}) + strings.Repeat("f", 400),
+		"foreign":   "hello",
+		"awaited":   "a",
+		"truncated": "F" + string(tok[:3]),
+	}
+	for name, v := range values {
+		require.NoError(t, client.Set(ctx, prefix+name, v, time.Hour).Err())
+	}
+
+	for _, name := range []string{"claimed", "done", "unfenced", "legacy", "long", "uvarint", "foreign", "awaited", "truncated"} {
+		key := prefix + name
+		head, err := client.GetRange(ctx, key, 0, redisops.HeadLen-1).Result()
+		require.NoError(t, err)
+		ttl, err := client.PTTL(ctx, key).Result()
+		require.NoError(t, err)
+		now, err := client.Time(ctx).Result()
+		require.NoError(t, err)
+		got, ok := redisops.ReadHead(head, ttl, now)
+		want, err := redisops.Inspect(ctx, client, key)
+		if err != nil {
+			require.False(t, ok, "%s: a value Inspect cannot read: %v", name, err)
+			continue
+		}
+		require.True(t, ok, name)
+		require.Equal(t, want.State, got.State, name)
+		require.Equal(t, want.Token, got.Token, name)
+		require.Equal(t, want.Fence, got.Fence, name)
+		require.InDelta(t, want.Age, got.Age, float64(time.Second), name)
+		require.Equal(t, ttl, got.TTL, name)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/redisops"
 	"github.com/stretchr/testify/require"
 )
 
@@ -129,4 +130,8 @@ func FuzzParseValue(f *testing.F) {
 	f.Fuzz(func(t *testing.T, v string, pttl int64) {
 		_, _ = parseValue(v, pttl) // never panics on foreign values
 	})
+}
+
+func TestReadHeadNeedsARunningClaimsTagTokenAndFence(t *testing.T) {
+	require.Equal(t, ownerLen+fenceLen, redisops.HeadLen)
 }

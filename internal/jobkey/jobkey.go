@@ -1,5 +1,6 @@
 // Package jobkey derives the jobs of deliveries for the adapters, so that
-// Asynq, SQS and River name jobs by the same rules.
+// Asynq, SQS, River and Watermill name jobs by the same rules, and holds the
+// rules of their default keys, which the jobonce command computes too.
 package jobkey
 
 import "github.com/jobonce/jobonce/core"
@@ -27,7 +28,7 @@ func Job(source, kind string, payload []byte, key string, named bool, fingerprin
 		fp = core.Fingerprint(payload)
 	}
 	if !named {
-		key = kind + ":" + core.Fingerprint(payload)
+		key = Default(kind, payload)
 	}
 	return core.Job{Key: key, Fingerprint: fp, Kind: kind, Source: source, DefaultKey: !named}
 }
@@ -44,4 +45,11 @@ func Occurrence(source, kind, key string, fingerprint func() string) core.Job {
 		fp = fingerprint()
 	}
 	return core.Job{Key: key, Fingerprint: fp, Kind: kind, Source: source}
+}
+
+// Default returns the default key of a delivery of kind (a task type, a
+// queue's name, a River kind) whose payload is payload: kind, ":" and
+// core.Fingerprint of the payload.
+func Default(kind string, payload []byte) string {
+	return kind + ":" + core.Fingerprint(payload)
 }
