@@ -363,6 +363,9 @@ func TestShadowModeAndJobContext(t *testing.T) {
 			require.Equal(t, first, second, "one idempotency key for both copies")
 			jobs := waitFinished(t, pool, 2, time.Minute)
 			require.Equal(t, 2, jobs.Completed)
+			// WrapTx reports an outcome once its transaction committed,
+			// which completes the job: the event may follow the row.
+			require.Eventually(t, func() bool { return len(outs.Events()) == 2 }, time.Minute, time.Millisecond, "both outcomes observed")
 			var would []core.Outcome
 			for _, ev := range outs.Events() {
 				require.Equal(t, "river", ev.Source)
