@@ -162,7 +162,9 @@ func testPollerFIFOFailingHead(t *testing.T, s server) {
 		}
 		if time.Now().After(deadline) {
 			mu.Lock()
-			t.Fatalf("the dead-letter queue holds %d visible and %d in-flight messages (%v), want 1; handled %v", v, f, err, order)
+			sv, sf, serr := depthErr(c, q.url)
+			t.Fatalf("the dead-letter queue holds %d visible and %d in-flight messages (%v), want 1; the queue %d and %d (%v); handled %v; stats %+v",
+				v, f, err, sv, sf, serr, order, p.Stats())
 		}
 	}
 
