@@ -24,8 +24,10 @@ const pruneFirstRows, pruneLeastRows = 100, 10
 // statement takes less than an eighth of Config.LockTimeout, half as many
 // (down to 10) once one takes more than a quarter, never more than
 // Config.PruneBatch. Its commits do not wait for the disk (see prune.sql). A
-// claim therefore waits a fraction of its LockTimeout behind Prune and is
-// never answered running for a key that is free.
+// claim therefore waits a fraction of its LockTimeout behind Prune; only a
+// statement that runs four times as long as the one before it (a backend
+// kept off its CPU) makes a claim of a free key wait out its LockTimeout and
+// be answered running, to be tried again.
 func (s *Store) Prune(ctx context.Context) (int, error) {
 	total := 0
 	rows := min(pruneFirstRows, s.cfg.PruneBatch)
