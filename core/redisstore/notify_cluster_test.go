@@ -62,7 +62,7 @@ func clusterGuard(t *testing.T, prefix string) (*testenv.RedisCluster, *redis.Cl
 	s, err := redisstore.New(client, &redisstore.Config{Logger: quiet})
 	require.NoError(t, err)
 	h := &heard{Store: s}
-	g, err := core.New(h, &core.Config{KeyPrefix: prefix, PlainKeys: true, Logger: quiet})
+	g, err := core.New(h, &core.Config{KeyPrefix: prefix, PlainKeys: true, Logger: quiet, WaitingShare: 1}) // every copy may wait: they test the signal
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = g.Close() })
 	return cluster, client, h, g
