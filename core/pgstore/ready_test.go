@@ -13,17 +13,6 @@ import (
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
-// New reads the table, so a database it cannot reach is its error.
-func TestNewFailsWhenItCannotReachTheDatabase(t *testing.T) {
-	t.Parallel()
-	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=5")
-	require.NoError(t, err, "a pool connects lazily")
-	t.Cleanup(pool.Close)
-	_, err = pgstore.New(ctxT(t), pool, nil)
-	require.ErrorContains(t, err, `jobonce: pgstore: New: checking table "jobonce_keys"`)
-	require.ErrorContains(t, err, "connection refused")
-}
-
 // A Guard on a database that answers is ready; one whose database cannot be
 // reached, or whose table was dropped, answers ErrStoreUnavailable with the
 // cause, and is ready again once the database is back.
