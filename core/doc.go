@@ -53,6 +53,9 @@
 // succeeded but its done marker could not be written (lease lost, or the
 // store failed after retries), the effect happened, so Do reports success
 // with outcome LeaseLost or Unrecorded, logged as a warning and counted.
+// Guard.Ready tells a health or readiness check whether the store can be
+// used now: ErrStoreUnavailable when it cannot be reached, ErrStoreRisk when
+// a strict store's settings can lose done markers.
 //
 // # Inside a job
 //

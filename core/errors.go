@@ -35,6 +35,12 @@ var (
 	// should be retried later.
 	ErrStoreUnavailable = errors.New("jobonce: store unavailable")
 
+	// ErrStoreRisk reports a store that can be reached but whose settings
+	// can lose done markers, so that duplicates can run: Guard.Ready's
+	// answer for a redisstore made with Config.Strict whose Redis may evict
+	// keys or keeps no writes across a restart.
+	ErrStoreRisk = driver.ErrStoreRisk
+
 	// ErrInvalidKey reports an empty key.
 	ErrInvalidKey = errors.New("jobonce: invalid key")
 

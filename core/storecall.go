@@ -42,3 +42,8 @@ func (g *Guard) storeRelease(ctx context.Context, key string, token driver.Token
 	defer storePanic(&err)
 	return g.store.Release(ctx, key, token)
 }
+
+func (g *Guard) storeReady(ctx context.Context, store driver.ReadyStore) (err error) {
+	defer storePanic(&err)
+	return store.Ready(ctx)
+}

@@ -8,7 +8,8 @@
 // the Guard then groups concurrent calls into shared round trips. A store
 // that can record a key inside the caller's database transaction implements
 // TxStore for its transaction type, which core.NewTxGuard turns into the
-// transactional (exactly-once) mode.
+// transactional (exactly-once) mode. A store that can tell whether it can be
+// used now implements ReadyStore, for core.Guard.Ready.
 //
 // The Guard decides every outcome: a store reports what it found (claimed,
 // running, done, with the stored fingerprint and result), or an error, and

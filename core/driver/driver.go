@@ -29,6 +29,12 @@ var ErrUnreplicated = errors.New("jobonce: write not acknowledged by enough repl
 // core.Config.FailOpen only for such errors.
 var ErrUnreachable = errors.New("jobonce: driver: store unreachable")
 
+// ErrStoreRisk is what a store wraps around an error saying that it can be
+// reached but that its settings can lose done markers, so that duplicates
+// can run: a Redis that may evict keys or keeps no writes across a restart
+// (redisstore.Config.Strict). core.ErrStoreRisk is the same value.
+var ErrStoreRisk = errors.New("jobonce: store settings can lose done markers")
+
 // Token identifies one claim. Only the holder of the token may extend,
 // complete or release the claim.
 type Token [16]byte
@@ -231,6 +237,18 @@ type Listener interface {
 	// may leave a goroutine making a connection, which ends by the
 	// client's own timeouts without calling notify.
 	Close() error
+}
+
+// ReadyStore is a Store that can tell whether it can be used now, for a
+// health or readiness check (core.Guard.Ready). The Guard takes a store
+// that does not implement it as always ready.
+type ReadyStore interface {
+	Store
+	// Ready returns nil when the store can be reached and used now; an error
+	// wrapping ErrStoreRisk when it can be reached but its settings can lose
+	// done markers; otherwise the error that kept it from being reached or
+	// used. It honours ctx as every method does.
+	Ready(ctx context.Context) error
 }
 
 // TxStore is a Store that records keys inside transactions of type TTx

@@ -75,7 +75,10 @@
 // when Config.Migrate is set; MigrationSQL returns the SQL for migration
 // tools. Migrate also adds the columns a later version needs (fence) to a
 // table an earlier version created. Without it, New returns an error
-// matching ErrNotMigrated that names the missing table or column.
+// matching ErrNotMigrated that names the missing table or column. New reads
+// the table, so a database it cannot reach within its context is its error;
+// Ready, which core.Guard.Ready calls for a health or readiness check, reads
+// it again.
 //
 // A migration may run while workers use the table (a rolling deploy that
 // sets Config.Migrate). It reads the catalog first and takes no lock on a

@@ -31,13 +31,15 @@ type Store struct {
 var (
 	_ driver.BatchStore = (*Store)(nil)
 	_ driver.Notifier   = (*Store)(nil)
+	_ driver.ReadyStore = (*Store)(nil)
 )
 
 // claimAttempts bounds how often a claim is re-run when the key's row changed
 // under the statement's snapshot (a race with a concurrent commit).
 const claimAttempts = 4
 
-// New returns a Store on pool. cfg may be nil for the defaults. With
+// New returns a Store on pool. cfg may be nil for the defaults. It reads
+// the table, so a database it cannot reach within ctx is its error. With
 // Config.Migrate, New migrates the table first (see Migrate); otherwise a
 // missing table, or a table an earlier version created without a column
 // this one needs, gives an error matching ErrNotMigrated that names it. An
@@ -74,6 +76,16 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	}
 	s.channel = channelName(schema, c.Table)
 	return s, nil
+}
+
+// Ready implements driver.ReadyStore, for core.Guard.Ready: within ctx, it
+// runs the statement New checks the table with, which reads no rows. A
+// table dropped since New gives an error matching ErrNotMigrated.
+func (s *Store) Ready(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, s.sql.check); err != nil {
+		return s.fail(ctx, err)
+	}
+	return nil
 }
 
 // Table returns the keys table's name as quoted in SQL.

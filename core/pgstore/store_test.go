@@ -586,3 +586,14 @@ func TestLiveRowsAnswerWithoutLocks(t *testing.T) {
 	require.NoError(t, tx.QueryRow(qctx, "SELECT pg_current_xact_id_if_assigned()::text::bigint").Scan(&xid))
 	require.Nil(t, xid, "recording a done key writes nothing")
 }
+
+// New reads the table, so a database it cannot reach is its error.
+func TestNewFailsWhenItCannotReachTheDatabase(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=5")
+	require.NoError(t, err, "a pool connects lazily")
+	t.Cleanup(pool.Close)
+	_, err = pgstore.New(ctxT(t), pool, nil)
+	require.ErrorContains(t, err, `jobonce: pgstore: New: checking table "jobonce_keys"`)
+	require.ErrorContains(t, err, "connection refused")
+}

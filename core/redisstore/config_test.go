@@ -28,6 +28,7 @@ func TestNewNamesThePackageAndTheBadField(t *testing.T) {
 		{client, redisstore.Config{WaitTimeout: -time.Second}, "jobonce: redisstore: Config.WaitTimeout must not be negative, got -1s"},
 		{ring, redisstore.Config{WaitReplicas: 1}, "jobonce: redisstore: Config.WaitReplicas needs a single-node, Sentinel or Cluster client, not a Ring"},
 		{ring, redisstore.Config{WaitAOF: true}, "jobonce: redisstore: Config.WaitAOF needs a single-node, Sentinel or Cluster client, not a Ring"},
+		{client, redisstore.Config{Strict: true, SkipEvictionCheck: true}, "jobonce: redisstore: Config.Strict needs the check of the server's settings that Config.SkipEvictionCheck skips"},
 	} {
 		tc.cfg.Logger = quiet
 		_, err := redisstore.New(tc.client, &tc.cfg)

@@ -91,6 +91,15 @@
 // persistence and replication risks of each server, and its inspect a
 // stored key.
 //
+// Config.Strict, the setting for production, turns New's warnings into its
+// error: a server it cannot read within its 2s, and one whose settings can
+// lose done markers (an eviction policy but noeviction, neither AOF nor RDB
+// snapshots), the error naming what to set. What a server does not report
+// (a save setting behind a refused CONFIG GET) is not refused. Ready, which
+// core.Guard.Ready calls for a health or readiness check, sends PING to
+// every server the client writes to and, under Strict, reports a risk the
+// latest check found.
+//
 // # Replication and failover
 //
 // Redis replicates asynchronously: a primary that dies before its replica

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -14,6 +15,15 @@ func redacted(err error, client redis.UniversalClient) string {
 		msg = strings.ReplaceAll(msg, pw, "xxxxx")
 	}
 	return msg
+}
+
+// redactedError returns err, or when its message holds the password in
+// client's options, an error of the same message without it (see redacted).
+func redactedError(err error, client redis.UniversalClient) error {
+	if msg := redacted(err, client); msg != err.Error() {
+		return errors.New(msg)
+	}
+	return err
 }
 
 // password returns the password in client's options, "" when it has none or

@@ -45,6 +45,18 @@ type Config struct {
 	// first check then happens within the first claim. Defaults to false.
 	SkipEvictionCheck bool
 
+	// Strict makes New return an error where it would warn, refusing a
+	// Redis that can lose done markers: one whose settings it cannot read
+	// within its 2s (the error names the cause, and wraps
+	// driver.ErrUnreachable unless the server answered), and one whose
+	// maxmemory-policy is not noeviction or that has neither AOF nor RDB
+	// snapshots (the error matches driver.ErrStoreRisk and names each
+	// setting and what to use). Ready then also reports such a setting, as
+	// the latest check of the servers found it (see CheckEvery). It cannot
+	// be set with SkipEvictionCheck. Set it in production. Defaults to
+	// false.
+	Strict bool
+
 	// CheckEvery is how often the Store reads its servers' state again
 	// (INFO and CONFIG GET, one round trip of at most 250ms added to one
 	// claim per period),
@@ -112,6 +124,7 @@ type Store struct {
 	watch              *watch  // restarts, failovers and risky settings
 	leases, retentions boxCache
 	legacy             bool        // Config.LegacyMarkers
+	strict             bool        // Config.Strict
 	retries            bool        // the client sends a failed command again (Options.MaxRetries)
 	cluster            bool        // a Cluster client: marks share their key's slot, notifications are sharded
 	refused            atomic.Bool // a Listener's subscription was refused (NOPERM), and logged
@@ -120,6 +133,7 @@ type Store struct {
 var (
 	_ driver.BatchStore = (*Store)(nil)
 	_ driver.Notifier   = (*Store)(nil)
+	_ driver.ReadyStore = (*Store)(nil)
 )
 
 // New returns a Store on client, which may be a single-node, Sentinel
@@ -143,7 +157,9 @@ var (
 // passes, or the client is closed. New also logs at Warn a client made
 // without ContextTimeoutEnabled (a *redis.Client, *redis.ClusterClient or
 // *redis.Ring; another UniversalClient is not inspected), whose calls to a
-// server that does not answer outlast their context.
+// server that does not answer outlast their context. With Config.Strict, a
+// read of the settings that failed, and a risk it found, are New's error
+// instead of a warning.
 func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("jobonce: redisstore: New: client is nil")
@@ -167,6 +183,9 @@ func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 	if c.WaitTimeout == 0 {
 		c.WaitTimeout = time.Second
 	}
+	if c.Strict && c.SkipEvictionCheck {
+		return nil, errors.New("jobonce: redisstore: Config.Strict needs the check of the server's settings that Config.SkipEvictionCheck skips")
+	}
 	if _, ring := client.(*redis.Ring); ring {
 		// A Ring routes a key-less WAIT to any shard, not to the connection
 		// of the writes it must cover.
@@ -178,7 +197,7 @@ func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 		}
 	}
 	_, cluster := client.(*redis.ClusterClient)
-	s := &Store{client: client, logger: c.Logger, wait: waitFor{replicas: c.WaitReplicas, aof: c.WaitAOF, timeout: c.WaitTimeout}, legacy: c.LegacyMarkers, retries: retries(client), cluster: cluster}
+	s := &Store{client: client, logger: c.Logger, wait: waitFor{replicas: c.WaitReplicas, aof: c.WaitAOF, timeout: c.WaitTimeout}, legacy: c.LegacyMarkers, strict: c.Strict, retries: retries(client), cluster: cluster}
 	if c.CheckEvery == 0 {
 		c.CheckEvery = 30 * time.Second
 	}
@@ -193,6 +212,11 @@ func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 	warnContextTimeouts(c.Logger, client)
 	if !c.SkipEvictionCheck || c.WaitAOF {
 		if err := s.startUp(c.CheckEvery, !c.SkipEvictionCheck, c.WaitAOF); err != nil {
+			return nil, err
+		}
+	}
+	if c.Strict {
+		if err := s.watch.strictRisks("New"); err != nil {
 			return nil, err
 		}
 	}

@@ -32,7 +32,8 @@ var errNoAnswer = fmt.Errorf("jobonce: redisstore: no answer within %s; "+
 // has a TTL) and of the completion signal's channels (checkChannels); with
 // probe, the WAITAOF probe. A read that did not end by then is left to end
 // on its own (see New). A check that could not run says so at Warn, and the
-// first claim makes it again. The error is the probe's refusal.
+// first claim makes it again; under Config.Strict it is the error. The error
+// is otherwise the probe's refusal.
 func (s *Store) startUp(every time.Duration, check, probe bool) error {
 	wait, stop := context.WithTimeout(context.Background(), startupTimeout)
 	defer stop()
@@ -49,6 +50,9 @@ func (s *Store) startUp(every time.Duration, check, probe bool) error {
 	}
 	if check {
 		if err := awaitRead(wait, checked); err != nil {
+			if s.strict {
+				return s.uncheckedError(err)
+			}
 			s.watch.checkLater(false)
 			s.logger.Warn("jobonce: redisstore: New could not check the server's eviction policy and persistence, "+
 				"which can lose done markers; the first claim checks again", "error", redacted(err, s.client))

@@ -37,6 +37,8 @@ type watch struct {
 	logger  *slog.Logger
 	events  metric.Int64Counter
 
+	latest atomic.Pointer[[]redisops.ServerInfo] // the servers as the last check that succeeded read them
+
 	mu    sync.Mutex                     // one check at a time; guards what follows
 	last  map[string]redisops.ServerInfo // by address; nil before the first check
 	risks map[string]redisops.Risk       // address and kind → the risk, while it lasts
@@ -119,6 +121,7 @@ func (w *watch) check(ctx context.Context, client redis.UniversalClient) error {
 		w.compareRisks(ctx, info)
 	}
 	w.last = now
+	w.latest.Store(&infos)
 	return nil
 }
 

@@ -7,8 +7,8 @@
 //
 // The suite covers the Store contract (claim, race, expiry takeover, token
 // safety, extend, complete, release, retention, fingerprints, results, batch
-// operations, fences, bad input) and the Guard's behaviour on top of the
-// store.
+// operations, fences, bad input, and Ready for a driver.ReadyStore) and the
+// Guard's behaviour on top of the store.
 // Beyond what driver.Store's documentation says, it holds every store to these
 // rules:
 //

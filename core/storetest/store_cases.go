@@ -51,6 +51,7 @@ func RunStore(t *testing.T, newStore NewStore) {
 		{"LapsedHolderFenced", lapsedHolderFenced},
 		{"BatchFences", batchFences},
 		{"DoneRemaining", doneRemaining},
+		{"Ready", ready},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -676,6 +677,26 @@ func cancelledContextEveryCall(t *testing.T, s *suite) {
 		require.LessOrEqual(t, r.Remaining, 20*time.Second, "a cancelled Extend did not extend")
 		require.NoError(t, s.store.Release(live, key, tok))
 	}
+}
+
+// ready: a driver.ReadyStore that answers claims is ready, and a call of
+// Ready with a cancelled or expired context returns an error wrapping the
+// context's error.
+func ready(t *testing.T, s *suite) {
+	rs, ok := s.store.(driver.ReadyStore)
+	if !ok {
+		t.Skip("store is not a driver.ReadyStore")
+	}
+	live := ctx(t)
+	_, err := s.store.Claim(live, claimReq(s.key("ready"), driver.NewToken(), "", time.Minute))
+	require.NoError(t, err)
+	require.NoError(t, rs.Ready(live))
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	requireCancelled(t, rs.Ready(cancelled), context.Canceled, "Ready")
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	requireCancelled(t, rs.Ready(expired), context.DeadlineExceeded, "Ready")
 }
 
 // batchCancelledContext: a batch call with a cancelled or expired context

@@ -224,7 +224,7 @@ func (i ServerInfo) Risks(maxLag time.Duration) []Risk {
 	}
 	if i.ConfigKnown && !i.AppendOnly && !i.SaveConfigured {
 		risks = append(risks, Risk{RiskPersistence,
-			"no AOF and no RDB save: duplicates can run after a restart, which forgets every done marker"})
+			"no AOF and no RDB save: duplicates can run after a restart, which forgets every done marker; use appendonly yes"})
 	}
 	if i.Role == "master" {
 		switch {

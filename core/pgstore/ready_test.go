@@ -1,0 +1,71 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/testenv"
+)
+
+// A Guard on a database that answers is ready; one whose database cannot be
+// reached, or whose table was dropped, answers ErrStoreUnavailable with the
+// cause, and is ready again once the database is back.
+func TestReadyFollowsTheDatabase(t *testing.T) {
+	t.Parallel()
+	direct, schema := testenv.Postgres(t)
+	migratedStore(t, direct, nil)
+	flaky := testenv.StartFlaky(t, "127.0.0.1:5432")
+	cfg, err := pgxpool.ParseConfig("postgres://postgres@" + flaky.Addr() + "/test?sslmode=disable")
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	viaProxy, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(viaProxy.Close)
+	s, err := pgstore.New(ctxT(t), viaProxy, nil)
+	require.NoError(t, err)
+	g, err := core.New(s, &core.Config{Logger: testenv.Quiet, StoreTimeout: time.Second})
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, s.Ready(ctx))
+	require.NoError(t, g.Ready(ctx))
+
+	flaky.Cut()
+	err = g.Ready(ctx)
+	require.ErrorIs(t, err, core.ErrStoreUnavailable)
+	require.NotErrorIs(t, err, core.ErrStoreRisk)
+	flaky.Restore()
+	require.NoError(t, g.Ready(ctx))
+
+	_, err = direct.Exec(ctx, "DROP TABLE jobonce_keys")
+	require.NoError(t, err)
+	err = g.Ready(ctx)
+	require.ErrorIs(t, err, core.ErrStoreUnavailable)
+	require.ErrorIs(t, err, pgstore.ErrNotMigrated)
+}
+
+// A database that does not answer makes Ready answer ErrStoreUnavailable
+// within the Guard's StoreTimeout.
+func TestReadyAnswersWithinStoreTimeout(t *testing.T) {
+	t.Parallel()
+	direct, schema := testenv.Postgres(t)
+	migratedStore(t, direct, nil)
+	pool, proxy := proxied(t, schema)
+	s, err := pgstore.New(ctxT(t), pool, nil)
+	require.NoError(t, err)
+	g, err := core.New(s, &core.Config{Logger: testenv.Quiet, StoreTimeout: 300 * time.Millisecond})
+	require.NoError(t, err)
+	pool.Reset()                             // a new connection sends the statement's text
+	proxy.LoseRequestOnce([]byte("LIMIT 0")) // the statement Ready sends
+	start := time.Now()
+	err = g.Ready(context.Background())
+	require.Less(t, time.Since(start), 5*time.Second, "bounded by StoreTimeout")
+	require.True(t, proxy.Silenced(), "the statement was lost")
+	require.ErrorIs(t, err, core.ErrStoreUnavailable)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}

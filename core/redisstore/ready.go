@@ -1,0 +1,47 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobonce/jobonce/internal/redisops"
+)
+
+// Ready implements driver.ReadyStore, for core.Guard.Ready: it sends PING
+// to every server the client writes to (each primary of a Cluster client,
+// each live shard of a Ring), each ending by ctx's deadline whatever the
+// client's ContextTimeoutEnabled, then makes the check of the servers'
+// settings if one is due (Config.CheckEvery). With Config.Strict, a risk the
+// latest check found gives an error matching driver.ErrStoreRisk.
+func (s *Store) Ready(ctx context.Context) error {
+	if err := s.ping(ctx); err != nil {
+		return fmt.Errorf("jobonce: redisstore: PING: %w", redactedError(cancelled(ctx, err), s.client))
+	}
+	s.checkIfDue(ctx)
+	if s.strict {
+		return s.watch.strictRisks("Ready")
+	}
+	return nil
+}
+
+// ping sends PING to every server the client writes to.
+func (s *Store) ping(ctx context.Context) error {
+	ping := func(ctx context.Context, client *redis.Client) error {
+		c, err := redisops.BoundedBy(ctx, client)
+		if err != nil {
+			return err
+		}
+		return c.Ping(ctx).Err()
+	}
+	switch c := s.client.(type) {
+	case *redis.Client:
+		return ping(ctx, c)
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, ping)
+	case *redis.Ring:
+		return c.ForEachShard(ctx, ping)
+	}
+	return s.client.Ping(ctx).Err()
+}

@@ -1,0 +1,62 @@
+package redisstore
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/redisops"
+)
+
+// riskError is the error of a Store made with Config.Strict whose servers
+// can lose done markers. It matches driver.ErrStoreRisk.
+type riskError struct{ msg string }
+
+func (e *riskError) Error() string        { return e.msg }
+func (e *riskError) Is(target error) bool { return target == driver.ErrStoreRisk }
+
+// strictRisks returns, for the call op of a Store made with Config.Strict,
+// the error naming each setting of the servers, as the latest check read
+// them, that can lose done markers: an eviction policy but noeviction, no
+// persistence (redisops.ServerInfo.Risks; a primary without replicas is a
+// deployment's choice, which jobonce check reports). It is nil when none
+// can, or before a check has succeeded.
+func (w *watch) strictRisks(op string) error {
+	infos := w.latest.Load()
+	if infos == nil {
+		return nil
+	}
+	var servers []string
+	for _, info := range *infos {
+		var details []string
+		for _, r := range info.Risks(0) {
+			if r.Kind != redisops.RiskReplication {
+				details = append(details, r.Detail)
+			}
+		}
+		if len(details) > 0 {
+			servers = append(servers, "at "+cmp.Or(info.Addr, "the primary")+": "+strings.Join(details, "; and "))
+		}
+	}
+	if len(servers) == 0 {
+		return nil
+	}
+	return &riskError{"jobonce: redisstore: " + op + ": Config.Strict refuses Redis " + strings.Join(servers, "; and ")}
+}
+
+// uncheckedError returns New's error, under Config.Strict, for its check of
+// the server's settings that failed with err: it wraps driver.ErrUnreachable
+// unless the server answered (a refused AUTH or INFO).
+func (s *Store) uncheckedError(err error) error {
+	const msg = "jobonce: redisstore: New: could not read the server's eviction policy and persistence, which Config.Strict needs"
+	cause := redactedError(err, s.client)
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		return fmt.Errorf("%s: %w", msg, cause)
+	}
+	return fmt.Errorf("%s: %w: %w", msg, driver.ErrUnreachable, cause)
+}
