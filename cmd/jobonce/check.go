@@ -27,7 +27,7 @@ wait for a running job poll rather than being woken; a note, not a risk). On Pos
 and synchronous_commit, the standbys and whether commits wait for one, the largest flush lag, the
 table, its fence column and expiry index (a missing table or column fails check, exit 1: workers
 cannot start on it), and the expired rows waiting for Prune. It exits 2 when a risk is of a
--fail-on kind, so it can run as a readiness probe or a CI step.`,
+-fail-on kind, so it can gate a deploy (a CI step, an init container).`,
 	flags: func(fs *flag.FlagSet, o *options) {
 		fs.StringVar(&o.failOn, "fail-on", "all", "risk kinds that fail it (exit 2), comma-separated among eviction, persistence, replication; or all, or none")
 		fs.DurationVar(&o.maxLag, "max-lag", 10*time.Second, "replica lag above which replication is a risk")

@@ -93,8 +93,8 @@
 // present and valid (a missing table or column fails check: workers cannot
 // start), and how many expired rows wait for Prune. -fail-on lists the
 // kinds of risk (eviction, persistence, replication, or all, the default,
-// or none) that make it fail, so it can run as a readiness probe or a CI
-// step; -max-lag is the replica lag above which replication is a risk.
+// or none) that make it fail, so it can gate a deploy (a CI step, an init
+// container; a running worker answers Guard.Ready); -max-lag is the replica lag above which replication is a risk.
 //
 // # inspect, release, forget
 //
@@ -138,7 +138,7 @@
 // store unreachable, a table not migrated, a release or forget refused,
 // declined or failed, a key absent for inspect, release or forget; 2 when
 // check found a risk of a -fail-on kind. No command is 1, not 2, so that a
-// readiness probe never reads a wrong invocation as a risk.
+// deploy gate never reads a wrong invocation as a risk.
 package main
 
 import (
