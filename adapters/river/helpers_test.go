@@ -177,6 +177,7 @@ func txGuard(t testing.TB, store *pgstore.Store) *core.TxGuard[pgx.Tx] {
 	t.Helper()
 	g, err := core.New(store, nil)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Close() })
 	tg, err := core.NewTxGuard[pgx.Tx](g)
 	require.NoError(t, err)
 	return tg

@@ -87,6 +87,7 @@ func txWith(t testing.TB, s *pgstore.Store, cfg *core.Config) txMode {
 	t.Helper()
 	g, err := core.New(s, cfg)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Close() })
 	tg, err := core.NewTxGuard[pgx.Tx](g)
 	require.NoError(t, err)
 	return txMode{s: s, g: g, tg: tg}

@@ -233,6 +233,7 @@ func runChaos(t *testing.T, opts ChaosOptions, mode chaosMode, top, seed uint64)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = g.Close() })
 	r.g = g
 
 	stop := make(chan struct{})

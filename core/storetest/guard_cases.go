@@ -73,6 +73,7 @@ func (s *suite) guard(store driver.Store, cfg core.Config) *core.Guard {
 	}
 	g, err := core.New(store, &cfg)
 	require.NoError(s.t, err)
+	s.t.Cleanup(func() { _ = g.Close() })
 	return g
 }
 

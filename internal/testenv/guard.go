@@ -32,6 +32,7 @@ func NewGuard(t testing.TB, store driver.Store, cfg *core.Config) *core.Guard {
 	if err != nil {
 		t.Fatalf("core.New: %v", err)
 	}
+	t.Cleanup(func() { _ = g.Close() }) // its completion signal's connection, if any
 	return g
 }
 
