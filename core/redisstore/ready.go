@@ -17,7 +17,7 @@ import (
 // latest check found gives an error matching driver.ErrStoreRisk.
 func (s *Store) Ready(ctx context.Context) error {
 	if err := s.ping(ctx); err != nil {
-		return fmt.Errorf("jobonce: redisstore: PING: %w", redactedError(cancelled(ctx, err), s.client))
+		return fmt.Errorf("jobonce: redisstore: PING %w", redactedError(cancelled(ctx, err), s.client))
 	}
 	s.checkIfDue(ctx)
 	if s.strict {
@@ -30,10 +30,13 @@ func (s *Store) Ready(ctx context.Context) error {
 func (s *Store) ping(ctx context.Context) error {
 	ping := func(ctx context.Context, client *redis.Client) error {
 		c, err := redisops.BoundedBy(ctx, client)
-		if err != nil {
-			return err
+		if err == nil {
+			err = c.Ping(ctx).Err()
 		}
-		return c.Ping(ctx).Err()
+		if err != nil {
+			return &serverError{client.Options().Addr, err}
+		}
+		return nil
 	}
 	switch c := s.client.(type) {
 	case *redis.Client:
@@ -43,5 +46,17 @@ func (s *Store) ping(ctx context.Context) error {
 	case *redis.Ring:
 		return c.ForEachShard(ctx, ping)
 	}
-	return s.client.Ping(ctx).Err()
+	if err := s.client.Ping(ctx).Err(); err != nil {
+		return &serverError{"the server", err}
+	}
+	return nil
 }
+
+// serverError is the error of a call to the server at addr.
+type serverError struct {
+	addr string
+	err  error
+}
+
+func (e *serverError) Error() string { return "on " + e.addr + ": " + e.err.Error() }
+func (e *serverError) Unwrap() error { return e.err }

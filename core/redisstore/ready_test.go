@@ -40,8 +40,24 @@ func TestReadyOfAnUnreachableRedisIsUnavailable(t *testing.T) {
 	err = readyGuard(t, s, time.Second).Ready(context.Background())
 	require.ErrorIs(t, err, core.ErrStoreUnavailable)
 	require.NotErrorIs(t, err, core.ErrStoreRisk)
-	require.ErrorContains(t, err, "jobonce: redisstore: PING: dial tcp 127.0.0.1:1")
+	require.ErrorContains(t, err, "jobonce: redisstore: PING on 127.0.0.1:1: dial tcp 127.0.0.1:1")
 	require.ErrorContains(t, err, "connection refused")
+}
+
+// A client that retries its dials (go-redis's default) runs out a readiness
+// probe's short deadline: Ready's error, the deadline's, still names the
+// server it could not reach.
+func TestReadyOfAnUnreachableRedisNamesItsAddress(t *testing.T) {
+	t.Parallel()
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	s, err := redisstore.New(client, &redisstore.Config{Logger: quiet, SkipEvictionCheck: true})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err = readyGuard(t, s, 5*time.Second).Ready(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "jobonce: redisstore: PING on 127.0.0.1:1: ")
 }
 
 // A Redis that stops answering (SIGSTOP) makes Ready answer

@@ -2,9 +2,11 @@ package redisstore
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -50,7 +52,8 @@ func (w *watch) strictRisks(op string) error {
 
 // uncheckedError returns New's error, under Config.Strict, for its check of
 // the server's settings that failed with err: it wraps driver.ErrUnreachable
-// unless the server answered (a refused AUTH or INFO).
+// unless the server answered (a refused AUTH or INFO). A check that ran out
+// of time is followed by one dial (dialCause), whose error names the cause.
 func (s *Store) uncheckedError(err error) error {
 	const msg = "jobonce: redisstore: New: could not read the server's eviction policy and persistence, which Config.Strict needs"
 	cause := redactedError(err, s.client)
@@ -58,5 +61,35 @@ func (s *Store) uncheckedError(err error) error {
 	if errors.As(err, &reply) {
 		return fmt.Errorf("%s: %w", msg, cause)
 	}
+	if dialErr := dialCause(err, s.client); dialErr != nil {
+		return fmt.Errorf("%s: %w: %w; a dial after it: %w", msg, driver.ErrUnreachable, cause, redactedError(dialErr, s.client))
+	}
 	return fmt.Errorf("%s: %w: %w", msg, driver.ErrUnreachable, cause)
+}
+
+// dialCauseTimeout bounds dialCause's dial.
+const dialCauseTimeout = 250 * time.Millisecond
+
+// dialCause returns the error of one dial to the server of client, a
+// *redis.Client, made after a read that ended with err, its deadline or no
+// answer: a client that retries its dials (go-redis's default) runs out the
+// deadline and hides their error, such as a refused connection. It is nil
+// for other errors, other clients, or a dial that succeeds.
+func dialCause(err error, client redis.UniversalClient) error {
+	c, ok := client.(*redis.Client)
+	if !ok || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, errNoAnswer) {
+		return nil
+	}
+	opt := c.Options()
+	if opt.Dialer == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), dialCauseTimeout)
+	defer cancel()
+	conn, err := opt.Dialer(ctx, opt.Network, opt.Addr)
+	if err != nil {
+		return err
+	}
+	_ = conn.Close()
+	return nil
 }

@@ -32,6 +32,19 @@ func TestStrictNewRefusesAServerItCannotReach(t *testing.T) {
 	require.ErrorContains(t, err, "connection refused")
 }
 
+// Under Strict, a server New cannot reach through a client that retries its
+// dials (go-redis's default) until New's 2s end is New's error too, naming
+// the dial's cause rather than the deadline alone.
+func TestStrictNewNamesTheCauseBehindAClientsRetries(t *testing.T) {
+	t.Parallel()
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	_, err := strict(client)
+	require.ErrorIs(t, err, driver.ErrUnreachable)
+	require.ErrorContains(t, err, "INFO on 127.0.0.1:1: ")
+	require.ErrorContains(t, err, "dial tcp 127.0.0.1:1: connect: connection refused")
+}
+
 // Under Strict, a server that does not answer New's check within its 2s is
 // New's error, with the timeout that ended the read.
 func TestStrictNewRefusesAServerThatDoesNotAnswer(t *testing.T) {
