@@ -38,7 +38,9 @@ import (
 	// Packages the snippets import and no example does, so that go mod tidy
 	// keeps their modules in go.mod and go.sum.
 	_ "github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	_ "github.com/prometheus/client_golang/prometheus/promhttp"
 	_ "github.com/riverqueue/river/rivertype"
+	_ "go.opentelemetry.io/otel/exporters/prometheus"
 	_ "go.opentelemetry.io/otel/sdk/metric"
 )
 
@@ -92,6 +94,9 @@ var imports = map[string]string{
 	"gochannel":     "github.com/ThreeDotsLabs/watermill/pubsub/gochannel",
 	"watermillonce": "github.com/jobonce/jobonce/adapters/watermill",
 	"sdkmetric":     "go.opentelemetry.io/otel/sdk/metric",
+	"otel":          "go.opentelemetry.io/otel",
+	"otelprom":      "go.opentelemetry.io/otel/exporters/prometheus",
+	"promhttp":      "github.com/prometheus/client_golang/prometheus/promhttp",
 }
 
 // prelude declares the values fragments may use without making them.
