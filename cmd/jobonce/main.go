@@ -104,9 +104,10 @@
 // its lease ends, since a holder cut off from the store (a partition, a hung
 // call, an exhausted pool) runs its job on until its own deadline and looks
 // the same as a crashed one. Without -force it refuses (exit 1) and says
-// what it saw and when the claim expires by itself. It first watches the
-// lease for a third of the lease left plus 250ms, at most -watch (a live
-// holder's heartbeat renews the claim every Lease/3, so within a third of
+// what it saw and when the claim expires by itself (or that its holder
+// renews it). It first watches the lease for a third of the lease left plus
+// 250ms, at most -watch (a live holder's heartbeat renews the claim every
+// Lease/3, so within a third of
 // whatever lease is left; the 250ms are the renewal's round trip and
 // scheduling), and tells: the holder is alive and renewing (the lease rose);
 // no renewal seen (its holder is probably dead, cut off from the store, or

@@ -22,8 +22,9 @@ lease expires, but only with -force: no observation made from outside proves a h
 its lease ends, since a holder cut off from the store runs its job on until its own deadline. It
 first watches the lease (a third of the lease left plus 250ms, at most -watch) and says what it
 saw: the holder renewing, no renewal, a claim never renewed, or one it cannot date. Without -force
-it refuses (exit 1) and says when the claim expires by itself. The delete is token-checked: it
-never deletes a claim taken after the inspection, nor a done marker (forget deletes those).`,
+it refuses (exit 1) and says when the claim expires by itself, or that its holder renews it. The
+delete is token-checked: it never deletes a claim taken after the inspection, nor a done marker
+(forget deletes those).`,
 	flags: func(fs *flag.FlagSet, o *options) {
 		fs.BoolVar(&o.force, "force", false, "delete the running claim, at the risk of a second copy running beside a holder alive but cut off from the store; without it, release only says what it saw")
 		fs.DurationVar(&o.watch, "watch", defaultWatch, "the longest it watches the lease for a renewal by a live holder (it watches for a third of the lease left plus 250ms); 0 skips the watch")
@@ -96,7 +97,7 @@ func leaseTolerance(lease time.Duration) time.Duration {
 // opt.watch, and says what it saw: the holder renewing, no renewal, a claim
 // never renewed (its age plus lease left, by the fence, do not exceed
 // opt.lease), or one it cannot date (no fence); and when the claim expires
-// by itself. The delete is token-checked: it removes only the claim it
+// by itself, or that its holder renews it. The delete is token-checked: it removes only the claim it
 // watched, never one taken since, nor a done marker.
 func release(ctx context.Context, store claimStore, out io.Writer, key string, rec record, opt releaseOptions) error {
 	if rec.State != driver.StateRunning {
@@ -145,7 +146,11 @@ func release(ctx context.Context, store claimStore, out io.Writer, key string, r
 		diagnosis = seen + ": " + diagnosis
 	}
 	if !opt.force {
-		return fmt.Errorf("release: refused: %s; the claim expires by itself in %s; -force deletes it now, at the risk of a second copy running beside a holder that is alive but %s", diagnosis, last.TTL, cutOff)
+		ends := fmt.Sprintf("the claim expires by itself in %s", last.TTL)
+		if alive {
+			ends = fmt.Sprintf("its lease (%s left) is renewed while its job runs: the claim ends with the job", last.TTL)
+		}
+		return fmt.Errorf("release: refused: %s; %s; -force deletes it now, at the risk of a second copy running beside a holder that is alive but %s", diagnosis, ends, cutOff)
 	}
 	return releaseClaim(ctx, store, out, key, rec, diagnosis)
 }

@@ -141,6 +141,8 @@ func TestReleaseRefusesAClaimItsHolderRenews(t *testing.T) {
 
 	out, err := e.run(t, "release", "job-1")
 	require.ErrorContains(t, err, "alive and renewing", "output:\n%s", out)
+	require.ErrorContains(t, err, "is renewed while its job runs: the claim ends with the job")
+	require.NotContains(t, err.Error(), "expires by itself", "a renewed claim does not")
 	require.ErrorContains(t, err, "-force")
 	require.Contains(t, out, "watch")
 	require.NotContains(t, out, "released")
