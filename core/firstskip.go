@@ -46,6 +46,15 @@ var firstSkipHints = map[string]string{
 	"watermill": "watermillonce: set Config.Key (the message UUID, a metadata field), or exempt messages with Config.Skip",
 }
 
+// firstSkipKeys names, by Job.Source, what an adapter's default key is
+// made of, in the adapter's words.
+var firstSkipKeys = map[string]string{
+	"asynq":     "task type and payload hash",
+	"river":     "kind and args hash",
+	"sqs":       "queue and body hash",
+	"watermill": "handler, topic and payload hash",
+}
+
 // firstSkipMessage returns the message of the Info record of a kind's first
 // skip under an adapter's default key; shadow is true for a job that shadow
 // mode ran and enforcement would skip.
@@ -58,6 +67,10 @@ func firstSkipMessage(source string, shadow bool) string {
 	if shadow {
 		what = "jobonce: shadow mode ran a job that enforcement would skip as a duplicate"
 	}
-	return what + " under the default key (kind and payload hash), the first of its kind; " +
+	key, ok := firstSkipKeys[source]
+	if !ok {
+		key = "kind and payload hash"
+	}
+	return what + " under the default key (" + key + "), the first of its kind; " +
 		"later ones are logged at Debug. If this work repeats on purpose, key it by occurrence: " + hint
 }

@@ -129,3 +129,25 @@ func TestShadowModeLogsTheFirstWouldBeSkipAtInfo(t *testing.T) {
 		require.Equal(t, slog.LevelDebug, r.Level, "a named key's would-be skips stay at Debug: %s", r.Message)
 	}
 }
+
+// The first skip's message names what the adapter's default key is made of,
+// in the adapter's own words (an SQS queue and body, a Watermill handler and
+// topic).
+func TestFirstSkipNamesTheAdaptersDefaultKey(t *testing.T) {
+	t.Parallel()
+	for source, want := range map[string]string{
+		"asynq":     "(task type and payload hash)",
+		"river":     "(kind and args hash)",
+		"sqs":       "(queue and body hash)",
+		"watermill": "(handler, topic and payload hash)",
+		"":          "(kind and payload hash)",
+	} {
+		var logs testenv.Records
+		g := testenv.NewGuard(t, memstore.New(), &core.Config{Logger: logs.Logger()})
+		job := core.Job{Key: "k:" + core.Fingerprint(nil), Kind: "k", Source: source, DefaultKey: true}
+		runTwice(t, g, job, 1)
+		skips := logs.Where("outcome", "duplicate")
+		require.Len(t, skips, 1, "source %q", source)
+		require.Contains(t, skips[0].Message, "under the default key "+want, "source %q", source)
+	}
+}
