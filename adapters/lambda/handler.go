@@ -59,6 +59,13 @@ type Config struct {
 	// the queue's visibility timeout lapses (warned about once).
 	Client Client
 
+	// QueueURL returns the URL of the queue named by a record's event source
+	// ARN, for the visibility changes: for an SQS endpoint of your own, such
+	// as a local server. Defaults to nil: https://sqs.<region>.amazonaws.com
+	// (amazonaws.com.cn in China), the account and the queue's name, as
+	// SQS's own URLs read.
+	QueueURL func(arn string) string
+
 	// Margin is how long before the invocation's deadline the handlers'
 	// contexts end and no further claim is made, so that the done markers,
 	// releases and visibility changes are written and the response returned
@@ -177,6 +184,11 @@ func (w *wrapper) queueOf(arn string) (*queue, error) {
 	var err error
 	if q.rules, err = w.cfg.SQS.Rules(w.g, q.url); err != nil {
 		return nil, err
+	}
+	if w.cfg.QueueURL != nil {
+		if u := w.cfg.QueueURL(arn); u != "" {
+			q.url = u
+		}
 	}
 	actual, _ := w.queues.LoadOrStore(arn, q)
 	return actual.(*queue), nil
