@@ -92,6 +92,9 @@ var imports = map[string]string{
 	"gochannel":     "github.com/ThreeDotsLabs/watermill/pubsub/gochannel",
 	"watermillonce": "github.com/jobonce/jobonce/adapters/watermill",
 	"sdkmetric":     "go.opentelemetry.io/otel/sdk/metric",
+	"lambdaonce":    "github.com/jobonce/jobonce/adapters/lambda",
+	"events":        "github.com/aws/aws-lambda-go/events",
+	"lambda":        "github.com/aws/aws-lambda-go/lambda",
 }
 
 // prelude declares the values fragments may use without making them.
