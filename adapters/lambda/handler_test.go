@@ -1,9 +1,11 @@
 package lambdaonce_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -457,3 +459,52 @@ func deleteAll(t testing.TB, c *sqs.Client, q testQueue, ev events.SQSEvent) {
 // sqsConfigNoWait is a Config under which a copy of a running job does not
 // wait for it.
 func sqsConfigNoWait() sqsonce.Config { return sqsonce.Config{WaitRunning: -1} }
+
+// Without a Client, a running copy is listed and left to the queue's
+// visibility timeout, with one warning naming the setting.
+func TestRunningCopyWithoutClient(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	q := createQueue(t, c, 30, false)
+	sendAll(t, c, q, []string{"busy"}, nil)
+	ev := receiveN(t, c, q, 1)
+
+	g := testenv.RedisGuard(t, nil)
+	hold, held := make(chan struct{}), make(chan struct{})
+	otherDone := make(chan error, 1)
+	go func() {
+		h := mustWrap(t, g, func(context.Context, events.SQSMessage) error { close(held); <-hold; return nil }, nil)
+		_, err := h(context.Background(), ev)
+		otherDone <- err
+	}()
+	<-held
+	var logs syncBuffer
+	h := mustWrap(t, g, func(context.Context, events.SQSMessage) error { return errors.New("ran twice") },
+		&lambdaonce.Config{SQS: sqsonce.Config{WaitRunning: -1, Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
+	for range 2 {
+		resp, err := h(context.Background(), ev)
+		require.NoError(t, err)
+		require.Equal(t, idsOf(ev, "busy"), failed(resp))
+	}
+	require.Equal(t, 1, strings.Count(logs.String(), "Config.Client is nil"), "%s", logs.String())
+	close(hold)
+	require.NoError(t, <-otherDone)
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
