@@ -308,18 +308,21 @@ func TestJobsEndBeforeTheInvocationsDeadline(t *testing.T) {
 	ev := receiveN(t, c, q, 1)
 
 	g := testenv.RedisGuard(t, nil)
-	var ended atomic.Bool
-	h := mustWrap(t, g, func(ctx context.Context, m events.SQSMessage) error {
-		<-ctx.Done()
-		ended.Store(true)
-		return ctx.Err()
-	}, &lambdaonce.Config{Margin: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
+	invocation, _ := ctx.Deadline()
+	var jobDeadline time.Time
+	var jobErr error
+	h := mustWrap(t, g, func(ctx context.Context, m events.SQSMessage) error {
+		jobDeadline, _ = ctx.Deadline()
+		<-ctx.Done()
+		jobErr = ctx.Err()
+		return jobErr
+	}, &lambdaonce.Config{Margin: time.Second})
 	resp, err := h(ctx, ev)
 	require.NoError(t, err)
-	require.NoError(t, ctx.Err(), "the handler returned after the invocation's deadline")
-	require.True(t, ended.Load())
+	require.Equal(t, invocation.Add(-time.Second), jobDeadline, "the job's deadline")
+	require.ErrorIs(t, jobErr, context.DeadlineExceeded)
 	require.Equal(t, idsOf(ev, "long"), failed(resp))
 
 	// The claim was released: the next delivery runs at once.
@@ -340,13 +343,14 @@ func TestHeartbeatKeepsLongJobs(t *testing.T) {
 	sendAll(t, c, q, []string{"slow", "slow"}, nil)
 	ev := receiveN(t, c, q, 2)
 
-	lease := 300 * time.Millisecond
+	lease := time.Second
 	g := testenv.RedisGuard(t, &core.Config{Lease: lease})
 	probe := make(chan []string, 1)
+	var twice atomic.Bool
 	h := mustWrap(t, g, func(ctx context.Context, m events.SQSMessage) error {
-		time.Sleep(4 * lease) // the job's work, past its lease
+		time.Sleep(5 * lease / 2) // the job's work, past its lease
 		// A copy delivered now, to another invocation, finds the job running.
-		h2 := mustWrap(t, g, func(context.Context, events.SQSMessage) error { return errors.New("ran twice") }, &lambdaonce.Config{SQS: sqsConfigNoWait()})
+		h2 := mustWrap(t, g, func(context.Context, events.SQSMessage) error { twice.Store(true); return nil }, &lambdaonce.Config{SQS: sqsConfigNoWait()})
 		resp, err := h2(context.Background(), events.SQSEvent{Records: ev.Records[1:]})
 		if err != nil {
 			return err
@@ -358,6 +362,7 @@ func TestHeartbeatKeepsLongJobs(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, resp.BatchItemFailures)
 	require.Equal(t, []string{ev.Records[1].MessageId}, <-probe, "the copy must find the job running")
+	require.False(t, twice.Load(), "the copy ran while the job ran")
 }
 
 // A message run by the Poller is a duplicate for the Lambda handler, and
