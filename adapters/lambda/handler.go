@@ -77,7 +77,7 @@ type Config struct {
 	Concurrency int
 }
 
-// FlushDelay is how long the done markers of a part's finished handlers
+// flushDelay is how long the done markers of a part's finished handlers
 // wait for the part's other handlers, so that they are written in one store
 // round trip.
 const flushDelay = 5 * time.Millisecond

@@ -513,3 +513,37 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Config.SQS.KeyAttribute keys a record by its message attribute, as the
+// Poller does: two messages of a FIFO queue carrying one key run once,
+// where their MessageIds would have run both.
+func TestKeyAttribute(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	q := createQueue(t, c, 30, true)
+	for i := range 2 {
+		_, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{
+			QueueUrl: aws.String(q.url), MessageBody: aws.String("hello"),
+			MessageGroupId: aws.String(fmt.Sprintf("g%d", i)), MessageDeduplicationId: aws.String(fmt.Sprintf("d%d", i)),
+			MessageAttributes: map[string]types.MessageAttributeValue{"job": {DataType: aws.String("String"), StringValue: aws.String("k-1")}},
+		})
+		require.NoError(t, err)
+	}
+	ev := receiveN(t, c, q, 2)
+	var seen calls
+	run := func(h lambdaonce.Handler) {
+		resp, err := h(context.Background(), ev)
+		require.NoError(t, err)
+		require.Empty(t, resp.BatchItemFailures)
+	}
+	run(mustWrap(t, testenv.MemGuard(t, nil), func(_ context.Context, m events.SQSMessage) error {
+		seen.add("attribute")
+		return nil
+	}, &lambdaonce.Config{SQS: sqsonce.Config{KeyAttribute: "job"}}))
+	run(mustWrap(t, testenv.MemGuard(t, nil), func(_ context.Context, m events.SQSMessage) error {
+		seen.add("id")
+		return nil
+	}, nil))
+	require.Equal(t, 1, seen.of("attribute"))
+	require.Equal(t, 2, seen.of("id"))
+}
