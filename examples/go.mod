@@ -4,14 +4,18 @@ go 1.26.0
 
 replace github.com/jobonce/jobonce => ../
 
+replace github.com/jobonce/jobonce/adapters/lambda => ../adapters/lambda
+
 require (
 	github.com/ThreeDotsLabs/watermill v1.5.1
 	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/aws/aws-lambda-go v1.55.1
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/hibiken/asynq v0.26.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/jobonce/jobonce v0.0.0
+	github.com/jobonce/jobonce/adapters/lambda v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.24.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/riverqueue/river v0.51.2

@@ -97,6 +97,9 @@ var imports = map[string]string{
 	"otel":          "go.opentelemetry.io/otel",
 	"otelprom":      "go.opentelemetry.io/otel/exporters/prometheus",
 	"promhttp":      "github.com/prometheus/client_golang/prometheus/promhttp",
+	"lambdaonce":    "github.com/jobonce/jobonce/adapters/lambda",
+	"events":        "github.com/aws/aws-lambda-go/events",
+	"lambda":        "github.com/aws/aws-lambda-go/lambda",
 }
 
 // prelude declares the values fragments may use without making them.

@@ -1,0 +1,13 @@
+// Package lambdaonce runs each Amazon SQS record that AWS Lambda's event
+// source mapping delivers once per key, on top of a jobonce Guard, with
+// partial batch responses:
+//
+//	import lambdaonce "github.com/jobonce/jobonce/adapters/lambda"
+//
+//	h, err := lambdaonce.Wrap(guard, handle, &lambdaonce.Config{Client: sqsClient})
+//	lambda.Start(h)
+//
+// The keys are sqsonce's (see Config.SQS), so a Lambda function and an
+// sqsonce Poller can consume one queue and share its records. See Wrap for
+// what happens to a record, and docs/lambda.md for the setup.
+package lambdaonce

@@ -1,0 +1,530 @@
+package lambdaonce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	sqsonce "github.com/jobonce/jobonce/adapters/sqs"
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/nilcheck"
+)
+
+// HandlerFunc handles one SQS record. An error leaves the record in the
+// queue, to be received again.
+type HandlerFunc func(ctx context.Context, m events.SQSMessage) error
+
+// Handler is the function Wrap returns, for lambda.Start: its response
+// lists the records to be received again (BatchItemFailures).
+type Handler func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
+
+// Client is the part of the SQS API the handler uses: it sets the
+// visibility of records that wait. *sqs.Client satisfies it.
+type Client interface {
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+}
+
+var _ Client = (*sqs.Client)(nil)
+
+// Config sets the handler's keys, delays and limits. A nil *Config gives the
+// defaults; the Config is copied, so later changes to it have no effect.
+type Config struct {
+	// SQS holds the keys and delays, as sqsonce's Poller and Decorate take
+	// them (KeyAttribute, Key, Fingerprint, RunningDelay, FailureDelay,
+	// UnavailableDelay, MaxDelay, WaitRunning, Logger): with the same
+	// settings a record gets the same key here as there, so a Lambda
+	// function and a Poller can consume one queue. Config.Key gets the record
+	// as a types.Message with its id, receipt handle, body, attributes and
+	// message attributes. Defaults to the zero sqsonce.Config.
+	SQS sqsonce.Config
+
+	// Client sets the visibility of the records that wait: a record whose
+	// job runs elsewhere is hidden for the claim's RetryAfter hint (at least
+	// SQS.RunningDelay), doubled per earlier receive, a record not claimed
+	// for a store outage for SQS.UnavailableDelay, and a FIFO record held
+	// back behind its group's first failure is handed back at once. The
+	// function's role then needs sqs:ChangeMessageVisibility. Defaults to
+	// nil: no visibility is changed, and each such record comes back when
+	// the queue's visibility timeout lapses (warned about once).
+	Client Client
+
+	// QueueURL returns the URL of the queue named by a record's event source
+	// ARN, for the visibility changes: for an SQS endpoint of your own, such
+	// as a local server. Defaults to nil: https://sqs.<region>.amazonaws.com
+	// (amazonaws.com.cn in China), the account and the queue's name, as
+	// SQS's own URLs read.
+	QueueURL func(arn string) string
+
+	// Margin is how long before the invocation's deadline the handlers'
+	// contexts end and no further claim is made, so that the done markers,
+	// releases and visibility changes are written and the response returned
+	// before Lambda stops the function. Defaults to 2s.
+	Margin time.Duration
+
+	// Concurrency bounds the handlers running at once; a batch larger than
+	// it is claimed and run in parts of this size. Defaults to 10.
+	Concurrency int
+}
+
+// flushDelay is how long the done markers of a part's finished handlers
+// wait for the part's other handlers, so that they are written in one store
+// round trip.
+const flushDelay = 5 * time.Millisecond
+
+// sqsTimeout bounds each visibility change.
+const sqsTimeout = 10 * time.Second
+
+// Wrap returns a handler for Lambda's SQS event source mapping that runs h
+// once per key (the keys of sqsonce, see Config.SQS) and reports the records
+// to be received again in the response's BatchItemFailures; the function
+// must be subscribed with ReportBatchItemFailures. Each part of the batch
+// (Config.Concurrency records) is claimed in one store round trip and its
+// done markers written in one more.
+//
+// A record is left out of BatchItemFailures, and so deleted, when its
+// handler succeeded or its job is done (a duplicate). It is listed when its
+// handler failed (the claim is released), when its job runs elsewhere (it is
+// hidden for the claim's RetryAfter hint, see Config.Client), when its claim
+// found a conflict or an invalid key (left for the dead-letter queue), when
+// the store could not be reached, and when the invocation's deadline less
+// Config.Margin came before it could run. On a FIFO queue, every record of a
+// message group after one so listed is listed too, unrun, so the group keeps
+// its order.
+//
+// The handler returns an error, and lists every record, only when no record
+// could be judged: the store could not be reached (an error matching
+// core.ErrStoreUnavailable) or the deadline came first. It returns an error,
+// running nothing, for an event that no event source mapping sends: one
+// without records, or with a record that has no messageId, no
+// receiptHandle, no SQS eventSourceARN, or, on a FIFO queue, no
+// MessageGroupId attribute.
+//
+// Wrap returns an error for a nil Guard or handler, or an invalid Config.
+func Wrap(g *core.Guard, h HandlerFunc, cfg *Config) (Handler, error) {
+	if g == nil {
+		return nil, errors.New("jobonce: lambdaonce: Wrap: Guard is nil")
+	}
+	if h == nil {
+		return nil, errors.New("jobonce: lambdaonce: Wrap: handler is nil")
+	}
+	w := &wrapper{g: g, h: h}
+	if cfg != nil {
+		w.cfg = *cfg
+	}
+	if nilcheck.IsNil(w.cfg.Client) {
+		w.cfg.Client = nil
+	}
+	switch {
+	case w.cfg.Margin < 0:
+		return nil, fmt.Errorf("jobonce: lambdaonce: Config.Margin must not be negative, got %s", w.cfg.Margin)
+	case w.cfg.Margin == 0:
+		w.cfg.Margin = 2 * time.Second
+	}
+	switch {
+	case w.cfg.Concurrency < 0:
+		return nil, fmt.Errorf("jobonce: lambdaonce: Config.Concurrency must not be negative, got %d", w.cfg.Concurrency)
+	case w.cfg.Concurrency == 0:
+		w.cfg.Concurrency = 10
+	}
+	// The Config's own checks, on a queue of no importance.
+	if _, err := w.cfg.SQS.Rules(g, "https://sqs.us-east-1.amazonaws.com/000000000000/check"); err != nil {
+		return nil, err
+	}
+	w.log = w.cfg.SQS.Logger
+	if w.log == nil {
+		w.log = g.Logger()
+	}
+	return w.handle, nil
+}
+
+type wrapper struct {
+	g      *core.Guard
+	h      HandlerFunc
+	cfg    Config
+	log    *slog.Logger
+	queues sync.Map    // event source ARN → *queue
+	warned atomic.Bool // about a visibility not changed for want of a Client
+}
+
+// queue is one event source: an SQS queue.
+type queue struct {
+	url   string
+	name  string
+	fifo  bool
+	rules *sqsonce.Rules
+}
+
+// queueOf returns the queue named by an SQS event source ARN
+// (arn:partition:sqs:region:account:name), or an error.
+func (w *wrapper) queueOf(arn string) (*queue, error) {
+	if q, ok := w.queues.Load(arn); ok {
+		return q.(*queue), nil
+	}
+	parts := strings.Split(arn, ":")
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sqs" || parts[3] == "" || parts[4] == "" || parts[5] == "" {
+		return nil, fmt.Errorf("eventSourceARN %q is not an SQS queue's ARN", arn)
+	}
+	region, account, name := parts[3], parts[4], parts[5]
+	host := "sqs." + region + ".amazonaws.com"
+	if strings.HasPrefix(parts[1], "aws-cn") {
+		host += ".cn"
+	}
+	q := &queue{url: "https://" + host + "/" + account + "/" + name, name: name, fifo: strings.HasSuffix(name, ".fifo")}
+	var err error
+	if q.rules, err = w.cfg.SQS.Rules(w.g, q.url); err != nil {
+		return nil, err
+	}
+	if w.cfg.QueueURL != nil {
+		if u := w.cfg.QueueURL(arn); u != "" {
+			q.url = u
+		}
+	}
+	actual, _ := w.queues.LoadOrStore(arn, q)
+	return actual.(*queue), nil
+}
+
+// record is one record of the event as it is settled.
+type record struct {
+	ev       events.SQSMessage
+	m        types.Message
+	q        *queue
+	group    string // FIFO: the queue's ARN and the message group
+	job      core.Job
+	receives int
+	claim    *core.Claim
+	out      core.Outcome
+	err      error
+	done     bool // settled
+	failed   bool // listed in BatchItemFailures
+	follower bool // FIFO: held back, unrun, behind its group's listed record
+	hide     bool // change the visibility …
+	delay    time.Duration
+}
+
+const (
+	attrGroup        = "MessageGroupId"
+	attrReceiveCount = "ApproximateReceiveCount"
+)
+
+// check returns the records of ev, or an error naming every record that no
+// event source mapping would send.
+func (w *wrapper) check(ev events.SQSEvent) ([]*record, error) {
+	if len(ev.Records) == 0 {
+		return nil, errors.New("jobonce: lambdaonce: the event holds no SQS records: invoke the function through an SQS event source mapping")
+	}
+	recs := make([]*record, len(ev.Records))
+	var errs []error
+	for i, ev := range ev.Records {
+		bad := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf("jobonce: lambdaonce: record %d (messageId %q): "+format, append([]any{i, ev.MessageId}, args...)...))
+		}
+		q, err := w.queueOf(ev.EventSourceARN)
+		switch {
+		case ev.MessageId == "":
+			bad("has no messageId, which BatchItemFailures names it by")
+		case ev.ReceiptHandle == "":
+			bad("has no receiptHandle")
+		case err != nil:
+			bad("%v", err)
+		case q.fifo && ev.Attributes[attrGroup] == "":
+			bad("comes from FIFO queue %s but has no %s attribute", q.name, attrGroup)
+		}
+		if len(errs) > 0 {
+			continue
+		}
+		r := &record{ev: ev, m: message(ev), q: q, receives: 1}
+		if q.fifo {
+			r.group = ev.EventSourceARN + "\x00" + ev.Attributes[attrGroup]
+		}
+		if n, err := strconv.Atoi(ev.Attributes[attrReceiveCount]); err == nil && n > 0 {
+			r.receives = n
+		}
+		recs[i] = r
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w; no record was run", errors.Join(errs...))
+	}
+	return recs, nil
+}
+
+// message returns the record as sqsonce's rules take it.
+func message(ev events.SQSMessage) types.Message {
+	m := types.Message{
+		MessageId:     aws.String(ev.MessageId),
+		ReceiptHandle: aws.String(ev.ReceiptHandle),
+		Body:          aws.String(ev.Body),
+		Attributes:    ev.Attributes,
+	}
+	if ev.Md5OfBody != "" {
+		m.MD5OfBody = aws.String(ev.Md5OfBody)
+	}
+	if ev.Md5OfMessageAttributes != "" {
+		m.MD5OfMessageAttributes = aws.String(ev.Md5OfMessageAttributes)
+	}
+	if len(ev.MessageAttributes) > 0 {
+		m.MessageAttributes = make(map[string]types.MessageAttributeValue, len(ev.MessageAttributes))
+		for k, a := range ev.MessageAttributes {
+			m.MessageAttributes[k] = types.MessageAttributeValue{
+				DataType: aws.String(a.DataType), StringValue: a.StringValue, BinaryValue: a.BinaryValue,
+				StringListValues: a.StringListValues, BinaryListValues: a.BinaryListValues,
+			}
+		}
+	}
+	return m
+}
+
+// handle settles one event.
+func (w *wrapper) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	recs, err := w.check(ev)
+	if err != nil {
+		return events.SQSEventResponse{}, err
+	}
+	jctx, cancel := ctx, context.CancelFunc(func() {})
+	if d, ok := ctx.Deadline(); ok {
+		jctx, cancel = context.WithDeadline(ctx, d.Add(-w.cfg.Margin))
+	}
+	defer cancel()
+
+	pending := make([]*record, 0, len(recs))
+	for _, r := range recs {
+		job, err := r.q.rules.Job(jctx, r.m)
+		if err != nil {
+			w.log.ErrorContext(ctx, "jobonce: lambdaonce: no key for the record; it is left for redelivery, unrun",
+				"queue", r.q.name, "message_id", r.ev.MessageId, "error", err)
+			r.done, r.failed, r.out, r.err = true, true, core.Failed, err
+			continue
+		}
+		r.job = job
+		pending = append(pending, r)
+	}
+	for len(pending) > 0 {
+		part, rest := split(pending, w.cfg.Concurrency)
+		w.run(ctx, jctx, part)
+		pending = blockFollowers(recs, rest)
+	}
+	return w.respond(ctx, recs)
+}
+
+// split takes a part from pending: at most n records, the first of each key
+// and of each FIFO message group. A later copy of a key comes in a later
+// part, claimed once the first has settled, so it is a duplicate at once
+// rather than a running copy; a FIFO group's records run one after the
+// other, in order.
+func split(pending []*record, n int) (part, rest []*record) {
+	keys := make(map[string]bool, len(pending))
+	groups := make(map[string]bool)
+	for _, r := range pending {
+		key := r.job.Key
+		switch {
+		case len(part) == n, key != "" && keys[key], r.group != "" && groups[r.group]:
+			rest = append(rest, r)
+			if r.group != "" {
+				groups[r.group] = true // the group's order holds behind a record left for later
+			}
+			continue
+		}
+		if key != "" {
+			keys[key] = true
+		}
+		if r.group != "" {
+			groups[r.group] = true
+		}
+		part = append(part, r)
+	}
+	return part, rest
+}
+
+// blockFollowers settles the pending records of FIFO message groups with
+// a record listed in BatchItemFailures: listed too, unrun, and handed back
+// at once (visibility 0) so that the group comes back in order. It returns
+// the records left.
+func blockFollowers(recs, pending []*record) []*record {
+	blocked := make(map[string]bool)
+	for _, r := range recs {
+		if r.group != "" && r.done && r.failed {
+			blocked[r.group] = true
+		}
+	}
+	left := pending[:0]
+	for _, r := range pending {
+		if !blocked[r.group] {
+			left = append(left, r)
+			continue
+		}
+		r.done, r.failed, r.follower, r.hide, r.delay = true, true, true, true, 0
+	}
+	return left
+}
+
+// result is a handler's outcome.
+type result struct {
+	r   *record
+	res core.Result
+	err error
+}
+
+// run claims a part of the batch in one go, runs the claimed handlers, at
+// most Config.Concurrency at once, writes the done markers of those that
+// succeeded together, and settles every record of the part.
+func (w *wrapper) run(ctx, jctx context.Context, part []*record) {
+	jobs := make([]core.Job, len(part))
+	for i, r := range part {
+		jobs[i] = r.job
+	}
+	claims := w.g.Claim(jctx, jobs...)
+	results := make(chan result, len(part))
+	running := 0
+	for i, r := range part {
+		r.claim = claims[i]
+		if r.claim.Runs() {
+			running++
+			go w.work(jctx, r, results)
+			continue
+		}
+		res, err := r.claim.Work(jctx, w.fn(r))
+		w.settle(r, res.Outcome, err)
+	}
+	var ran []*record
+	var flush <-chan time.Time
+	var timer *time.Timer
+	finish := func() {
+		if len(ran) == 0 {
+			return
+		}
+		cl := make([]*core.Claim, len(ran))
+		for i, r := range ran {
+			cl[i] = r.claim
+		}
+		outs := w.g.Finish(context.WithoutCancel(ctx), cl...)
+		for i, r := range ran {
+			w.settle(r, outs[i], nil)
+		}
+		ran = ran[:0]
+	}
+	for running > 0 {
+		select {
+		case res := <-results:
+			running--
+			if res.res.Outcome == core.Ran && res.err == nil {
+				ran = append(ran, res.r)
+				if flush == nil && running > 0 {
+					timer = time.NewTimer(flushDelay)
+					flush = timer.C
+				}
+				continue
+			}
+			w.settle(res.r, res.res.Outcome, res.err)
+		case <-flush:
+			flush = nil
+			finish()
+		}
+	}
+	if timer != nil {
+		timer.Stop()
+	}
+	finish()
+}
+
+// fn returns the job function of record r.
+func (w *wrapper) fn(r *record) core.RunFunc {
+	return func(ctx context.Context) ([]byte, error) { return nil, w.h(ctx, r.ev) }
+}
+
+// work runs record r's claimed job.
+func (w *wrapper) work(ctx context.Context, r *record, results chan<- result) {
+	var res core.Result
+	var err error
+	defer func() {
+		if p := recover(); p != nil {
+			res.Outcome, err = core.Failed, fmt.Errorf("jobonce: lambdaonce: handler panicked: %v", p)
+			w.log.ErrorContext(ctx, "jobonce: lambdaonce: handler panicked; the record is left for redelivery",
+				"queue", r.q.name, "message_id", r.ev.MessageId, "panic", p)
+		}
+		results <- result{r: r, res: res, err: err}
+	}()
+	res, err = r.claim.Work(ctx, w.fn(r))
+}
+
+// settle records what becomes of record r, whose claim ended in out and err.
+func (w *wrapper) settle(r *record, out core.Outcome, err error) {
+	deleted, hidden, delay := r.q.rules.Settle(out, err, r.receives)
+	r.done, r.out, r.err = true, out, err
+	r.failed, r.hide, r.delay = !deleted, hidden, delay
+}
+
+// respond changes the visibility of the records to hide and returns the
+// response: the records listed in BatchItemFailures, and an error when no
+// record could be judged.
+func (w *wrapper) respond(ctx context.Context, recs []*record) (events.SQSEventResponse, error) {
+	var resp events.SQSEventResponse
+	judged := false
+	var causes []error
+	for _, r := range recs {
+		if r.hide {
+			w.hide(ctx, r)
+		}
+		if !r.failed {
+			judged = true
+			continue
+		}
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: r.ev.MessageId})
+		switch {
+		case r.follower:
+		case r.out == core.Unavailable || r.out == core.Canceled:
+			if r.err != nil && len(causes) < 3 {
+				causes = append(causes, r.err)
+			}
+		default:
+			judged = true
+		}
+	}
+	if judged {
+		return resp, nil
+	}
+	return resp, fmt.Errorf("jobonce: lambdaonce: no record of the batch could be claimed, and none ran: %w", errors.Join(causes...))
+}
+
+// hide sets record r's visibility to its delay, within sqsTimeout and the
+// invocation's deadline.
+func (w *wrapper) hide(ctx context.Context, r *record) {
+	if w.cfg.Client == nil {
+		if w.warned.CompareAndSwap(false, true) {
+			w.log.WarnContext(ctx, "jobonce: lambdaonce: a record waits, but Config.Client is nil: it comes back when the queue's visibility timeout lapses; set Config.Client (and allow sqs:ChangeMessageVisibility) to retry it after the claim's RetryAfter hint",
+				"queue", r.q.name, "message_id", r.ev.MessageId, "outcome", r.out.String())
+		}
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqsTimeout)
+	defer cancel()
+	if d, ok := ctx.Deadline(); ok {
+		var c2 context.CancelFunc
+		cctx, c2 = context.WithDeadline(cctx, d)
+		defer c2()
+	}
+	err := func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("SQS client panicked: %v", p)
+			}
+		}()
+		_, err = w.cfg.Client.ChangeMessageVisibility(cctx, &sqs.ChangeMessageVisibilityInput{
+			QueueUrl: aws.String(r.q.url), ReceiptHandle: aws.String(r.ev.ReceiptHandle), VisibilityTimeout: int32(r.delay / time.Second),
+		})
+		return err
+	}()
+	if err != nil {
+		w.log.WarnContext(ctx, "jobonce: lambdaonce: visibility change failed; the record comes back when its visibility lapses",
+			"queue", r.q.name, "message_id", r.ev.MessageId, "visibility", r.delay, "error", err)
+	}
+}
