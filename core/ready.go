@@ -43,7 +43,7 @@ func (g *Guard) Ready(ctx context.Context) error {
 
 // probe claims the Guard's ready key and releases it: the store's answer
 // to a claim is what every job needs. The key held by another call of
-// Ready is an answer too.
+// Ready, of this Guard or another, is an answer too.
 func (g *Guard) probe(ctx context.Context) error {
 	token := driver.NewToken()
 	reply, err := g.storeClaim(ctx, driver.ClaimRequest{Key: g.readyKey, Token: token, Lease: g.cfg.Lease})
@@ -58,12 +58,9 @@ func (g *Guard) probe(ctx context.Context) error {
 	return nil
 }
 
-// probeKey returns the stored key Ready claims under prefix: "#ready" and
-// 16 hex digits of its own, so that Guards sharing a store do not find each
-// other's claim; no job key is stored under it, since a plain key that
-// starts with "#" is stored as "#" and 43 characters, and a hashed one as
-// 20 characters.
-func probeKey(prefix string) string {
-	t := driver.NewToken()
-	return prefix + "#ready" + t.String()[:16]
-}
+// probeKey returns the stored key Ready claims under prefix: "#ready", one
+// key for every Guard of the prefix, so that a store that keeps released
+// rows (pgstore, until Prune) keeps one. No job key is stored under it: a
+// plain key that starts with "#" is stored as "#" and 43 characters, and a
+// hashed one as 20 characters.
+func probeKey(prefix string) string { return prefix + "#ready" }
