@@ -232,3 +232,15 @@ func TestKeyNamesBothKeysOfAWatermillMessageUnderLegacyDefaultKeys(t *testing.T)
 	require.Zero(t, r.status, "%s", r)
 	deliver(core.Ran, 4)
 }
+
+// TestKeyReadsAnEmptyPayloadFromDevNull: stdin from /dev/null, as a CI job
+// or a shell's < /dev/null gives it, is an empty payload, not a terminal.
+func TestKeyReadsAnEmptyPayloadFromDevNull(t *testing.T) {
+	t.Parallel()
+	null, err := os.Open(os.DevNull)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = null.Close() })
+	r := runCLI(t, null, nil, "key", "asynq", "report")
+	require.Zero(t, r.status, "%s", r)
+	require.Equal(t, asynqonce.DefaultKey(asynq.NewTask("report", nil)), printedKey(t, r.stdout))
+}
