@@ -40,6 +40,9 @@ func runCheck(ctx context.Context, c *invocation) error {
 	if err != nil {
 		return err
 	}
+	if c.opt.maxLag < 0 {
+		return fmt.Errorf("-max-lag: %s is negative", c.opt.maxLag)
+	}
 	b, err := pickBackend(c)
 	if err != nil {
 		return err

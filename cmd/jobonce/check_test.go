@@ -34,3 +34,11 @@ func TestCheckSaysWhetherTheUserMayUseTheSignalsChannels(t *testing.T) {
 	require.Contains(t, out, `completion signal: NOTE: the user may not use the channels under "app:"`)
 	require.Contains(t, out, "grant ACL &app:* or allchannels")
 }
+
+// TestCheckRefusesANegativeMaxLag: a negative -max-lag, under which every
+// replica would lag too much, is an error naming it, before any store is
+// read.
+func TestCheckRefusesANegativeMaxLag(t *testing.T) {
+	r := runCLI(t, nil, nil, "check", "-redis", "redis://127.0.0.1:1", "-max-lag", "-1s")
+	requireOneErrorLine(t, r, "jobonce: -max-lag: -1s is negative")
+}
