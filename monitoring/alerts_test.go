@@ -88,6 +88,13 @@ func TestEachAlertFiresOnARealPrometheus(t *testing.T) {
 	prom.waitFiring(t, "JobonceLeaseLost", map[string]string{"jobonce_consumer": "e2e-lapsing"})
 	prom.waitFiring(t, "JobonceRedisRisk", map[string]string{"event": "persistence"})
 	prom.waitFiring(t, "JobonceRedisRisk", map[string]string{"event": "eviction"})
+	// The policy fixed, the eviction risk's alert resolves at the store's
+	// next check; the persistence risk's goes on.
+	require.NoError(t, rs.Client().ConfigSet(ctx, "maxmemory-policy", "noeviction").Err())
+	until(t, "JobonceRedisRisk resolves for eviction", 90*time.Second, func() bool {
+		return len(prom.firing(t, "JobonceRedisRisk", map[string]string{"event": "eviction"})) == 0
+	})
+	require.NotEmpty(t, prom.firing(t, "JobonceRedisRisk", map[string]string{"event": "persistence"}))
 
 	// A duplicate more than half a Retention late: its first copy now,
 	// the duplicate once the holder below is gone.

@@ -68,8 +68,8 @@ type Config struct {
 	// eviction, persistence). Negative turns it off. Defaults to 30s.
 	CheckEvery time.Duration
 
-	// MeterProvider receives jobonce.redis.events. Defaults to the global
-	// otel.GetMeterProvider().
+	// MeterProvider receives jobonce.redis.events and jobonce.redis.risks.
+	// Defaults to the global otel.GetMeterProvider().
 	MeterProvider metric.MeterProvider
 
 	// WaitReplicas makes a claim count as held, a done marker as written and
