@@ -86,8 +86,10 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 		if g.cfg.FailOpen && unreachable(ctx, err) {
 			g.cfg.Logger.WarnContext(ctx, "jobonce: store unavailable; publishing without a marker (FailOpen)", "key", key, "error", err)
 			if err := publish(ctx); err != nil {
+				g.metrics.recordFailOpen(ctx, Failed, enqueueSource, "")
 				return false, err
 			}
+			g.metrics.recordFailOpen(ctx, Unguarded, enqueueSource, "")
 			return true, nil
 		}
 		// The claim may have been written though its answer was lost or

@@ -49,6 +49,7 @@ type metrics struct {
 	wait     metric.Float64Histogram
 	shadow   metric.Int64Counter
 	stale    metric.Int64Counter
+	failOpen metric.Int64Counter
 	held     metric.Int64UpDownCounter
 	waiting  metric.Int64UpDownCounter
 	consumer string
@@ -109,6 +110,10 @@ func newMetrics(cfg *Config) (*metrics, error) {
 	}
 	if m.stale, err = meter.Int64Counter("jobonce.claims.stale", metric.WithUnit("{delivery}"),
 		metric.WithDescription("Deliveries that found their job's claim not renewed for two heartbeat periods: its holder crashed, froze or lost the store; by the outcome they then had.")); err != nil {
+		return nil, err
+	}
+	if m.failOpen, err = meter.Int64Counter("jobonce.fail_open", metric.WithUnit("{delivery}"),
+		metric.WithDescription("Deliveries that ran unguarded because the store could not be reached (Config.FailOpen), by the outcome they had.")); err != nil {
 		return nil, err
 	}
 	if m.held, err = meter.Int64UpDownCounter("jobonce.claims.held", metric.WithUnit("{claim}"),
@@ -226,6 +231,12 @@ func (m *metrics) record(ctx context.Context, e *Event) {
 // stale (see Claim.noteStale).
 func (m *metrics) recordStale(ctx context.Context, out Outcome, source, kind string) {
 	m.stale.Add(ctx, 1, m.opts(out, source, kind).add...)
+}
+
+// recordFailOpen counts a delivery of outcome out that ran unguarded
+// because the store could not be reached (Config.FailOpen).
+func (m *metrics) recordFailOpen(ctx context.Context, out Outcome, source, kind string) {
+	m.failOpen.Add(ctx, 1, m.opts(out, source, kind).add...)
 }
 
 // hold counts a claim of a job of source and kind as held, and returns

@@ -282,3 +282,31 @@ func TestCopiesWaitingGoesUpAndDown(t *testing.T) {
 	require.Equal(t, 0.001, waits[0].Bounds[0])
 	require.Equal(t, 300.0, waits[0].Bounds[len(waits[0].Bounds)-1])
 }
+
+// TestFailOpenRunsAreCountedApart: a job FailOpen runs unguarded because
+// the store could not be reached is counted in jobonce.fail_open, by the
+// outcome it had (unguarded, or failed), apart from the jobs unguarded by
+// configuration, which the same outcome counts, so that an outage under
+// FailOpen can be alerted on; so is a publish Enqueue makes under FailOpen.
+func TestFailOpenRunsAreCountedApart(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	g := testenv.NewGuard(t, downStore{memstore.New()}, &core.Config{FailOpen: true, MeterProvider: mp})
+	ctx := context.Background()
+	nop := func(context.Context) ([]byte, error) { return nil, nil }
+	res, err := g.Run(ctx, core.Job{Key: "a", Kind: "invoice", Source: "sqs"}, nop)
+	require.NoError(t, err)
+	require.Equal(t, core.Unguarded, res.Outcome)
+	_, err = g.Run(ctx, core.Job{Key: "b", Kind: "invoice", Source: "sqs"}, func(context.Context) ([]byte, error) { return nil, errors.New("boom") })
+	require.Error(t, err)
+	_, err = g.Run(ctx, core.Job{Key: "c", Kind: "invoice", Source: "sqs", Unguarded: true}, nop)
+	require.NoError(t, err)
+
+	published, err := g.Enqueue(ctx, "e", time.Minute, func(context.Context) error { return nil })
+	require.NoError(t, err)
+	require.True(t, published)
+
+	require.Equal(t, map[string]int64{"unguarded": 2, "failed": 1}, counts(t, reader, "jobonce.outcomes", "outcome"))
+	require.Equal(t, map[string]int64{"unguarded": 2, "failed": 1}, counts(t, reader, "jobonce.fail_open", "outcome"))
+	require.Equal(t, map[string]int64{"sqs": 2, "enqueue": 1}, counts(t, reader, "jobonce.fail_open", "jobonce.source"))
+}

@@ -12,9 +12,12 @@ import (
 // readiness check: nil; an error matching ErrStoreRisk when the store can be
 // reached but its settings can lose done markers (a redisstore made with
 // Config.Strict); or one matching ErrStoreUnavailable that wraps the cause.
-// It answers within ctx and StoreTimeout; when ctx ends first, the error
-// matches ctx's. A store that does not implement driver.ReadyStore, such as
-// memstore, is always ready.
+// Beside the store's own check (driver.ReadyStore), it claims and releases
+// a key of its own under KeyPrefix, as a job's claim does, so that a store
+// that answers but refuses every claim (a read-only replica, a user without
+// the rights a claim needs) is not ready. It answers within ctx and
+// StoreTimeout; when ctx ends first, the error matches ctx's. A store that
+// does not implement driver.ReadyStore, such as memstore, is always ready.
 func (g *Guard) Ready(ctx context.Context) error {
 	store, ok := g.store.(driver.ReadyStore)
 	if !ok {
@@ -23,6 +26,9 @@ func (g *Guard) Ready(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
 	defer cancel()
 	err := g.storeReady(sctx, store)
+	if err == nil {
+		err = g.probe(sctx)
+	}
 	if err == nil {
 		return nil
 	}
@@ -34,3 +40,27 @@ func (g *Guard) Ready(ctx context.Context) error {
 	}
 	return fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
 }
+
+// probe claims the Guard's ready key and releases it: the store's answer
+// to a claim is what every job needs. The key held by another call of
+// Ready, of this Guard or another, is an answer too.
+func (g *Guard) probe(ctx context.Context) error {
+	token := driver.NewToken()
+	reply, err := g.storeClaim(ctx, driver.ClaimRequest{Key: g.readyKey, Token: token, Lease: g.cfg.Lease})
+	if err != nil {
+		return fmt.Errorf("jobonce: core: Ready: a claim of the key %q failed: %w", g.readyKey, err)
+	}
+	if reply.State == driver.StateClaimed {
+		if err := g.storeRelease(ctx, g.readyKey, token); err != nil && !errors.Is(err, ErrLeaseLost) {
+			return fmt.Errorf("jobonce: core: Ready: the release of the key %q failed: %w", g.readyKey, err)
+		}
+	}
+	return nil
+}
+
+// probeKey returns the stored key Ready claims under prefix: "#ready", one
+// key for every Guard of the prefix, so that a store that keeps released
+// rows (pgstore, until Prune) keeps one. No job key is stored under it: a
+// plain key that starts with "#" is stored as "#" and 43 characters, and a
+// hashed one as 20 characters.
+func probeKey(prefix string) string { return prefix + "#ready" }

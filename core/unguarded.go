@@ -7,15 +7,23 @@ import (
 )
 
 // runUnguarded runs fn without a claim: cause is the store error under
-// which the Guard fails open, or nil for a job unguarded by configuration.
+// which the Guard fails open (or shadow mode runs a delivery enforcement
+// would skip), or nil for a job unguarded by configuration. A run that
+// FailOpen made is counted in jobonce.fail_open too, whatever its outcome.
 func (g *Guard) runUnguarded(ctx context.Context, c *Claim, fn RunFunc, cause error) (Result, error) {
 	start := time.Now()
 	finished := false
+	report := func(out Outcome, err error, ran time.Duration) {
+		if cause != nil && c.wouldSkip == 0 {
+			g.metrics.recordFailOpen(ctx, out, c.job.Source, c.job.Kind)
+		}
+		c.report(ctx, out, err, ran)
+	}
 	defer func() {
 		if !finished {
 			r := recover()
 			c.state, c.final = claimFinished, Failed
-			c.report(ctx, Failed, fmt.Errorf("jobonce: job panicked: %v", r), time.Since(start))
+			report(Failed, fmt.Errorf("jobonce: job panicked: %v", r), time.Since(start))
 			if r != nil {
 				panic(r)
 			}
@@ -25,10 +33,10 @@ func (g *Guard) runUnguarded(ctx context.Context, c *Claim, fn RunFunc, cause er
 	finished = true
 	c.ran = time.Since(start)
 	if err != nil {
-		c.report(ctx, Failed, err, c.ran)
+		report(Failed, err, c.ran)
 		return Result{Outcome: Failed, Value: value}, err
 	}
-	c.report(ctx, Unguarded, cause, c.ran)
+	report(Unguarded, cause, c.ran)
 	return Result{Outcome: Unguarded, Value: value}, nil
 }
 

@@ -88,6 +88,13 @@ func TestEachAlertFiresOnARealPrometheus(t *testing.T) {
 	prom.waitFiring(t, "JobonceLeaseLost", map[string]string{"jobonce_consumer": "e2e-lapsing"})
 	prom.waitFiring(t, "JobonceRedisRisk", map[string]string{"event": "persistence"})
 	prom.waitFiring(t, "JobonceRedisRisk", map[string]string{"event": "eviction"})
+	// The policy fixed, the eviction risk's alert resolves at the store's
+	// next check; the persistence risk's goes on.
+	require.NoError(t, rs.Client().ConfigSet(ctx, "maxmemory-policy", "noeviction").Err())
+	until(t, "JobonceRedisRisk resolves for eviction", 90*time.Second, func() bool {
+		return len(prom.firing(t, "JobonceRedisRisk", map[string]string{"event": "eviction"})) == 0
+	})
+	require.NotEmpty(t, prom.firing(t, "JobonceRedisRisk", map[string]string{"event": "persistence"}))
 
 	// A duplicate more than half a Retention late: its first copy now,
 	// the duplicate once the holder below is gone.
@@ -131,12 +138,17 @@ func TestEachAlertFiresOnARealPrometheus(t *testing.T) {
 	require.Equal(t, core.Unrecorded, <-done)
 	prom.waitFiring(t, "JobonceUnrecorded", e2e)
 	prom.waitFiring(t, "JobonceStoreUnavailable", e2e)
+	// Under FailOpen, a job runs unguarded instead.
+	res, err = w.failOpen.Run(ctx, core.Job{Key: "unguarded", Kind: "report"}, nop)
+	require.NoError(t, err)
+	require.Equal(t, core.Unguarded, res.Outcome)
+	prom.waitFiring(t, "JobonceFailOpen", map[string]string{"jobonce_consumer": "e2e-failopen", "jobonce_kind": "report"})
 
 	// It comes back, restarted: the store's watch sees a new run_id.
 	rs.Restart()
 	prom.waitFiring(t, "JobonceRedisFailover", map[string]string{"event": "restart"})
 
-	require.Equal(t, 8, strings.Count(string(rules), "- alert: "), "this test makes each of the rules' 8 alerts fire")
+	require.Equal(t, 9, strings.Count(string(rules), "- alert: "), "this test makes each of the rules' 9 alerts fire")
 
 	everyPanelHasData(t, prom)
 }

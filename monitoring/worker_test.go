@@ -42,8 +42,9 @@ type worker struct {
 	client *redis.Client // the Guards' Redis client
 	// guard is the worker's Guard (consumer "e2e"); lapsing's claims lapse
 	// after 50ms, unrenewed (consumer "e2e-lapsing"); shadow runs in shadow
-	// mode (consumer "e2e-shadow").
-	guard, lapsing, shadow *core.Guard
+	// mode (consumer "e2e-shadow"); failOpen runs jobs unguarded when the
+	// store cannot be reached (consumer "e2e-failopen").
+	guard, lapsing, shadow, failOpen *core.Guard
 }
 
 func startWorker(t *testing.T, redisAddr string) *worker {
@@ -75,11 +76,12 @@ func startWorker(t *testing.T, redisAddr string) *worker {
 		return testenv.NewGuard(t, store, &cfg)
 	}
 	return &worker{
-		addr:    ln.Addr().String(),
-		client:  client,
-		guard:   guard(core.Config{Lease: lease, Retention: retention, Consumer: "e2e"}),
-		lapsing: guard(core.Config{Lease: 50 * time.Millisecond, Retention: retention, DisableHeartbeat: true, Consumer: "e2e-lapsing"}),
-		shadow:  guard(core.Config{Shadow: true, Consumer: "e2e-shadow"}),
+		addr:     ln.Addr().String(),
+		client:   client,
+		guard:    guard(core.Config{Lease: lease, Retention: retention, Consumer: "e2e"}),
+		lapsing:  guard(core.Config{Lease: 50 * time.Millisecond, Retention: retention, DisableHeartbeat: true, Consumer: "e2e-lapsing"}),
+		shadow:   guard(core.Config{Shadow: true, Consumer: "e2e-shadow"}),
+		failOpen: guard(core.Config{FailOpen: true, Consumer: "e2e-failopen"}),
 	}
 }
 

@@ -6,12 +6,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/redisops"
 )
 
@@ -21,12 +25,15 @@ var checkCommand = &command{
 	prefix:  true,
 	about: `check reports what decides whether the store keeps done markers, with a RISK line for each way
 they can be lost and duplicates run. On Redis, for each server: the eviction policy, persistence
-(AOF, RDB) and replication (role, replicas, largest lag); and whether the user may use the channels
+(AOF, RDB) and replication (role, replicas, largest lag); whether the user may use the channels
 of the completion signal, under -prefix (ACL &<prefix>* or allchannels: without them, copies that
-wait for a running job poll rather than being woken; a note, not a risk). On PostgreSQL: the version and role, fsync
+wait for a running job poll rather than being woken; a note, not a risk); and whether a claim of a
+key of its own under -prefix, and its release, succeed (a read-only replica, or a user without
+EVALSHA or writes, refuses every claim: exit 1). On PostgreSQL: the version and role, fsync
 and synchronous_commit, the standbys and whether commits wait for one, the largest flush lag, the
 table, its fence column and expiry index (a missing table or column fails check, exit 1: workers
-cannot start on it), and the expired rows waiting for Prune. It exits 2 when a risk is of a
+cannot start on it), the expired rows waiting for Prune, and on a primary, whether a claim under
+-prefix and its release succeed (a role without rights on the table fails check, exit 1). It exits 2 when a risk is of a
 -fail-on kind, so it can gate a deploy (a CI step, an init container).`,
 	flags: func(fs *flag.FlagSet, o *options) {
 		fs.StringVar(&o.failOn, "fail-on", "all", "risk kinds that fail it (exit 2), comma-separated among eviction, persistence, replication; or all, or none")
@@ -39,6 +46,9 @@ func runCheck(ctx context.Context, c *invocation) error {
 	failOn, err := parseFailOn(c.opt.failOn)
 	if err != nil {
 		return err
+	}
+	if c.opt.maxLag < 0 {
+		return fmt.Errorf("-max-lag: %s is negative", c.opt.maxLag)
 	}
 	b, err := pickBackend(c)
 	if err != nil {
@@ -56,7 +66,7 @@ func runCheck(ctx context.Context, c *invocation) error {
 			return err
 		}
 		defer pool.Close()
-		return checkPostgres(ctx, pool, t, c.out, failOn, c.opt.maxLag)
+		return checkPostgres(ctx, pool, t, c.out, failOn, c.opt.maxLag, c.opt.prefix)
 	}
 	r, err := openRedis(b.url)
 	if err != nil {
@@ -132,6 +142,13 @@ func check(ctx context.Context, client redis.UniversalClient, out io.Writer, fai
 	if err := printChannels(ctx, client, out, prefix); err != nil {
 		return err
 	}
+	store, err := redisstore.New(client, &redisstore.Config{SkipEvictionCheck: true, CheckEvery: -1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	if err := checkClaims(ctx, store, out, prefix); err != nil {
+		return err
+	}
 	return riskError(found)
 }
 
@@ -187,4 +204,22 @@ func printServer(out io.Writer, info redisops.ServerInfo) {
 	fmt.Fprintf(out, "  persistence: appendonly %t, save configured %s\n", info.AppendOnly, save)
 	fmt.Fprintf(out, "  replication: role %s (replid %s), %d connected replicas, largest lag %s\n",
 		info.Role, info.ReplID, info.ConnectedReplicas, info.ReplicaLag)
+}
+
+// checkClaims claims a key of its own under prefix in store and releases
+// it, as Guard.Ready does: a store whose settings keep done markers may
+// still refuse every claim (a read-only replica, a user or role without
+// the rights a claim needs), and then every job fails closed.
+func checkClaims(ctx context.Context, store driver.Store, out io.Writer, prefix string) error {
+	g, err := core.New(store, &core.Config{KeyPrefix: prefix, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return fmt.Errorf("-prefix: %w", err)
+	}
+	defer g.Close()
+	if err := g.Ready(ctx); err != nil {
+		fmt.Fprintf(out, "claims: FAIL: a claim under %q fails: every job fails closed\n", prefix)
+		return fmt.Errorf("check: a claim under %q fails, as every worker's would: %w", prefix, err)
+	}
+	fmt.Fprintf(out, "claims: a claim and its release under %q succeed\n", prefix)
+	return nil
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/jobonce/jobonce/core/pgstore"
+
 	"github.com/jobonce/jobonce/internal/redisops"
 )
 
@@ -74,7 +76,7 @@ type pgTableState struct {
 // markers, with a RISK line per way it can lose them, then the state of
 // table. Its error wraps errRisk when a risk is of a kind in failOn; a
 // missing table or column is an error of its own, which comes first.
-func checkPostgres(ctx context.Context, pool *pgxpool.Pool, table pgTable, out io.Writer, failOn []redisops.RiskKind, maxLag time.Duration) error {
+func checkPostgres(ctx context.Context, pool *pgxpool.Pool, table pgTable, out io.Writer, failOn []redisops.RiskKind, maxLag time.Duration, prefix string) error {
 	var s pgServer
 	var upUs int64
 	var lagUs *int64
@@ -110,6 +112,15 @@ func checkPostgres(ctx context.Context, pool *pgxpool.Pool, table pgTable, out i
 	}
 	if err := checkTable(ctx, pool, table, out); err != nil {
 		return err
+	}
+	if !s.standby { // read-only: said above
+		store, err := pgstore.New(ctx, pool, &pgstore.Config{Schema: table.schema, Table: table.name})
+		if err != nil {
+			return err
+		}
+		if err := checkClaims(ctx, store, out, prefix); err != nil {
+			return err
+		}
 	}
 	return riskError(failing(risks, failOn, nil))
 }

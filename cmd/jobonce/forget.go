@@ -92,12 +92,17 @@ func ask(in io.Reader, out io.Writer, question string) (string, error) {
 	return strings.ToLower(strings.TrimSpace(line)), nil
 }
 
-// isTerminal reports whether r is a terminal (a character device).
+// isTerminal reports whether r is a terminal: a character device other
+// than os.DevNull, which a CI job's stdin or < /dev/null is.
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
 	if !ok {
 		return false
 	}
 	info, err := f.Stat()
-	return err == nil && info.Mode()&os.ModeCharDevice != 0
+	if err != nil || info.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(info, null)
 }

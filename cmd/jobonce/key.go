@@ -33,7 +33,8 @@ reads no store. ADAPTER and NAME are one of:
                       prints them (PostgreSQL's jsonb form: {"a": 1, "b": "x"}; whitespace around
                       them is dropped), and -metadata its metadata column, which may hold a key
                       recorded at insert or a periodic job's occurrence
-  watermill HANDLER   a message handled by the handler HANDLER from -topic; the payload is its payload
+  watermill HANDLER   a message handled by the handler HANDLER from -topic; the payload is its payload;
+                      the legacy key is the one Config.LegacyDefaultKeys claims too
 
 The payload is read from -payload FILE, or from stdin when -payload is - (the default), byte for
 byte: a newline at its end is part of it (printf, not echo). A key that
@@ -63,7 +64,7 @@ func runKey(_ context.Context, c *invocation) error {
 		return errors.New("key: NAME is empty")
 	}
 	payload := &payloadSource{path: c.opt.payload, in: c.in}
-	var key string
+	var key, legacy string
 	var err error
 	switch adapter {
 	case "asynq":
@@ -73,7 +74,7 @@ func runKey(_ context.Context, c *invocation) error {
 	case "river":
 		key, err = riverKey(name, c.opt.metadata, c.opt.jobID, c.set["job-id"], payload)
 	case "watermill":
-		key, err = watermillKey(name, c.opt.topic, c.set["topic"], payload)
+		key, legacy, err = watermillKey(name, c.opt.topic, c.set["topic"], payload)
 	default:
 		return fmt.Errorf("key: unknown ADAPTER %q: give asynq, sqs, river or watermill", adapter)
 	}
@@ -93,6 +94,14 @@ func runKey(_ context.Context, c *invocation) error {
 	}
 	fmt.Fprintf(c.out, "key: %q\n", key)
 	fmt.Fprintf(c.out, "stored key: %s (reads %q)\n", storedForm(stored), stored)
+	if legacy != "" {
+		legacyStored, err := namer.derive(legacy, c.opt.plain)
+		if err != nil {
+			return fmt.Errorf("key: %w", err)
+		}
+		fmt.Fprintf(c.out, "legacy key: %q (the key releases before the topic gave it, which Config.LegacyDefaultKeys claims too: while it is done, the message is skipped; forget both)\n", legacy)
+		fmt.Fprintf(c.out, "legacy stored key: %s (reads %q)\n", storedForm(legacyStored), legacyStored)
+	}
 	if payload.newline && adapter != "river" {
 		fmt.Fprintln(c.out, "note: the payload ends with a newline, which its hash includes; if the job's payload has none, give it without one (printf, not echo)")
 	}
@@ -204,14 +213,16 @@ func jsonObject(b []byte) bool {
 }
 
 // watermillKey returns watermillonce.DefaultKey of a message handled by
-// handler from topic.
-func watermillKey(handler, topic string, topicSet bool, payload *payloadSource) (string, error) {
+// handler from topic, and the key that Config.LegacyDefaultKeys claims it
+// under too.
+func watermillKey(handler, topic string, topicSet bool, payload *payloadSource) (key, legacy string, err error) {
 	if !topicSet {
-		return "", errors.New("a Watermill key names the topic the handler subscribes to: give -topic")
+		return "", "", errors.New("a Watermill key names the topic the handler subscribes to: give -topic")
 	}
 	b, err := payload.read()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	return jobkey.WatermillKey(handler, topic, core.Fingerprint(b)), nil
+	sum := core.Fingerprint(b)
+	return jobkey.WatermillKey(handler, topic, sum), jobkey.WatermillLegacyKey(handler, sum), nil
 }

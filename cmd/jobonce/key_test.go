@@ -8,8 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/hibiken/asynq"
@@ -21,6 +24,7 @@ import (
 	sqsonce "github.com/jobonce/jobonce/adapters/sqs"
 	watermillonce "github.com/jobonce/jobonce/adapters/watermill"
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 var keyLine = regexp.MustCompile(`(?m)^key: (".*")$`)
@@ -181,4 +185,62 @@ func TestKeyTakesRiverArgsAsPsqlPrintsThem(t *testing.T) {
 	require.Zero(t, r.status, "%s", r)
 	require.Equal(t, asynqonce.DefaultKey(asynq.NewTask("email:welcome", []byte("{\"user\": 42}\n"))), printedKey(t, r.stdout))
 	require.Contains(t, r.stdout, "note: the payload ends with a newline, which its hash includes")
+}
+
+// TestKeyNamesBothKeysOfAWatermillMessageUnderLegacyDefaultKeys: a real
+// router whose middleware has LegacyDefaultKeys keeps a message done under
+// its key and under the earlier release's key, and a redelivery is skipped
+// while either is. key prints both, each found done by inspect, and a
+// message whose both markers forget deleted runs again.
+func TestKeyNamesBothKeysOfAWatermillMessageUnderLegacyDefaultKeys(t *testing.T) {
+	e := newReleaseEnv(t, core.Config{})
+	var outs testenv.Outcomes
+	g, err := core.New(e.store, &core.Config{KeyPrefix: e.prefix, Observer: outs.Observe, Logger: testenv.Quiet})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = g.Close() })
+	ps := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
+	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
+	require.NoError(t, err)
+	router.AddMiddleware(watermillonce.MustMiddleware(g, &watermillonce.Config{LegacyDefaultKeys: true}))
+	router.AddConsumerHandler("ship", "orders", ps, func(*message.Message) error { return nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = router.Run(ctx) }()
+	<-router.Running()
+	const payload = `{"order": 7}`
+	deliver := func(want core.Outcome, n int64) {
+		t.Helper()
+		require.NoError(t, ps.Publish("orders", message.NewMessage(watermill.NewUUID(), message.Payload(payload))))
+		require.Eventually(t, func() bool { return outs.Get(want) >= n }, 30*time.Second, 10*time.Millisecond)
+	}
+	deliver(core.Ran, 2) // reported under each key
+
+	r := runCLI(t, strings.NewReader(payload), nil, "key", "watermill", "ship", "-topic", "orders", "-prefix", e.prefix)
+	require.Zero(t, r.status, "%s", r)
+	legacy := regexp.MustCompile(`(?m)^legacy stored key: (0x[0-9a-f]+) `).FindStringSubmatch(r.stdout)
+	require.NotNil(t, legacy, "no legacy stored key in:\n%s", r.stdout)
+	stored := []string{printedStoredKey(t, r.stdout), legacy[1]}
+	for _, form := range stored {
+		r := runCLI(t, nil, nil, e.args("inspect", form)...)
+		require.Zero(t, r.status, "%s", r)
+		require.Contains(t, r.stdout, "state: done")
+	}
+	r = runCLI(t, nil, nil, e.args("forget", "-yes", stored[0])...)
+	require.Zero(t, r.status, "%s", r)
+	deliver(core.Duplicate, 1) // the earlier key's marker still skips it
+	r = runCLI(t, nil, nil, e.args("forget", "-yes", stored[1])...)
+	require.Zero(t, r.status, "%s", r)
+	deliver(core.Ran, 4)
+}
+
+// TestKeyReadsAnEmptyPayloadFromDevNull: stdin from /dev/null, as a CI job
+// or a shell's < /dev/null gives it, is an empty payload, not a terminal.
+func TestKeyReadsAnEmptyPayloadFromDevNull(t *testing.T) {
+	t.Parallel()
+	null, err := os.Open(os.DevNull)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = null.Close() })
+	r := runCLI(t, null, nil, "key", "asynq", "report")
+	require.Zero(t, r.status, "%s", r)
+	require.Equal(t, asynqonce.DefaultKey(asynq.NewTask("report", nil)), printedKey(t, r.stdout))
 }

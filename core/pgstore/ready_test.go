@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,4 +69,47 @@ func TestReadyAnswersWithinStoreTimeout(t *testing.T) {
 	require.True(t, proxy.Silenced(), "the statement was lost")
 	require.ErrorIs(t, err, core.ErrStoreUnavailable)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// A role that may read the table but not write it, and a session that is
+// read-only, answer Ready's statement but refuse every claim: the Guard is
+// not ready, and says why.
+func TestReadyRefusesADatabaseThatRefusesEveryClaim(t *testing.T) {
+	t.Parallel()
+	direct, schema := testenv.Postgres(t)
+	migratedStore(t, direct, nil)
+	ctx := context.Background()
+	role := "reader_" + strings.ToLower(schema)
+	for _, sql := range []string{
+		`CREATE ROLE ` + role + ` LOGIN`,
+		`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + role,
+		`GRANT SELECT ON ALL TABLES IN SCHEMA ` + schema + ` TO ` + role,
+	} {
+		_, err := direct.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	t.Cleanup(func() {
+		_, _ = direct.Exec(context.Background(), `DROP OWNED BY `+role)
+		_, _ = direct.Exec(context.Background(), `DROP ROLE `+role)
+	})
+	for name, params := range map[string]string{
+		"a role that may only read": "user=" + role,
+		"a read-only session":       "user=postgres default_transaction_read_only=on",
+	} {
+		cfg, err := pgxpool.ParseConfig("host=127.0.0.1 port=5432 dbname=test sslmode=disable " + params)
+		require.NoError(t, err)
+		cfg.ConnConfig.RuntimeParams["search_path"] = schema
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		s, err := pgstore.New(ctxT(t), pool, nil)
+		require.NoError(t, err, name)
+		g, err := core.New(s, &core.Config{Logger: testenv.Quiet, StoreTimeout: 2 * time.Second})
+		require.NoError(t, err)
+		out, err := g.Do(ctx, "job", func(context.Context) error { return nil })
+		require.Equal(t, core.Unavailable, out, "%s: every claim fails", name)
+		require.ErrorIs(t, err, core.ErrStoreUnavailable, name)
+		err = g.Ready(ctx)
+		require.ErrorIs(t, err, core.ErrStoreUnavailable, "%s: Ready", name)
+	}
 }

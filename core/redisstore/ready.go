@@ -21,7 +21,7 @@ func (s *Store) Ready(ctx context.Context) error {
 	}
 	s.checkIfDue(ctx)
 	if s.strict {
-		return s.watch.strictRisks("Ready")
+		return s.watch.strictRisks("Ready", false)
 	}
 	return nil
 }

@@ -158,3 +158,55 @@ func TestReadyReachesEveryClusterPrimary(t *testing.T) {
 		require.ErrorContains(t, err, down.Addr)
 	}
 }
+
+// A Redis that answers PING but refuses every claim is not ready: a
+// read-only replica, a user without EVALSHA, and one whose rights stop
+// short of the writes the claim's script makes. Ready says so, as
+// ErrStoreUnavailable naming the server's refusal, and a Guard on the same
+// Redis with a user of full rights is ready and leaves no key behind.
+func TestReadyRefusesARedisThatRefusesEveryClaim(t *testing.T) {
+	t.Parallel()
+	primary, replicas := testenv.StartRedisReplicas(t, 1, "--appendonly", "yes")
+	ctx := context.Background()
+	for _, acl := range [][]string{
+		{"noscript", "on", ">pw", "~*", "&*", "+@all", "-evalsha", "-eval"},
+		{"readonly", "on", ">pw", "~*", "&*", "+@read", "+@connection", "+info", "+config|get", "+evalsha", "+eval", "+script"},
+	} {
+		args := []any{"ACL", "SETUSER"}
+		for _, a := range acl {
+			args = append(args, a)
+		}
+		require.NoError(t, primary.Client().Do(ctx, args...).Err())
+	}
+	guard := func(opt redis.Options) *core.Guard {
+		opt.ContextTimeoutEnabled, opt.MaxRetries = true, -1
+		client := redis.NewClient(&opt)
+		t.Cleanup(func() { _ = client.Close() })
+		s, err := redisstore.New(client, &redisstore.Config{Logger: quiet})
+		require.NoError(t, err)
+		g, err := core.New(s, &core.Config{Logger: quiet, StoreTimeout: 2 * time.Second, KeyPrefix: "ready:"})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = g.Close() })
+		return g
+	}
+	for name, opt := range map[string]redis.Options{
+		"read-only replica": {Addr: replicas[0].Addr},
+		"no EVALSHA":        {Addr: primary.Addr, Username: "noscript", Password: "pw"},
+		"no writes":         {Addr: primary.Addr, Username: "readonly", Password: "pw"},
+	} {
+		g := guard(opt)
+		out, err := g.Do(ctx, "job", func(context.Context) error { return nil })
+		require.Equal(t, core.Unavailable, out, "%s: every claim fails", name)
+		require.ErrorIs(t, err, core.ErrStoreUnavailable, name)
+		err = g.Ready(ctx)
+		require.ErrorIs(t, err, core.ErrStoreUnavailable, "%s: Ready", name)
+		require.NotErrorIs(t, err, core.ErrStoreRisk, name)
+	}
+	g := guard(redis.Options{Addr: primary.Addr})
+	for range 3 {
+		require.NoError(t, g.Ready(ctx))
+	}
+	keys, err := primary.Client().Keys(ctx, "*").Result()
+	require.NoError(t, err)
+	require.Empty(t, keys, "Ready leaves no key behind")
+}

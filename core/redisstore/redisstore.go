@@ -50,8 +50,9 @@ type Config struct {
 	// within its 2s (the error names the cause, and wraps
 	// driver.ErrUnreachable unless the server answered), and one whose
 	// maxmemory-policy is not noeviction or that has neither AOF nor RDB
-	// snapshots (the error matches driver.ErrStoreRisk and names each
-	// setting and what to use). Ready then also reports such a setting, as
+	// snapshots, and a replica, where every claim fails or is lost (the
+	// error matches driver.ErrStoreRisk and names each setting and what to
+	// use). Ready then also reports such a setting, as
 	// the latest check of the servers found it (see CheckEvery). It cannot
 	// be set with SkipEvictionCheck. Set it in production. Defaults to
 	// false.
@@ -67,8 +68,8 @@ type Config struct {
 	// eviction, persistence). Negative turns it off. Defaults to 30s.
 	CheckEvery time.Duration
 
-	// MeterProvider receives jobonce.redis.events. Defaults to the global
-	// otel.GetMeterProvider().
+	// MeterProvider receives jobonce.redis.events and jobonce.redis.risks.
+	// Defaults to the global otel.GetMeterProvider().
 	MeterProvider metric.MeterProvider
 
 	// WaitReplicas makes a claim count as held, a done marker as written and
@@ -216,7 +217,7 @@ func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 		}
 	}
 	if c.Strict {
-		if err := s.watch.strictRisks("New"); err != nil {
+		if err := s.watch.strictRisks("New", true); err != nil {
 			return nil, err
 		}
 	}

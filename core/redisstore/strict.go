@@ -25,9 +25,10 @@ func (e *riskError) Is(target error) bool { return target == driver.ErrStoreRisk
 // the error naming each setting of the servers, as the latest check read
 // them, that can lose done markers: an eviction policy but noeviction, no
 // persistence (redisops.ServerInfo.Risks; a primary without replicas is a
-// deployment's choice, which jobonce check reports). It is nil when none
-// can, or before a check has succeeded.
-func (w *watch) strictRisks(op string) error {
+// deployment's choice, which jobonce check reports), and with replicas, a
+// server that is a replica. It is nil when none can, or before a check has
+// succeeded.
+func (w *watch) strictRisks(op string, replicas bool) error {
 	infos := w.latest.Load()
 	if infos == nil {
 		return nil
@@ -35,6 +36,9 @@ func (w *watch) strictRisks(op string) error {
 	var servers []string
 	for _, info := range *infos {
 		var details []string
+		if replicas && info.Role == "slave" {
+			details = append(details, "a replica (role slave): every claim fails (READONLY), or on a writable replica is lost at its next sync; give the primary's address")
+		}
 		for _, r := range info.Risks(0) {
 			if r.Kind != redisops.RiskReplication {
 				details = append(details, r.Detail)

@@ -156,3 +156,18 @@ func TestStrictNewNamesTheClusterPrimaryAtRisk(t *testing.T) {
 	require.EqualError(t, err, "jobonce: redisstore: New: Config.Strict refuses Redis at "+risky.Addr+
 		": maxmemory-policy volatile-ttl: duplicates can run after memory pressure evicts done markers; use noeviction")
 }
+
+// Under Strict, a replica is New's error: every claim on it fails
+// (READONLY), or, on a writable replica, is lost at its next sync with its
+// primary. Its primary is accepted.
+func TestStrictNewRefusesAReplica(t *testing.T) {
+	t.Parallel()
+	primary, replicas := testenv.StartRedisReplicas(t, 1, "--appendonly", "yes")
+	s, err := strict(startupClient(t, replicas[0].Addr))
+	require.EqualError(t, err, "jobonce: redisstore: New: Config.Strict refuses Redis at "+replicas[0].Addr+
+		": a replica (role slave): every claim fails (READONLY), or on a writable replica is lost at its next sync; give the primary's address")
+	require.ErrorIs(t, err, core.ErrStoreRisk)
+	require.Nil(t, s)
+	_, err = strict(startupClient(t, primary.Addr))
+	require.NoError(t, err)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,9 @@ type watch struct {
 	againAt atomic.Int64 // UnixNano before which no claim makes it
 	logger  *slog.Logger
 	events  metric.Int64Counter
+	// risksNow counts, by kind, the servers that have a risk now: up when
+	// a check finds it, down when a later one no longer does.
+	risksNow metric.Int64UpDownCounter
 
 	latest atomic.Pointer[[]redisops.ServerInfo] // the servers as the last check that succeeded read them
 
@@ -45,12 +49,22 @@ type watch struct {
 }
 
 func newWatch(every time.Duration, logger *slog.Logger, mp metric.MeterProvider) (*watch, error) {
-	events, err := mp.Meter("github.com/jobonce/jobonce/core/redisstore").Int64Counter("jobonce.redis.events",
+	meter := mp.Meter("github.com/jobonce/jobonce/core/redisstore")
+	events, err := meter.Int64Counter("jobonce.redis.events",
 		metric.WithDescription("Changes of the Redis servers that let duplicates run: restart, failover, eviction, persistence"))
 	if err != nil {
 		return nil, err
 	}
-	return &watch{every: every, logger: logger, events: events, risks: map[string]redisops.Risk{}}, nil
+	risksNow, err := meter.Int64UpDownCounter("jobonce.redis.risks", metric.WithUnit("{server}"),
+		metric.WithDescription("Redis servers whose settings can lose done markers now, as the latest check read them, by event: eviction, persistence"))
+	if err != nil {
+		return nil, err
+	}
+	w := &watch{every: every, logger: logger, events: events, risksNow: risksNow, risks: map[string]redisops.Risk{}}
+	for _, kind := range []redisops.RiskKind{redisops.RiskEviction, redisops.RiskPersistence} {
+		w.risksNow.Add(context.Background(), 0, riskAttr(kind)) // 0 until a check finds one
+	}
+	return w, nil
 }
 
 // due reports whether a check is due now, and if so books it, so that one
@@ -120,6 +134,12 @@ func (w *watch) check(ctx context.Context, client redis.UniversalClient) error {
 		}
 		w.compareRisks(ctx, info)
 	}
+	for id, r := range w.risks { // a server no longer read (a Cluster's primary gone) has no risk now
+		if _, read := now[strings.TrimSuffix(id, " "+string(r.Kind))]; !read {
+			delete(w.risks, id)
+			w.risksNow.Add(ctx, -1, riskAttr(r.Kind))
+		}
+	}
 	w.last = now
 	w.latest.Store(&infos)
 	return nil
@@ -139,6 +159,7 @@ func (w *watch) compareRisks(ctx context.Context, info redisops.ServerInfo) {
 		id := info.Addr + " " + string(r.Kind)
 		if _, ok := w.risks[id]; !ok {
 			w.risks[id] = r
+			w.risksNow.Add(ctx, 1, riskAttr(r.Kind))
 			w.report(ctx, string(r.Kind), "jobonce: "+r.Detail, info)
 		}
 	}
@@ -146,9 +167,15 @@ func (w *watch) compareRisks(ctx context.Context, info redisops.ServerInfo) {
 		id := info.Addr + " " + string(kind)
 		if _, ok := w.risks[id]; ok && !seen[kind] {
 			delete(w.risks, id)
+			w.risksNow.Add(ctx, -1, riskAttr(kind))
 			w.logger.InfoContext(ctx, "jobonce: Redis no longer reports a risk", "risk", string(kind), "addr", info.Addr)
 		}
 	}
+}
+
+// riskAttr is the attribute set of jobonce.redis.risks for kind.
+func riskAttr(kind redisops.RiskKind) metric.AddOption {
+	return metric.WithAttributes(attribute.String("event", string(kind)))
 }
 
 func (w *watch) report(ctx context.Context, event, msg string, info redisops.ServerInfo) {

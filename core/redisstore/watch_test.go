@@ -94,12 +94,18 @@ func (w *watched) claim(t *testing.T) {
 // counts returns jobonce.redis.events by event.
 func (w *watched) counts(t *testing.T) map[string]int64 {
 	t.Helper()
+	return w.sum(t, "jobonce.redis.events")
+}
+
+// sum returns the sum name by event.
+func (w *watched) sum(t *testing.T, name string) map[string]int64 {
+	t.Helper()
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, w.reader.Collect(context.Background(), &rm))
 	out := map[string]int64{}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if m.Name != "jobonce.redis.events" {
+			if m.Name != name {
 				continue
 			}
 			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
@@ -263,4 +269,21 @@ func TestWithoutPeriodicChecksAClaimChecksOnceTheServerIsUp(t *testing.T) {
 	testenv.StartProxy(t, addr, server.Addr) // the server comes up
 	require.Eventually(t, func() bool { claimOnce(t, s); return len(logs.events()) > 0 }, 3*time.Second, 20*time.Millisecond)
 	require.Equal(t, []string{"persistence"}, logs.events(), "a claim checked")
+}
+
+// The risks a server has now are a gauge, jobonce.redis.risks by event,
+// which falls back to 0 once the setting is fixed, while the events that
+// counted them stay counted.
+func TestWatchRisksFollowTheSettings(t *testing.T) {
+	server := testenv.StartRedisServer(t, "--maxmemory-policy", "allkeys-lru")
+	w := newWatched(t, server.Client())
+	require.Equal(t, map[string]int64{"eviction": 1, "persistence": 1}, w.sum(t, "jobonce.redis.risks"))
+	ctx := context.Background()
+	require.NoError(t, server.Client().ConfigSet(ctx, "maxmemory-policy", "noeviction").Err())
+	w.claim(t)
+	require.Equal(t, map[string]int64{"eviction": 0, "persistence": 1}, w.sum(t, "jobonce.redis.risks"))
+	require.NoError(t, server.Client().ConfigSet(ctx, "appendonly", "yes").Err())
+	w.claim(t)
+	require.Equal(t, map[string]int64{"eviction": 0, "persistence": 0}, w.sum(t, "jobonce.redis.risks"))
+	require.Equal(t, map[string]int64{"eviction": 1, "persistence": 1}, w.counts(t))
 }
