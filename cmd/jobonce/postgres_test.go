@@ -264,7 +264,7 @@ func TestPostgresCheckReportsTheServerAndTheTable(t *testing.T) {
 	r = e.run(t, "check")
 	require.Equal(t, 2, r.status, "%s", r)
 	require.Equal(t, "jobonce: risk found: replication (-fail-on)\n", r.stderr)
-	r = runCLI(t, nil, nil, "check", "-postgres", testenv.DatabaseURL()+"&synchronous_commit=off", "-schema", e.schema, "-fail-on", "persistence")
+	r = runCLI(t, nil, nil, "check", "-postgres", withParam(testenv.DatabaseURL(), "synchronous_commit=off"), "-schema", e.schema, "-fail-on", "persistence")
 	require.Equal(t, 2, r.status, "%s", r)
 	require.Contains(t, r.stdout, "RISK: persistence: synchronous_commit off")
 	require.Equal(t, "jobonce: risk found: persistence (-fail-on)\n", r.stderr)
@@ -318,4 +318,12 @@ func TestTheStoreComesFromTheFlagsThenTheEnvironment(t *testing.T) {
 	requireOneErrorLine(t, r, "jobonce: -schema and -table name a PostgreSQL table")
 	r = runCLI(t, nil, nil, e.args("inspect", "job-1", "-table", strings.Repeat("t", 60))...)
 	requireOneErrorLine(t, r, "jobonce: -table: jobonce: pgstore: Config.Table")
+}
+
+// withParam adds a query parameter to a connection URL, with or without a query.
+func withParam(url, param string) string {
+	if strings.Contains(url, "?") {
+		return url + "&" + param
+	}
+	return url + "?" + param
 }
