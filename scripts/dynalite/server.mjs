@@ -7,6 +7,15 @@
 // Usage: node scripts/dynalite/server.mjs   (after `npm ci` in this folder)
 import dynalite from "dynalite";
 
+// dynalite throws from a request whose client went away mid-request (a
+// call cancelled by its context, a connection the tests cut): that request
+// is over, not the server.
+process.on("uncaughtException", (err) => {
+  if (err?.code === "ECONNRESET" || err?.message === "aborted") return;
+  console.error(`dynalite: ${err?.stack ?? err}`);
+  process.exit(1);
+});
+
 const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
 
 server.on("error", (err) => {
