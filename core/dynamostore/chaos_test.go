@@ -57,4 +57,3 @@ func throttledError(t *testing.T) error {
 	require.ErrorIs(t, err, dynamostore.ErrThrottled)
 	return err
 }
-

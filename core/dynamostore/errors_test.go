@@ -65,4 +65,3 @@ func TestThrottledIsAnAnswer(t *testing.T) {
 	require.ErrorIs(t, err, dynamostore.ErrThrottled)
 	require.False(t, ran)
 }
-
