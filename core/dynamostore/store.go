@@ -40,11 +40,12 @@ const maxItemSize = 400 * 1024
 // maxKeySize is DynamoDB's limit on a binary partition key.
 const maxKeySize = 2048
 
-// MaxResultSize is the largest result a done marker of this Store holds
-// next to a key and fingerprint as long as a core.Guard makes them (the
-// rest of DynamoDB's 400 KB item). A core.Guard on the Store refuses a
-// larger Config.MaxResultSize.
-const MaxResultSize = maxItemSize - 4096
+// MaxResultSize is the largest result a core.Guard stores with a done
+// marker of this Store (core.New refuses a larger Config.MaxResultSize):
+// 256 KiB, which leaves room in DynamoDB's 400 KB item for the key, the
+// fingerprint and the rest, also on servers that count binary values
+// base64-encoded (moto).
+const MaxResultSize = 256 << 10
 
 // Store keeps jobonce claims and done markers in a DynamoDB table, one item
 // per key. It implements driver.Store, driver.BatchStore and
