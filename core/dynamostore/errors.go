@@ -53,6 +53,10 @@ func apiCode(err error) string {
 
 // retryable reports whether err is an answer that says to try again soon.
 func retryable(err error) bool {
+	var ra *retryableAnswer
+	if errors.As(err, &ra) {
+		return true
+	}
 	switch apiCode(err) {
 	case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
 		"TransactionConflictException", "TransactionInProgressException", "LimitExceededException":
