@@ -52,13 +52,19 @@ func BenchmarkClaimComplete(b *testing.B) {
 }
 
 // BenchmarkWaitSettle measures how soon a copy that waits for its running
-// copy (Job.WaitUntil) settles as a Duplicate once that copy's 200ms job
-// ran, on a store without a completion signal: the copy polls. Pairs run
+// copy (Job.WaitUntil) settles as a Duplicate once that copy's job (of
+// 200ms, of 700ms) ran, on a store without a completion signal: the copy polls. Pairs run
 // five at a time; settle-p50-ms and settle-p99-ms run from the first
 // copy's Ran to the second's Duplicate (testenv.Settles). Run it with a
 // small -benchtime, such as 20x.
 func BenchmarkWaitSettle(b *testing.B) {
 	s := newStore(b, dynalite(b), &dynamostore.Config{ClockSkew: 20 * time.Millisecond})
+	for _, job := range []time.Duration{200 * time.Millisecond, 700 * time.Millisecond} {
+		b.Run(job.String(), func(b *testing.B) { benchWaitSettle(b, s, job) })
+	}
+}
+
+func benchWaitSettle(b *testing.B, s *dynamostore.Store, job time.Duration) {
 	var settles testenv.Settles
 	g, err := core.New(s, &core.Config{KeyPrefix: testenv.RandomID(4) + ":", Observer: settles.Observe})
 	if err != nil {
@@ -75,13 +81,13 @@ func BenchmarkWaitSettle(b *testing.B) {
 			wg.Go(func() {
 				_, _ = g.Run(ctx, core.Job{Key: key}, func(context.Context) ([]byte, error) {
 					close(started)
-					time.Sleep(200 * time.Millisecond) // the job
+					time.Sleep(job) // the job
 					return nil, nil
 				})
 			})
 			wg.Go(func() {
 				<-started
-				_, _ = g.Run(ctx, core.Job{Key: key, WaitUntil: time.Now().Add(5 * time.Second)}, func(context.Context) ([]byte, error) {
+				_, _ = g.Run(ctx, core.Job{Key: key, WaitUntil: time.Now().Add(5 * time.Second), HoldsWorker: true}, func(context.Context) ([]byte, error) {
 					return nil, nil
 				})
 			})
