@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,9 +21,10 @@ func BenchmarkClaimComplete(b *testing.B) {
 	s := newStore(b, dynalite(b), nil)
 	ctx := context.Background()
 	prefix := testenv.RandomID(4) + ":"
+	var seq atomic.Int64 // across the runs of one sub-benchmark: every key is fresh
 	b.Run("single", func(b *testing.B) {
-		for i := range b.N {
-			key, tok := prefix+"s"+strconv.Itoa(i), driver.NewToken()
+		for range b.N {
+			key, tok := prefix+"s"+strconv.FormatInt(seq.Add(1), 36), driver.NewToken()
 			if _, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: tok, Lease: time.Minute}); err != nil {
 				b.Fatal(err)
 			}
@@ -36,7 +38,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 			claims := make([]driver.ClaimRequest, min(10, b.N-i))
 			completes := make([]driver.CompleteRequest, len(claims))
 			for j := range claims {
-				key, tok := prefix+"b"+strconv.Itoa(i+j), driver.NewToken()
+				key, tok := prefix+"b"+strconv.FormatInt(seq.Add(1), 36), driver.NewToken()
 				claims[j] = driver.ClaimRequest{Key: key, Token: tok, Lease: time.Minute}
 				completes[j] = driver.CompleteRequest{Key: key, Token: tok, Retention: time.Hour}
 			}

@@ -51,7 +51,7 @@ func TestChaos(t *testing.T) {
 // throttles until the claim's time runs short.
 func throttledError(t *testing.T) error {
 	s, _ := throttlingStore(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := s.Claim(ctx, driver.ClaimRequest{Key: "k", Token: driver.NewToken(), Lease: time.Second})
 	require.ErrorIs(t, err, dynamostore.ErrThrottled)
