@@ -22,7 +22,8 @@ import (
 const signalled = 900 * time.Millisecond
 
 // holder runs a job under key on g until release is closed, then ends it
-// with err; started is closed once the job runs.
+// with err; started is closed once the job runs, or once Run returned
+// without running it.
 type holder struct {
 	started, release chan struct{}
 	done             chan struct{}
@@ -33,14 +34,17 @@ type holder struct {
 
 func hold(ctx context.Context, g *core.Guard, job core.Job, err error) *holder {
 	h := &holder{started: make(chan struct{}), release: make(chan struct{}), done: make(chan struct{})}
+	var once sync.Once
+	start := func() { once.Do(func() { close(h.started) }) }
 	go func() {
 		defer close(h.done)
 		h.res, h.err = g.Run(ctx, job, func(context.Context) ([]byte, error) {
-			close(h.started)
+			start()
 			<-h.release
 			return []byte("held"), err
 		})
 		h.at = time.Now()
+		start() // a job that did not run (a store that failed) holds nothing: the case fails, not hangs
 	}()
 	return h
 }
