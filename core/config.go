@@ -95,7 +95,9 @@ type Config struct {
 	// larger for larger results (redisstore and pgstore hold up to hundreds
 	// of megabytes, at that cost per duplicate; dynamostore up to
 	// dynamostore.MaxResultSize, and New refuses more), or keep a large
-	// result elsewhere and return its address. Defaults to 64 KiB (65536).
+	// result elsewhere and return its address. Defaults to 64 KiB (65536),
+	// or less when the store's done markers hold less
+	// (driver.ResultLimiter).
 	MaxResultSize int
 
 	// Shadow turns on shadow mode, for rolling jobonce out: the Guard claims
