@@ -93,8 +93,11 @@ type Config struct {
 	// Err matches ErrResultTooLarge and names the size and the limit, it is
 	// logged at Warn, and the job's duplicates get a nil Result.Value. Set it
 	// larger for larger results (redisstore and pgstore hold up to hundreds
-	// of megabytes, at that cost per duplicate), or keep a large result
-	// elsewhere and return its address. Defaults to 64 KiB (65536).
+	// of megabytes, at that cost per duplicate; dynamostore up to
+	// dynamostore.MaxResultSize, and New refuses more), or keep a large
+	// result elsewhere and return its address. Defaults to 64 KiB (65536),
+	// or less when the store's done markers hold less
+	// (driver.ResultLimiter).
 	MaxResultSize int
 
 	// Shadow turns on shadow mode, for rolling jobonce out: the Guard claims

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
 )
 
@@ -87,5 +88,26 @@ func TestBadCallsAreNamedInErrors(t *testing.T) {
 		out, err := tc.call()
 		require.EqualError(t, err, tc.want)
 		require.Equal(t, core.Rejected, out, tc.want)
+	}
+}
+
+// limitedStore is a store whose done markers hold results of at most 1000
+// bytes (driver.ResultLimiter).
+type limitedStore struct{ driver.Store }
+
+func (limitedStore) MaxResultSize() int { return 1000 }
+
+// TestMaxResultSizeWithinTheStoresLimit: New refuses a MaxResultSize larger
+// than the store's done markers hold, naming both, and lowers the default
+// to it.
+func TestMaxResultSizeWithinTheStoresLimit(t *testing.T) {
+	s := limitedStore{memstore.New()}
+	_, err := core.New(s, &core.Config{MaxResultSize: 1001})
+	require.ErrorContains(t, err, "Config.MaxResultSize 1001 is larger than the 1000 bytes")
+	for _, cfg := range []*core.Config{nil, {}, {MaxResultSize: 1000}} {
+		g, err := core.New(s, cfg)
+		require.NoError(t, err)
+		require.Equal(t, 1000, g.MaxResultSize())
+		require.NoError(t, g.Close())
 	}
 }

@@ -120,6 +120,12 @@ func New(store driver.Store, cfg *Config) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
+	if l, ok := store.(driver.ResultLimiter); ok && c.MaxResultSize > l.MaxResultSize() {
+		if cfg != nil && cfg.MaxResultSize != 0 {
+			return nil, fmt.Errorf("jobonce: core: Config.MaxResultSize %d is larger than the %d bytes a done marker of %T holds", c.MaxResultSize, l.MaxResultSize(), store)
+		}
+		c.MaxResultSize = l.MaxResultSize() // the default, lowered to what the store holds
+	}
 	m, err := newMetrics(&c)
 	if err != nil {
 		return nil, fmt.Errorf("jobonce: core: Config.MeterProvider: %w", err)

@@ -19,11 +19,12 @@ import (
 // before the awaited mark lapses with the running claim's lease, so a lost
 // signal costs only latency. On a store that does not notify, or whose
 // listener could not be opened, it polls: after firstPoll, doubling up to
-// maxPoll.
+// maxPoll, so that it settles within maxPoll and a round trip of the running
+// copy's end (a poll costs one claim: dynamostore's waiting copies poll).
 const (
 	firstCheck = time.Second
 	firstPoll  = 10 * time.Millisecond
-	maxPoll    = time.Second
+	maxPoll    = 200 * time.Millisecond
 )
 
 // waits reports whether the claim, answered, found its job running and,

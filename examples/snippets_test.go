@@ -38,6 +38,8 @@ import (
 	// Packages the snippets import and no example does, so that go mod tidy
 	// keeps their modules in go.mod and go.sum.
 	_ "github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	_ "github.com/aws/aws-sdk-go-v2/config"
+	_ "github.com/jobonce/jobonce/core/dynamostore"
 	_ "github.com/prometheus/client_golang/prometheus/promhttp"
 	_ "github.com/riverqueue/river/rivertype"
 	_ "go.opentelemetry.io/otel/exporters/prometheus"

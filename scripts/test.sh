@@ -4,15 +4,19 @@
 # TEST_DATABASE_URL, TEST_SQS_ENDPOINT, TEST_AMQP_URL and TEST_NATS_URL when
 # they answer, and otherwise starts local ones on loopback, installing
 # Debian's packages (redis-server, postgresql, nodejs, rabbitmq-server,
-# nats-server) when they are missing. When moto_server is installed (it is never installed
-# here), it is started too, and TEST_MOTO_ENDPOINT set, so the SQS behaviour
-# tests also run against a second implementation. Extra arguments go to the
-# library's `go test` (e.g. -run, -short), whose output internal/testreport
-# keeps to the failed tests, the lines that replay them and the ten slowest
-# tests. Then the examples module is vetted and tested, the monitoring
-# module vetted and tested (its tests run promtool and a Prometheus of their
-# own, from Debian's prometheus package, installed when missing), and the
-# bench module vetted: all three are modules of their own.
+# nats-server) when they are missing. The DynamoDB server is dynalite,
+# pinned in scripts/dynalite and started on a free loopback port unless
+# TEST_DYNAMODB_ENDPOINT is set. When moto_server is installed (it is never
+# installed here), it is started too, and TEST_MOTO_ENDPOINT set, so the SQS
+# and DynamoDB behaviour tests also run against a second implementation.
+# Extra arguments go to the library's `go test` (e.g. -run, -short), whose
+# output internal/testreport keeps to the failed tests, the lines that
+# replay them and the ten slowest tests. Then the examples module is vetted
+# and tested, the monitoring module vetted and tested (its tests run
+# promtool and a Prometheus of their own, from Debian's prometheus package,
+# installed when missing), the DynamoDB store's module (core/dynamostore)
+# vetted and tested, and the bench module vetted: all four are modules of
+# their own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -153,6 +157,30 @@ ensure_sqs() {
   log "SQS server at $TEST_SQS_ENDPOINT"
 }
 
+dynamodb_pid=
+ensure_dynamodb() {
+  if [ -n "${TEST_DYNAMODB_ENDPOINT:-}" ]; then return 0; fi
+  have node && have npm || apt_install nodejs npm
+  local dir=scripts/dynalite
+  if [ ! -d "$dir/node_modules" ]; then
+    log "installing the DynamoDB test server (npm ci in $dir)"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  fi
+  local out
+  out=$(mktemp)
+  node "$dir/server.mjs" >"$out" 2>"$out.err" &
+  dynamodb_pid=$!
+  for _ in $(seq 300); do
+    if [ -s "$out" ]; then break; fi
+    kill -0 "$dynamodb_pid" 2>/dev/null || { cat "$out.err" >&2; log "DynamoDB server exited"; exit 1; }
+    sleep 0.1
+  done
+  TEST_DYNAMODB_ENDPOINT=$(head -n 1 "$out")
+  [ -n "$TEST_DYNAMODB_ENDPOINT" ] || { cat "$out.err" >&2; log "DynamoDB server did not start"; exit 1; }
+  export TEST_DYNAMODB_ENDPOINT
+  log "DynamoDB server (dynalite) at $TEST_DYNAMODB_ENDPOINT"
+}
+
 # A second SQS implementation for the behaviour tests, when moto_server is
 # installed; it is never installed here, and the tests that need it skip
 # without it.
@@ -196,6 +224,7 @@ free_port() {
 cleanup() {
   [ -z "$sqs_pid" ] || kill "$sqs_pid" 2>/dev/null || true
   [ -z "$moto_pid" ] || kill "$moto_pid" 2>/dev/null || true
+  [ -z "$dynamodb_pid" ] || kill "$dynamodb_pid" 2>/dev/null || true
 }
 trap cleanup EXIT
 
@@ -204,6 +233,7 @@ ensure_postgres
 ensure_rabbitmq
 ensure_nats
 ensure_sqs
+ensure_dynamodb
 ensure_moto
 ensure_prometheus
 export JOBONCE_REPORT="$(mktemp)"  # headline figures of passing tests (testenv.Report)
@@ -228,5 +258,8 @@ go -C monitoring test -race -count=1 ./...
 log "adapters/lambda: go vet, go test -race (the Lambda SQS handler's own module)"
 go -C adapters/lambda vet ./...
 go -C adapters/lambda test -race -count=1 ./...
+log "core/dynamostore: go vet, go test -race (dynalite; moto too when TEST_MOTO_ENDPOINT is set)"
+go -C core/dynamostore vet ./...
+go -C core/dynamostore test -race -count=1 ./...
 log "bench: go vet"
 go -C bench vet ./...

@@ -251,6 +251,14 @@ type ReadyStore interface {
 	Ready(ctx context.Context) error
 }
 
+// ResultLimiter is a Store whose done markers hold results of at most
+// MaxResultSize bytes (dynamostore: a DynamoDB item's 400 KB). core.New
+// refuses a Config.MaxResultSize larger than that.
+type ResultLimiter interface {
+	Store
+	MaxResultSize() int
+}
+
 // TxStore is a Store that records keys inside transactions of type TTx
 // (pgx.Tx for pgstore): the record and the job's effects commit together,
 // or neither does. core.NewTxGuard turns it into the transactional mode.

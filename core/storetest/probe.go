@@ -5,31 +5,95 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-
-	"github.com/stretchr/testify/require"
+	"time"
 
 	"github.com/jobonce/jobonce/core/driver"
 )
 
-// probe wraps a store that notifies and counts what a Guard does with its
-// completion signal: Await calls, Listeners opened and still open. With
+// probe wraps a store and counts what a Guard does while a copy waits for
+// its running copy. On a store that notifies, it counts Await calls (a
+// waiting copy's reads of its key), Listeners opened and still open; with
 // drop set, its Listeners drop every notification but the one that says
 // listening began (a lost signal); with failAwait, Await fails as an
-// unreachable store does.
+// unreachable store does. On a store that does not notify, the waiting copy
+// polls with Claim: awaits counts the claims of a key the probe has already
+// seen running (the polls), failAwait fails those, and no Listener opens.
+// The Guard under test gets p.store().
 type probe struct {
-	driver.Notifier
-	awaits    atomic.Int64
-	listens   atomic.Int64
-	open      atomic.Int64
-	drop      atomic.Bool
-	failAwait atomic.Bool
+	driver.Notifier // nil when the store does not notify
+	poll            *pollStore
+	awaits          atomic.Int64
+	listens         atomic.Int64
+	open            atomic.Int64
+	drop            atomic.Bool
+	failAwait       atomic.Bool
 }
 
 func newProbe(t *testing.T, s driver.Store) *probe {
 	t.Helper()
-	n, ok := s.(driver.Notifier)
-	require.True(t, ok, "%T does not implement driver.Notifier", s)
-	return &probe{Notifier: n}
+	if n, ok := s.(driver.Notifier); ok {
+		return &probe{Notifier: n}
+	}
+	p := &probe{}
+	p.poll = &pollStore{Store: s, p: p, running: make(map[string]bool)}
+	return p
+}
+
+// store returns the store for the Guard under test.
+func (p *probe) store() driver.Store {
+	if p.poll != nil {
+		return p.poll
+	}
+	return p
+}
+
+// listeners returns how many Listeners a Guard opens for waiting copies:
+// one on a store that notifies, none on one that does not.
+func (p *probe) listeners() int64 {
+	if p.poll != nil {
+		return 0
+	}
+	return 1
+}
+
+// settleBound returns the bound, after the running copy ended at end, by
+// which a copy that began waiting at start settles: on a store that
+// notifies, before its first check without a signal; on one that does not,
+// by its next poll, which comes at most as long after the last as the
+// polls before it took together.
+func (p *probe) settleBound(start, end time.Time) time.Duration {
+	if p.poll != nil {
+		return end.Sub(start) + signalled
+	}
+	return signalled
+}
+
+// pollStore is the store a Guard gets from a probe of a store that does
+// not notify: it counts, and fails on request, the polls of waiting copies.
+type pollStore struct {
+	driver.Store
+	p       *probe
+	mu      sync.Mutex
+	running map[string]bool // keys a claim found running
+}
+
+func (s *pollStore) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
+	s.mu.Lock()
+	again := s.running[req.Key]
+	s.mu.Unlock()
+	if again {
+		s.p.awaits.Add(1)
+		if s.p.failAwait.Load() {
+			return driver.ClaimReply{}, errInjected
+		}
+	}
+	r, err := s.Store.Claim(ctx, req)
+	if err == nil && r.State == driver.StateRunning {
+		s.mu.Lock()
+		s.running[req.Key] = true
+		s.mu.Unlock()
+	}
+	return r, err
 }
 
 func (p *probe) Await(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {

@@ -1,0 +1,6 @@
+package dynamostore
+
+import "time"
+
+// SetClock makes s read the time from now, as a process whose clock is off.
+func SetClock(s *Store, now func() time.Time) { s.now = now }
