@@ -137,7 +137,11 @@ func TestCopiesWithNoRetriesLeftHoldTheirSlotsUntilTheRunningCopyEnds(t *testing
 
 	require.Eventually(t, func() bool { return h.shortsDone(names) == len(names) }, time.Minute, 20*time.Millisecond,
 		"unrelated tasks done while the long task runs: %d of %d", h.shortsDone(names), len(names))
-	qi := h.e.info(t)
+	// A short task's effect is counted before Asynq acknowledges it: the
+	// pool is read once the last short task has left the active set.
+	var qi *asynq.QueueInfo
+	require.Eventually(t, func() bool { qi = h.e.info(t); return qi.Active <= 1+exhausted }, time.Minute, 20*time.Millisecond,
+		"short tasks acknowledged")
 	require.Equal(t, 1+exhausted, qi.Active, "the copies still hold their slots")
 	require.Zero(t, qi.Archived+qi.Retry, "no copy archived or sent back")
 	h.releaseLong()
