@@ -120,7 +120,12 @@ func (c *Claim) await(ctx context.Context, until time.Time) claimState {
 	g := c.g
 	start := time.Now()
 	defer func() { c.waited = time.Since(start) }()
-	w := g.signal.join(ctx, c.key)
+	// The wait bounds how long the copy queues behind other copies'
+	// Listener calls, as its context does: past it, the copy reads its key
+	// once and is answered.
+	jctx, jcancel := context.WithDeadline(ctx, until)
+	w := g.signal.join(jctx, c.key)
+	jcancel()
 	defer w.leave()
 	next := firstCheck
 	if !w.listening {
