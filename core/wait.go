@@ -149,6 +149,11 @@ func (c *Claim) await(ctx context.Context, until time.Time) claimState {
 		c.reclaim(ctx)
 		if c.err != nil {
 			if g.stopped(ctx, c) {
+				// The read may have claimed the key (the running copy had
+				// ended) though the caller's context cut its answer: a
+				// claim nobody renews would hold the key for its lease.
+				// The release is token-checked.
+				g.release(ctx, c.key, c.token)
 				return claimCanceled
 			}
 			return claimFailed
