@@ -125,10 +125,13 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 }
 
 // earlierMarker reports whether a running claim Enqueue found is the marker
-// of an earlier release: no fingerprint, and more lease left than any claim
-// of this Guard's Enqueue has.
+// of an earlier release: a claim read from the store (its fence known) with
+// no fingerprint, and more lease left than any claim of this Guard's Enqueue
+// has. A key the store could not read, such as a row another transaction
+// locked past pgstore's LockTimeout, is answered running with no fence and
+// only a retry hint left, which is no publish.
 func (g *Guard) earlierMarker(reply driver.ClaimReply) bool {
-	return reply.Fingerprint == "" && reply.Remaining > g.cfg.Lease
+	return reply.Fingerprint == "" && reply.Fence > 0 && reply.Remaining > g.cfg.Lease
 }
 
 // notPublished answers an Enqueue that enforcement does not publish: with

@@ -16,6 +16,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/internal/stall"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -154,6 +155,52 @@ func TestWaitersAreAnsweredWithinTheirContextWhileTheListenerHangs(t *testing.T)
 			}
 			require.LessOrEqual(t, runtime.NumGoroutine(), baseline, "goroutines left after the waits")
 		})
+	}
+}
+
+// TestWaitersAreAnsweredByTheirWaitWhileTheListenerHangs: eight copies on
+// eight keys, whose contexts never end, wait 100 ms (Job.WaitUntil) for
+// their running copies while each Listener Add hangs for its whole
+// StoreTimeout (500 ms): each is answered Running within its wait and one
+// StoreTimeout (its own Add), not after the Adds of the copies before it,
+// one after another (the last took eight StoreTimeouts).
+func TestWaitersAreAnsweredByTheirWaitWhileTheListenerHangs(t *testing.T) {
+	const (
+		n       = 8
+		wait    = 100 * time.Millisecond
+		timeout = 500 * time.Millisecond
+		slack   = 300 * time.Millisecond
+	)
+	st := &hangingNotifier{Store: memstore.New(), hang: map[string]bool{"Add": true}}
+	g, err := core.New(st, &core.Config{StoreTimeout: timeout, WaitingShare: 1})
+	require.NoError(t, err)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprint("k", i)
+	}
+	release := make(chan struct{})
+	holders := holdKeys(g, release, keys...)
+	probe := stall.Start()
+	took := make([]time.Duration, n)
+	outs := make([]core.Outcome, n)
+	var waiters sync.WaitGroup
+	for i := range n {
+		waiters.Go(func() {
+			start := time.Now()
+			res, _ := g.Run(context.Background(), core.Job{Key: keys[i], WaitUntil: start.Add(wait)},
+				func(context.Context) ([]byte, error) { return nil, nil })
+			end := time.Now()
+			took[i], outs[i] = end.Sub(start)-probe.Within(start, end), res.Outcome
+		})
+	}
+	waiters.Wait()
+	probe.Stop()
+	close(release)
+	holders.Wait()
+	require.NoError(t, g.Close())
+	for i := range n {
+		require.Equal(t, core.Running, outs[i], "copy %d", i)
+		require.Less(t, took[i], wait+timeout+slack, "copy %d answered after %v, stalls excepted (all: %v)", i, took[i], took)
 	}
 }
 

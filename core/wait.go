@@ -121,7 +121,12 @@ func (c *Claim) await(ctx context.Context, until time.Time) claimState {
 	g := c.g
 	start := time.Now()
 	defer func() { c.waited = time.Since(start) }()
-	w := g.signal.join(ctx, c.key)
+	// The wait bounds how long the copy queues behind other copies'
+	// Listener calls, as its context does: past it, the copy reads its key
+	// once and is answered.
+	jctx, jcancel := context.WithDeadline(ctx, until)
+	w := g.signal.join(jctx, c.key)
+	jcancel()
 	defer w.leave()
 	next := firstCheck
 	if !w.listening {
@@ -145,6 +150,11 @@ func (c *Claim) await(ctx context.Context, until time.Time) claimState {
 		c.reclaim(ctx)
 		if c.err != nil {
 			if g.stopped(ctx, c) {
+				// The read may have claimed the key (the running copy had
+				// ended) though the caller's context cut its answer: a
+				// claim nobody renews would hold the key for its lease.
+				// The release is token-checked.
+				g.release(ctx, c.key, c.token)
 				return claimCanceled
 			}
 			return claimFailed

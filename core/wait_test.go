@@ -235,3 +235,71 @@ func TestOverdueRunningCopyIsAskedAfterSoon(t *testing.T) {
 	require.True(t, ok)
 	require.Less(t, after, 10*time.Second, "an overdue job is asked after as long again as it is overdue")
 }
+
+// cutAwaits is a memstore whose Await, once cut is set, claims as asked
+// and then loses its answer until the caller's context ends (a reply lost
+// after the write applied, a client that ends the call with its context);
+// cutDone is closed when it did.
+type cutAwaits struct {
+	*memstore.Store
+	cut     atomic.Bool
+	cutDone chan struct{}
+	awaits  atomic.Int32
+}
+
+func (s *cutAwaits) Await(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
+	s.awaits.Add(1)
+	r, err := s.Store.Await(ctx, req)
+	if err != nil || r.State != driver.StateClaimed || !s.cut.CompareAndSwap(true, false) {
+		return r, err
+	}
+	close(s.cutDone)
+	<-ctx.Done()
+	return driver.ClaimReply{}, ctx.Err()
+}
+
+// TestWaitingCopyStoppedWhileItsReadClaimsLeavesTheKeyFree: a copy whose
+// running copy failed claims the key as it reads it again, and its caller's
+// context ends before the answer comes: the copy is Canceled and the claim
+// the store wrote for it is released, so the next delivery runs the job at
+// once instead of finding it running for a whole lease (a holder that
+// stopped renewing, counted stale).
+func TestWaitingCopyStoppedWhileItsReadClaimsLeavesTheKeyFree(t *testing.T) {
+	st := &cutAwaits{Store: memstore.New(), cutDone: make(chan struct{})}
+	g, err := core.New(st, &core.Config{Lease: time.Minute})
+	require.NoError(t, err)
+	defer g.Close()
+	failing := make(chan struct{})
+	running := make(chan struct{})
+	go func() {
+		_, _ = g.Run(context.Background(), core.Job{Key: "k"}, func(context.Context) ([]byte, error) {
+			close(running)
+			<-failing
+			return nil, errors.New("failed")
+		})
+	}()
+	<-running
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	copied := make(chan copyResult, 1)
+	go func() {
+		res, err := g.Run(ctx, core.Job{Key: "k", WaitUntil: time.Now().Add(time.Minute)}, func(context.Context) ([]byte, error) {
+			return nil, errors.New("a copy whose caller ended must not run")
+		})
+		copied <- copyResult{res, err}
+	}()
+	require.Eventually(t, func() bool { return st.awaits.Load() > 0 }, 10*time.Second, time.Millisecond, "the copy waits")
+	st.cut.Store(true)
+	close(failing)
+	<-st.cutDone
+	cancel()
+	r := <-copied
+	require.Equal(t, core.Canceled, r.res.Outcome)
+	require.ErrorIs(t, r.err, context.Canceled)
+
+	ran := false
+	res, err := g.Run(context.Background(), core.Job{Key: "k"}, func(context.Context) ([]byte, error) { ran = true; return nil, nil })
+	require.NoError(t, err, "the key is free: nobody holds it")
+	require.Equal(t, core.Ran, res.Outcome)
+	require.True(t, ran)
+}

@@ -167,7 +167,11 @@ func (l *listener) listens(key string) bool {
 // read hands each notification's key to notify until Close, connecting
 // again when the connection breaks.
 func (l *listener) read() {
-	defer func() { l.s.closeConn(l.conn) }()
+	defer func() {
+		if l.conn != nil { // nil once closed, while connecting again
+			l.s.closeConn(l.conn)
+		}
+	}()
 	var pause time.Duration
 	for {
 		n, err := l.conn.WaitForNotification(l.ctx)
@@ -176,6 +180,7 @@ func (l *listener) read() {
 		}
 		if err != nil {
 			l.s.closeConn(l.conn)
+			l.conn = nil
 			for {
 				pause = min(max(2*pause, 10*time.Millisecond), time.Second)
 				t := time.NewTimer(pause)

@@ -3,8 +3,10 @@ package pgstore_test
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -200,4 +202,61 @@ func TestForgedNotificationsCostEachWaitingCopyBoundedReads(t *testing.T) {
 
 	require.NoError(t, s.Complete(ctx, driver.CompleteRequest{Key: key, Token: holder, Retention: time.Minute, Fence: r.Fence}))
 	require.Equal(t, core.Duplicate, (<-second).Outcome, "a forged notification never changes an outcome")
+}
+
+// TestListenerClosesEachConnectionOnce: a Listener closed while it cannot
+// connect again, after its backend was terminated, hands each connection
+// it made to the pool's BeforeClose hook once (a hook that counts or frees
+// what AfterConnect took drifted when the broken one came twice).
+func TestListenerClosesEachConnectionOnce(t *testing.T) {
+	testenv.Short(t)
+	ctx := ctxT(t)
+	_, schema := testenv.Postgres(t)
+	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL())
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	app := "jobonce-closed-" + testenv.RandomID(4)
+	cfg.ConnConfig.RuntimeParams["application_name"] = app
+	var refuse atomic.Bool
+	cfg.BeforeConnect = func(context.Context, *pgx.ConnConfig) error {
+		if refuse.Load() {
+			return errors.New("no connection now")
+		}
+		return nil
+	}
+	var mu sync.Mutex
+	closes := map[*pgx.Conn]int{}
+	cfg.BeforeClose = func(c *pgx.Conn) {
+		mu.Lock()
+		defer mu.Unlock()
+		closes[c]++
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s := migratedStore(t, pool, nil)
+
+	got := make(notes, 64)
+	l, err := s.Listen(ctx, got.notify)
+	require.NoError(t, err)
+	key := testenv.Prefix(t) + "k"
+	require.NoError(t, l.Add(ctx, key))
+	require.Equal(t, key, got.next(t))
+	refuse.Store(true)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx,
+		`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1 AND query = 'LISTEN ' || quote_ident($2)`,
+		app, s.Channel()).Scan(&n))
+	require.Equal(t, 1, n)
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(closes) > 0
+	}, 10*time.Second, time.Millisecond, "the broken connection is closed")
+	require.NoError(t, l.Close())
+	mu.Lock()
+	defer mu.Unlock()
+	for c, n := range closes {
+		require.Equal(t, 1, n, "connection %p handed to BeforeClose %d times", c, n)
+	}
 }

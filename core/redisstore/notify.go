@@ -25,22 +25,27 @@ const markSuffix = "\x00awaited"
 // sharded is the complete and release scripts' argument for SPUBLISH.
 const sharded = "s"
 
-// markKey returns the name of key's awaited mark: the key and markSuffix
-// when its hash tag decides its slot, otherwise the key as the mark's hash
-// tag ("{key}" and markSuffix), so the mark shares the key's slot. On a
-// Cluster client, a key without a hash tag that holds a "}" can have no
-// such mark (no tag names its slot); ok is then false and the key is never
-// notified.
+// markKey returns the name of key's awaited mark, which begins with the
+// key, so that an ACL that allows the key (~<KeyPrefix>*) allows its mark:
+// the key and markSuffix when its hash tag decides its slot, otherwise the
+// key, the key again as the mark's hash tag ("{key}") and markSuffix, so
+// the mark shares the key's slot. A key without a hash tag that holds a
+// brace cannot name its slot so: on a Cluster client such a key can have no
+// mark (ok is then false and the key is never notified); elsewhere, where
+// no slot binds them, its mark is the key and markSuffix.
 func (s *Store) markKey(key string) (mark string, ok bool) {
 	if i := strings.IndexByte(key, '{'); i >= 0 {
 		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
 			return key + markSuffix, true
 		}
 	}
-	if s.cluster && strings.IndexByte(key, '}') >= 0 {
-		return "", false
+	if strings.ContainsAny(key, "{}") {
+		if s.cluster {
+			return "", false
+		}
+		return key + markSuffix, true
 	}
-	return "{" + key + "}" + markSuffix, true
+	return key + "{" + key + "}" + markSuffix, true
 }
 
 // markedKeys returns the keys of a script on key: the key, and its awaited

@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -152,5 +154,66 @@ func TestNewSaysWhenTheUserMayNotUseTheSignalsChannels(t *testing.T) {
 	require.NoError(t, err)
 	for _, r := range allowed.All() {
 		require.NotContains(t, r.Message, "channel")
+	}
+}
+
+// TestUserOfThePrefixAloneRecordsAndAwaitsJobs: a Redis user whose ACL
+// allows the keys and channels under the Guard's KeyPrefix alone
+// (~<prefix>* &<prefix>*, least privilege) completes, releases and awaits
+// claims: every key a script names, the awaited mark included, is under
+// the prefix. A mark outside it made every complete and release fail
+// (NOPERM), so every job ran unrecorded and ran again on redelivery.
+func TestUserOfThePrefixAloneRecordsAndAwaitsJobs(t *testing.T) {
+	prefix := testenv.Prefix(t)
+	admin := testenv.Redis(t, prefix)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	user, password := "jobonce-test-"+testenv.RandomID(4), testenv.RandomID(8)
+	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", user, "reset", "on", ">"+password, "~"+prefix+"*", "&"+prefix+"*", "+@all").Err())
+	t.Cleanup(func() { _ = admin.Do(context.Background(), "ACL", "DELUSER", user).Err() })
+	opt, err := redis.ParseURL(testenv.RedisURL())
+	require.NoError(t, err)
+	opt.Username, opt.Password = user, password
+	opt.ContextTimeoutEnabled = true
+	client := redis.NewClient(opt)
+	t.Cleanup(func() { _ = client.Close() })
+	s, err := redisstore.New(client, &redisstore.Config{Logger: quiet, SkipEvictionCheck: true})
+	require.NoError(t, err)
+	for _, plain := range []bool{false, true} {
+		g, err := core.New(s, &core.Config{KeyPrefix: prefix, PlainKeys: plain, Logger: quiet, WaitingShare: 1})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = g.Close() })
+		key := fmt.Sprintf("job-%v", plain)
+
+		out, err := g.Do(ctx, key+":failing", func(context.Context) error { return errors.New("boom") })
+		require.Error(t, err)
+		require.Equal(t, core.Failed, out)
+		out, err = g.Do(ctx, key+":failing", func(context.Context) error { return nil })
+		require.NoError(t, err)
+		require.Equal(t, core.Ran, out, "plain %v: the failed run's claim was released", plain)
+
+		release := make(chan struct{})
+		started := make(chan struct{})
+		first := make(chan core.Outcome, 1)
+		go func() {
+			out, _ := g.Do(ctx, key, func(context.Context) error {
+				close(started)
+				<-release
+				return nil
+			})
+			first <- out
+		}()
+		<-started
+		second := waiting(ctx, g, key, time.Minute)
+		require.Eventually(t, func() bool {
+			keys, _ := admin.Keys(ctx, prefix+"*\x00awaited").Result()
+			return len(keys) > 0
+		}, 10*time.Second, time.Millisecond, "plain %v: the waiting copy marked the key awaited", plain)
+		close(release)
+		require.Equal(t, core.Ran, <-first, "plain %v: the job ran and its marker is written", plain)
+		require.Equal(t, core.Duplicate, (<-second).Outcome, "plain %v", plain)
+		out, err = g.Do(ctx, key, func(context.Context) error { return nil })
+		require.NoError(t, err)
+		require.Equal(t, core.Duplicate, out, "plain %v", plain)
 	}
 }

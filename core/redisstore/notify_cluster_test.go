@@ -72,7 +72,7 @@ func clusterGuard(t *testing.T, prefix string) (*testenv.RedisCluster, *redis.Cl
 // waiting copy read the key after its subscription was confirmed.
 func awaitedOn(t *testing.T, client *redis.ClusterClient, key string) {
 	t.Helper()
-	mark := "{" + key + "}\x00awaited"
+	mark := key + "{" + key + "}\x00awaited"
 	require.Eventually(t, func() bool { return client.Exists(context.Background(), mark).Val() == 1 }, 10*time.Second, time.Millisecond,
 		"no copy marked %q awaited", key)
 }

@@ -113,7 +113,7 @@ func (h held) complete(t *testing.T, s driver.Store) {
 // read the key after its subscription was confirmed.
 func awaitedBy(t *testing.T, rdb *redis.Client, key string) string {
 	t.Helper()
-	mark := "{" + key + "}\x00awaited"
+	mark := key + "{" + key + "}\x00awaited"
 	require.Eventually(t, func() bool { return rdb.Exists(context.Background(), mark).Val() == 1 }, 10*time.Second, time.Millisecond, "no copy marked the key awaited")
 	return mark
 }
@@ -171,7 +171,7 @@ func TestAwaitedMarkLivesNoLongerThanTheClaim(t *testing.T) {
 	r, err := s.Await(ctx, driver.ClaimRequest{Key: h.key, Token: driver.NewToken(), Lease: time.Minute})
 	require.NoError(t, err)
 	require.Equal(t, driver.StateRunning, r.State)
-	mark := "{" + h.key + "}\x00awaited"
+	mark := h.key + "{" + h.key + "}\x00awaited"
 	left := rdb.PTTL(ctx, mark).Val()
 	require.Positive(t, left)
 	require.LessOrEqual(t, left, 20*time.Second, "the mark expires with the running claim's lease")
@@ -275,7 +275,7 @@ func TestRingWaitersAreWoken(t *testing.T) {
 	require.Len(t, shards, 2, "the keys are on both shards")
 	for i, h := range holds {
 		awaited := func() bool {
-			return ring.Exists(ctx, "{"+h.key+"}\x00awaited").Val() == 1
+			return ring.Exists(ctx, h.key+"{"+h.key+"}\x00awaited").Val() == 1
 		}
 		require.Eventually(t, awaited, 10*time.Second, time.Millisecond, "the copy of %s waits", h.key)
 		start := time.Now()
