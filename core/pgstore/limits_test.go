@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,33 +103,69 @@ func waiters(t *testing.T, pool *pgxpool.Pool, pid int) int {
 // waitersQuery counts the statements blocked by the backend $1.
 const waitersQuery = "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))"
 
-// cancelWhenWaiting returns a context that is cancelled once the server
-// shows one more statement waiting behind blocker than now.
+// endWhenWaiting returns a context that ends, its Err then being end
+// (context.Canceled, or context.DeadlineExceeded for a deadline that
+// passes), once the server shows one more statement waiting behind blocker
+// than now. A cancel request that reaches PostgreSQL before its statement
+// is ignored, so a context ended by a timer could leave the statement
+// waiting out LockTimeout on a loaded machine.
 //
 // The count is read on the test's pool, so a call under test must not
 // need all of its connections.
-func cancelWhenWaiting(t *testing.T, parent context.Context, pool *pgxpool.Pool, blocker int) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(parent)
+func endWhenWaiting(t *testing.T, parent context.Context, pool *pgxpool.Pool, blocker int, end error) (context.Context, context.CancelFunc) {
+	ctx := &endedContext{Context: parent, done: make(chan struct{})}
 	before := waiters(t, pool, blocker)
-	done := make(chan struct{})
+	stop := make(chan struct{})
+	finished := make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(finished)
 		tick := time.NewTicker(5 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
-			case <-ctx.Done():
+			case <-stop:
+				return
+			case <-parent.Done():
+				ctx.end(parent.Err())
 				return
 			case <-tick.C:
 				var n int
-				if err := pool.QueryRow(ctx, waitersQuery, blocker).Scan(&n); err == nil && n > before {
-					cancel()
+				if err := pool.QueryRow(parent, waitersQuery, blocker).Scan(&n); err == nil && n > before {
+					ctx.end(end)
 					return
 				}
 			}
 		}
 	}()
-	return ctx, func() { cancel(); <-done }
+	return ctx, func() { close(stop); <-finished; ctx.end(context.Canceled) }
+}
+
+// endedContext is a context that ends when its end is called, its Err then
+// being the error given. Its own Done channel makes the contexts derived
+// from it take their error from its Err.
+type endedContext struct {
+	context.Context
+	once sync.Once
+	done chan struct{}
+	err  error
+}
+
+func (c *endedContext) end(err error) {
+	c.once.Do(func() {
+		c.err = err
+		close(c.done)
+	})
+}
+
+func (c *endedContext) Done() <-chan struct{} { return c.done }
+
+func (c *endedContext) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
 }
 
 // TestCancelledWhileWaiting: calls whose context ends while their statement
@@ -161,16 +198,11 @@ func TestCancelledWhileWaiting(t *testing.T) {
 		want error
 		ctx  func() (context.Context, context.CancelFunc)
 	}{
-		// A cancel request that reaches the server before the statement
-		// does is ignored, and the statement then waits out LockTimeout:
-		// the deadline is long enough for a new connection and the
-		// statement to arrive on a loaded machine, and the cancellation
-		// comes once the server shows one more statement waiting.
 		{context.DeadlineExceeded, func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(ctx, time.Second)
+			return endWhenWaiting(t, ctx, pool, blocker, context.DeadlineExceeded)
 		}},
 		{context.Canceled, func() (context.Context, context.CancelFunc) {
-			return cancelWhenWaiting(t, ctx, pool, blocker)
+			return endWhenWaiting(t, ctx, pool, blocker, context.Canceled)
 		}},
 	} {
 		began := time.Now()
