@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,6 +99,23 @@ func blockKeys(t *testing.T, pool *pgxpool.Pool, keys ...string) (func(), int) {
 // waiters counts the statements waiting for a lock that backend pid holds.
 func waiters(t *testing.T, pool *pgxpool.Pool, pid int) int {
 	return count(t, pool, waitersQuery, pid)
+}
+
+// requireNoWaiters waits up to 10s until no statement waits for a lock
+// that backend pid holds, and otherwise fails listing those that wait.
+func requireNoWaiters(t *testing.T, pool *pgxpool.Pool, pid int, when string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); waiters(t, pool, pid) > 0; {
+		if time.Now().After(deadline) {
+			rows, err := pool.Query(ctxT(t), `SELECT format('pid %s, %s, waiting %s for %s, %s', pid, state, now() - query_start, wait_event, query)
+				FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid))`, pid)
+			require.NoError(t, err)
+			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			require.NoError(t, err)
+			require.Fail(t, "the cancelled statements were cancelled on the server too", "%s, still waiting:\n%s", when, strings.Join(lines, "\n"))
+		}
+		time.Sleep(10 * time.Millisecond) // polling the server's view
+	}
 }
 
 // waitersQuery counts the statements blocked by the backend $1.
@@ -210,8 +228,7 @@ func TestCancelledWhileWaiting(t *testing.T) {
 			t.Helper()
 			// Each call that gave up has asked the server to cancel its
 			// statement: none waits behind the lock any more.
-			require.Eventually(t, func() bool { return waiters(t, pool, blocker) == 0 }, 10*time.Second, 10*time.Millisecond,
-				"the cancelled statements were cancelled on the server too")
+			requireNoWaiters(t, pool, blocker, "before "+what)
 			cctx, cancel := c.ctx()
 			defer cancel()
 			wait(c.want, what, f(cctx)...)
@@ -226,8 +243,7 @@ func TestCancelledWhileWaiting(t *testing.T) {
 	// that the server finished before the request landed would have taken
 	// effect (the outcome of a call that fails is unknown). Wait until no
 	// statement waits behind the lock any more, then let go of it.
-	require.Eventually(t, func() bool { return waiters(t, pool, blocker) == 0 }, 10*time.Second, 10*time.Millisecond,
-		"the cancelled statements were cancelled on the server too")
+	requireNoWaiters(t, pool, blocker, "at the end")
 	unblock()
 	require.Zero(t, count(t, pool, "SELECT count(*) FROM jobonce_keys WHERE token IS NULL"), "no done marker was written")
 	require.Equal(t, 3, count(t, pool, "SELECT count(*) FROM jobonce_keys"))
