@@ -37,22 +37,18 @@ func (f *firstSkips) first(source, kind string) bool {
 	return true
 }
 
-// firstSkipHints names, by Job.Source, the settings that key work which
-// repeats on purpose by occurrence.
-var firstSkipHints = map[string]string{
-	"asynq":     "asynqonce: set Config.Key, or list the task type in Config.PeriodicTypes (tasks of an asynq.Scheduler, or of EnqueueOnce once per window) or Config.UnguardedTypes",
-	"river":     "riveronce: set Config.Key, give the args a OnceKey (Keyer), or exempt the kind with Config.Skip",
-	"sqs":       "sqsonce: set Config.KeyAttribute or Config.Key",
-	"watermill": "watermillonce: set Config.Key (the message UUID, a metadata field), or exempt messages with Config.Skip",
-}
+// firstSkipHint is what the first skip's record says of an adapter: what
+// its default key is made of, in its words, and the settings that key work
+// which repeats on purpose by occurrence.
+type firstSkipHint struct{ key, settings string }
 
-// firstSkipKeys names, by Job.Source, what an adapter's default key is
-// made of, in the adapter's words.
-var firstSkipKeys = map[string]string{
-	"asynq":     "task type and payload hash",
-	"river":     "kind and args hash",
-	"sqs":       "queue and body hash",
-	"watermill": "handler, topic and payload hash",
+// firstSkipHints are the adapters' hints, by Job.Source.
+var firstSkipHints = map[string]firstSkipHint{
+	"asynq": {"task type and payload hash", "asynqonce: set Config.Key, or list the task type in Config.PeriodicTypes (tasks of an asynq.Scheduler, or of EnqueueOnce once per window) or Config.UnguardedTypes"},
+	"river": {"kind and args hash", "riveronce: set Config.Key, give the args a OnceKey (Keyer), or exempt the kind with Config.Skip"},
+	"sqs":   {"queue and body hash", "sqsonce: set Config.KeyAttribute or Config.Key"},
+	"watermill": {"handler, topic and payload hash",
+		"watermillonce: set Config.Key (the message UUID, a metadata field), or exempt messages with Config.Skip"},
 }
 
 // firstSkipMessage returns the message of the Info record of a kind's first
@@ -61,16 +57,12 @@ var firstSkipKeys = map[string]string{
 func firstSkipMessage(source string, shadow bool) string {
 	hint, ok := firstSkipHints[source]
 	if !ok {
-		hint = "give the job a Key that names each occurrence"
+		hint = firstSkipHint{"kind and payload hash", "give the job a Key that names each occurrence"}
 	}
 	what := "jobonce: skipped a duplicate"
 	if shadow {
 		what = "jobonce: shadow mode ran a job that enforcement would skip as a duplicate"
 	}
-	key, ok := firstSkipKeys[source]
-	if !ok {
-		key = "kind and payload hash"
-	}
-	return what + " under the default key (" + key + "), the first of its kind; " +
-		"later ones are logged at Debug. If this work repeats on purpose, key it by occurrence: " + hint
+	return what + " under the default key (" + hint.key + "), the first of its kind; " +
+		"later ones are logged at Debug. If this work repeats on purpose, key it by occurrence: " + hint.settings
 }

@@ -30,10 +30,6 @@ type Guard struct {
 	signal   *signal
 
 	waiting *waiting // the copies waiting for a running copy
-
-	// readyKey is the stored key Ready claims and releases: under the
-	// prefix, and outside every job key's stored form (see probeKey).
-	readyKey string
 }
 
 // Job names one delivery of a job for Guard.Run and Guard.Claim.
@@ -130,7 +126,7 @@ func New(store driver.Store, cfg *Config) (*Guard, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobonce: core: Config.MeterProvider: %w", err)
 	}
-	g := &Guard{store: store, cfg: c, metrics: m, skipped: newFirstSkips(), waiting: newWaiting(c.WaitingShare), readyKey: probeKey(c.KeyPrefix)}
+	g := &Guard{store: store, cfg: c, metrics: m, skipped: newFirstSkips(), waiting: newWaiting(c.WaitingShare)}
 	g.batch, _ = store.(driver.BatchStore)
 	if n, ok := store.(driver.Notifier); ok {
 		g.notifier, g.signal = n, newSignal(n, c.StoreTimeout, c.Logger)

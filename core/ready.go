@@ -45,14 +45,14 @@ func (g *Guard) Ready(ctx context.Context) error {
 // to a claim is what every job needs. The key held by another call of
 // Ready, of this Guard or another, is an answer too.
 func (g *Guard) probe(ctx context.Context) error {
-	token := driver.NewToken()
-	reply, err := g.storeClaim(ctx, driver.ClaimRequest{Key: g.readyKey, Token: token, Lease: g.cfg.Lease})
+	key, token := probeKey(g.cfg.KeyPrefix), driver.NewToken()
+	reply, err := g.storeClaim(ctx, driver.ClaimRequest{Key: key, Token: token, Lease: g.cfg.Lease})
 	if err != nil {
-		return fmt.Errorf("jobonce: core: Ready: a claim of the key %q failed: %w", g.readyKey, err)
+		return fmt.Errorf("jobonce: core: Ready: a claim of the key %q failed: %w", key, err)
 	}
 	if reply.State == driver.StateClaimed {
-		if err := g.storeRelease(ctx, g.readyKey, token); err != nil && !errors.Is(err, ErrLeaseLost) {
-			return fmt.Errorf("jobonce: core: Ready: the release of the key %q failed: %w", g.readyKey, err)
+		if err := g.storeRelease(ctx, key, token); err != nil && !errors.Is(err, ErrLeaseLost) {
+			return fmt.Errorf("jobonce: core: Ready: the release of the key %q failed: %w", key, err)
 		}
 	}
 	return nil
