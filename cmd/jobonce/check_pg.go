@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobonce/jobonce/core/pgstore"
-
 	"github.com/jobonce/jobonce/internal/redisops"
 )
 

@@ -94,7 +94,8 @@
 // start), and how many expired rows wait for Prune. -fail-on lists the
 // kinds of risk (eviction, persistence, replication, or all, the default,
 // or none) that make it fail, so it can gate a deploy (a CI step, an init
-// container; a running worker answers Guard.Ready); -max-lag is the replica lag above which replication is a risk.
+// container; a running worker answers Guard.Ready); -max-lag is the replica
+// lag above which replication is a risk.
 //
 // # inspect, release, forget
 //

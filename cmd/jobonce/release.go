@@ -97,8 +97,9 @@ func leaseTolerance(lease time.Duration) time.Duration {
 // opt.watch, and says what it saw: the holder renewing, no renewal, a claim
 // never renewed (its age plus lease left, by the fence, do not exceed
 // opt.lease), or one it cannot date (no fence); and when the claim expires
-// by itself, or that its holder renews it. The delete is token-checked: it removes only the claim it
-// watched, never one taken since, nor a done marker.
+// by itself, or that its holder renews it. The delete is token-checked: it
+// removes only the claim it watched, never one taken since, nor a done
+// marker.
 func release(ctx context.Context, store claimStore, out io.Writer, key string, rec record, opt releaseOptions) error {
 	if rec.State != driver.StateRunning {
 		return errors.New("release: the key holds no running claim; nothing released")

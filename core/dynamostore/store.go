@@ -88,9 +88,6 @@ func New(ctx context.Context, client *dynamodb.Client, cfg *Config) (*Store, err
 	return s, nil
 }
 
-// Table returns the keys table's name.
-func (s *Store) Table() string { return s.cfg.Table }
-
 // MaxResultSize returns the largest result a done marker holds (the
 // package's MaxResultSize).
 func (s *Store) MaxResultSize() int { return MaxResultSize }
