@@ -133,51 +133,46 @@ ensure_prometheus() {
   apt_install prometheus
 }
 
-sqs_pid=
-ensure_sqs() {
-  if [ -n "${TEST_SQS_ENDPOINT:-}" ]; then return 0; fi
+# start_node_server NAME DIR starts DIR/server.mjs (npm packages pinned by
+# DIR/package-lock.json), which prints its URL on its first line, and sets
+# node_url to that URL and node_pid to its process.
+node_url=
+node_pid=
+start_node_server() {
+  local name=$1 dir=$2
   have node && have npm || apt_install nodejs npm
-  local dir=scripts/fauxqs
   if [ ! -d "$dir/node_modules" ]; then
-    log "installing the SQS test server (npm ci in $dir)"
+    log "installing the $name test server (npm ci in $dir)"
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
   fi
   local out
   out=$(mktemp)
   node "$dir/server.mjs" >"$out" 2>"$out.err" &
-  sqs_pid=$!
+  node_pid=$!
   for _ in $(seq 300); do
     if [ -s "$out" ]; then break; fi
-    kill -0 "$sqs_pid" 2>/dev/null || { cat "$out.err" >&2; log "SQS server exited"; exit 1; }
+    kill -0 "$node_pid" 2>/dev/null || { cat "$out.err" >&2; log "$name server exited"; exit 1; }
     sleep 0.1
   done
-  TEST_SQS_ENDPOINT=$(head -n 1 "$out")
-  [ -n "$TEST_SQS_ENDPOINT" ] || { cat "$out.err" >&2; log "SQS server did not start"; exit 1; }
-  export TEST_SQS_ENDPOINT
+  node_url=$(head -n 1 "$out")
+  [ -n "$node_url" ] || { cat "$out.err" >&2; log "$name server did not start"; exit 1; }
+}
+
+sqs_pid=
+ensure_sqs() {
+  if [ -n "${TEST_SQS_ENDPOINT:-}" ]; then return 0; fi
+  start_node_server SQS scripts/fauxqs
+  sqs_pid=$node_pid
+  export TEST_SQS_ENDPOINT=$node_url
   log "SQS server at $TEST_SQS_ENDPOINT"
 }
 
 dynamodb_pid=
 ensure_dynamodb() {
   if [ -n "${TEST_DYNAMODB_ENDPOINT:-}" ]; then return 0; fi
-  have node && have npm || apt_install nodejs npm
-  local dir=scripts/dynalite
-  if [ ! -d "$dir/node_modules" ]; then
-    log "installing the DynamoDB test server (npm ci in $dir)"
-    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-  fi
-  local out
-  out=$(mktemp)
-  node "$dir/server.mjs" >"$out" 2>"$out.err" &
-  dynamodb_pid=$!
-  for _ in $(seq 300); do
-    if [ -s "$out" ]; then break; fi
-    kill -0 "$dynamodb_pid" 2>/dev/null || { cat "$out.err" >&2; log "DynamoDB server exited"; exit 1; }
-    sleep 0.1
-  done
-  TEST_DYNAMODB_ENDPOINT=$(head -n 1 "$out")
-  [ -n "$TEST_DYNAMODB_ENDPOINT" ] || { cat "$out.err" >&2; log "DynamoDB server did not start"; exit 1; }
-  export TEST_DYNAMODB_ENDPOINT
+  start_node_server DynamoDB scripts/dynalite
+  dynamodb_pid=$node_pid
+  export TEST_DYNAMODB_ENDPOINT=$node_url
   log "DynamoDB server (dynalite) at $TEST_DYNAMODB_ENDPOINT"
 }
 
