@@ -2,7 +2,8 @@
 // broker-backed tests of adapters/watermill/backends (a module of its own,
 // so that the brokers' clients stay out of this module) share: a router run
 // for the length of a test, a subscription that collects what it receives,
-// a publisher that counts, and new messages.
+// publishers that count or fail, a handler that blocks, a keyed Config and
+// new messages.
 package watermilltest
 
 import (
