@@ -17,6 +17,7 @@ import (
 	"github.com/jobonce/jobonce/core/dynamostore"
 	"github.com/jobonce/jobonce/core/pgstore"
 	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -32,7 +33,7 @@ func BenchmarkStores(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pool, _ := testenv.Postgres(b)
+	pool, _ := pgtest.Postgres(b)
 	pg, err := pgstore.New(ctx, pool, &pgstore.Config{Migrate: true})
 	if err != nil {
 		b.Fatal(err)

@@ -2,9 +2,23 @@ module github.com/jobonce/jobonce/examples
 
 go 1.26.0
 
-replace github.com/jobonce/jobonce => ../
+replace github.com/jobonce/jobonce => ..
 
 replace github.com/jobonce/jobonce/adapters/lambda => ../adapters/lambda
+
+replace github.com/jobonce/jobonce/core/dynamostore => ../core/dynamostore
+
+replace github.com/jobonce/jobonce/adapters/asynq => ../adapters/asynq
+
+replace github.com/jobonce/jobonce/adapters/river => ../adapters/river
+
+replace github.com/jobonce/jobonce/adapters/sqs => ../adapters/sqs
+
+replace github.com/jobonce/jobonce/adapters/watermill => ../adapters/watermill
+
+replace github.com/jobonce/jobonce/core/pgstore => ../core/pgstore
+
+replace github.com/jobonce/jobonce/internal/pgtest => ../internal/pgtest
 
 require (
 	github.com/ThreeDotsLabs/watermill v1.5.1
@@ -16,7 +30,14 @@ require (
 	github.com/hibiken/asynq v0.26.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/jobonce/jobonce v0.0.0
-	github.com/jobonce/jobonce/adapters/lambda v0.0.0-00010101000000-000000000000
+	github.com/jobonce/jobonce/adapters/asynq v0.0.0
+	github.com/jobonce/jobonce/adapters/lambda v0.0.0
+	github.com/jobonce/jobonce/adapters/river v0.0.0
+	github.com/jobonce/jobonce/adapters/sqs v0.0.0
+	github.com/jobonce/jobonce/adapters/watermill v0.0.0
+	github.com/jobonce/jobonce/core/dynamostore v0.0.0
+	github.com/jobonce/jobonce/core/pgstore v0.0.0
+	github.com/jobonce/jobonce/internal/pgtest v0.0.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/riverqueue/river v0.51.2
@@ -30,6 +51,8 @@ require (
 require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.3 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/v4a v1.5.12 // indirect
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.1 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding v1.13.25 // indirect
@@ -39,11 +62,6 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sso v1.39.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.53.0 // indirect
-)
-
-require (
-	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
-	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
 	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
@@ -54,7 +72,6 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	github.com/jobonce/jobonce/core/dynamostore v0.0.0
 	github.com/lithammer/shortuuid/v3 v3.0.7 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/oklog/ulid v1.3.1 // indirect
@@ -87,5 +104,3 @@ require (
 	golang.org/x/time v0.14.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/jobonce/jobonce/core/dynamostore => ../core/dynamostore

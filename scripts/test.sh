@@ -9,14 +9,14 @@
 # TEST_DYNAMODB_ENDPOINT is set. When moto_server is installed (it is never
 # installed here), it is started too, and TEST_MOTO_ENDPOINT set, so the SQS
 # and DynamoDB behaviour tests also run against a second implementation.
-# Extra arguments go to the library's `go test` (e.g. -run, -short), whose
-# output internal/testreport keeps to the failed tests, the lines that
-# replay them and the ten slowest tests. Then the examples module is vetted
-# and tested, the monitoring module vetted and tested (its tests run
-# promtool and a Prometheus of their own, from Debian's prometheus package,
-# installed when missing), the DynamoDB store's module (core/dynamostore)
-# vetted and tested, and the bench module vetted: all four are modules of
-# their own.
+# Every module of the workspace (go.work: the library, each adapter and
+# heavy store, the test modules, examples, monitoring, bench) is vetted,
+# then tested in one `go test -race ... work` run, whose output
+# internal/testreport keeps to the failed tests, the lines that replay them
+# and the ten slowest tests. Extra arguments go to that `go test` (e.g.
+# -run, -short). The monitoring module's tests run promtool and a
+# Prometheus of their own, from Debian's prometheus package, installed when
+# missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -234,27 +234,13 @@ ensure_prometheus
 export JOBONCE_REPORT="$(mktemp)"  # headline figures of passing tests (testenv.Report)
 reporter=$(mktemp)
 go build -o "$reporter" ./internal/testreport
-log "go test -race ./... $* (the output of failed tests only; then how to replay them and the slowest tests)"
+log "go vet work (every module listed in go.work)"
+go vet work
+log "go test -race work $* (every module; the output of failed tests only; then how to replay them and the slowest tests)"
 status=0
-go test -race -count=1 -timeout 40m -json "$@" ./... | "$reporter" || status=$?
+go test -race -count=1 -timeout 40m -json "$@" work | "$reporter" || status=$?
 rm -f "$reporter"
 log "figures reported by the tests:"
 sort "$JOBONCE_REPORT"
 rm -f "$JOBONCE_REPORT"
-[ "$status" = 0 ] || exit "$status"
-log "examples: go vet, go test -race"
-go -C examples vet ./...
-go -C examples test -race -count=1 ./...
-log "monitoring: go vet, go test -race (promtool, and the alerts on a real Prometheus)"
-go -C monitoring vet ./...
-go -C monitoring test -race -count=1 ./...
-# The Lambda handler is a module of its own (adapters/lambda), so that its
-# users' module graph holds aws-lambda-go and nothing of the other adapters.
-log "adapters/lambda: go vet, go test -race (the Lambda SQS handler's own module)"
-go -C adapters/lambda vet ./...
-go -C adapters/lambda test -race -count=1 ./...
-log "core/dynamostore: go vet, go test -race (dynalite; moto too when TEST_MOTO_ENDPOINT is set)"
-go -C core/dynamostore vet ./...
-go -C core/dynamostore test -race -count=1 ./...
-log "bench: go vet"
-go -C bench vet ./...
+exit "$status"

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -96,7 +97,7 @@ func TestCrashWorker(t *testing.T) {
 	mode := os.Getenv(crashEnv)
 	ctx := context.Background()
 	schema := os.Getenv(crashSchemaEnv)
-	pool := testenv.PostgresOn(t, schema, 0)
+	pool := pgtest.PostgresOn(t, schema, 0)
 	run, err := strconv.Atoi(os.Getenv(crashRunEnv))
 	require.NoError(t, err)
 

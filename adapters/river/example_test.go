@@ -20,6 +20,7 @@ import (
 	riveronce "github.com/jobonce/jobonce/adapters/river"
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -208,7 +209,7 @@ func ExampleWorkTx() {
 // schema and closes the pool.
 func exampleDB(ctx context.Context) (*pgxpool.Pool, string, func()) {
 	schema := "example_" + testenv.RandomID(6)
-	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL())
+	cfg, err := pgxpool.ParseConfig(pgtest.DatabaseURL())
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/pgstore"
-	"github.com/jobonce/jobonce/internal/testenv"
+	"github.com/jobonce/jobonce/internal/pgtest"
 )
 
 // effectArgs is a test job: its effect is one row in the effects table,
@@ -57,7 +57,7 @@ func insertEffect(ctx context.Context, pool *pgxpool.Pool, key string, jobID int
 // and the effects table.
 func riverSchema(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgtest.Postgres(t)
 	ctx := context.Background()
 	migrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Schema: schema, Logger: quietLogger()})
 	require.NoError(t, err)

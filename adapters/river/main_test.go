@@ -4,7 +4,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.RunExamples(m, testenv.NeedPostgres)) }
+func TestMain(m *testing.M) { os.Exit(testenv.RunExamples(m, pgtest.NeedPostgres)) }

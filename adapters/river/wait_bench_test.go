@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -127,7 +128,7 @@ func benchWaitingCopies(b *testing.B, store string) {
 		v := &waitVariant{name: name}
 		v.events.reset()
 		_, v.schema = riverSchema(b)
-		v.pool = testenv.PostgresOn(b, v.schema, 16)
+		v.pool = pgtest.PostgresOn(b, v.schema, 16)
 		cfg := &core.Config{Observer: v.events.Observe}
 		if name == "share-1" {
 			cfg.WaitingShare = 1

@@ -12,6 +12,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 
 	watermillonce "github.com/jobonce/jobonce/adapters/watermill"
+	"github.com/jobonce/jobonce/adapters/watermill/internal/watermilltest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -60,7 +61,7 @@ func BenchmarkRouterInterleaved(b *testing.B) {
 			h.AddMiddleware(v.mw)
 		}
 	}
-	runRouter(b, router)
+	watermilltest.RunRouter(b, router)
 
 	const rounds = 10
 	n := max(b.N/rounds, 1)

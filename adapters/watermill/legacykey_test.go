@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	watermillonce "github.com/jobonce/jobonce/adapters/watermill"
+	"github.com/jobonce/jobonce/adapters/watermill/internal/watermilltest"
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/memstore"
 	"github.com/jobonce/jobonce/internal/testenv"
@@ -30,11 +31,11 @@ func TestLegacyDefaultKeysSkipAMessageTheEarlierReleaseRan(t *testing.T) {
 	var runs atomic.Int64
 	handler := func(*message.Message) ([]*message.Message, error) { runs.Add(1); return nil, nil }
 
-	_, err = watermillonce.MustMiddleware(g, legacyKeys)(handler)(newMessage("pay"))
+	_, err = watermillonce.MustMiddleware(g, legacyKeys)(handler)(watermilltest.NewMessage("pay"))
 	require.NoError(t, err)
 	require.Zero(t, runs.Load(), "run again under the new key")
 
-	_, err = watermillonce.MustMiddleware(g, nil)(handler)(newMessage("pay"))
+	_, err = watermillonce.MustMiddleware(g, nil)(handler)(watermilltest.NewMessage("pay"))
 	require.NoError(t, err)
 	require.EqualValues(t, 1, runs.Load(), "without LegacyDefaultKeys the earlier release's marker is not seen")
 }
@@ -52,9 +53,9 @@ func TestLegacyDefaultKeysLeaveMarkersBothReleasesFind(t *testing.T) {
 	handler := func(msg *message.Message) ([]*message.Message, error) {
 		runs.Add(1)
 		seen, _ = core.IdempotencyKey(msg.Context())
-		return []*message.Message{newMessage("receipt")}, nil
+		return []*message.Message{watermilltest.NewMessage("receipt")}, nil
 	}
-	_, err := watermillonce.MustMiddleware(g, legacyKeys)(handler)(newMessage("pay"))
+	_, err := watermillonce.MustMiddleware(g, legacyKeys)(handler)(watermilltest.NewMessage("pay"))
 	require.NoError(t, err)
 	require.EqualValues(t, 2, outs.Get(core.Ran), "Ran under each key")
 
@@ -65,7 +66,7 @@ func TestLegacyDefaultKeysLeaveMarkersBothReleasesFind(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, res.Outcome)
 
-	out, err := watermillonce.MustMiddleware(g, nil)(handler)(newMessage("pay"))
+	out, err := watermillonce.MustMiddleware(g, nil)(handler)(watermilltest.NewMessage("pay"))
 	require.NoError(t, err)
 	require.Len(t, out, 1, "the produced message is stored under the new key")
 	require.EqualValues(t, 1, runs.Load())
@@ -103,7 +104,7 @@ func TestLegacyDefaultKeysWaitForTheEarlierReleaseRunningTheMessage(t *testing.T
 		_, err := watermillonce.MustMiddleware(g, legacyKeys)(func(*message.Message) ([]*message.Message, error) {
 			runs.Add(1)
 			return nil, nil
-		})(newMessage("pay"))
+		})(watermilltest.NewMessage("pay"))
 		done <- err
 	}()
 	store.Began(t, 1) // the copy found the earlier release's claim and waits

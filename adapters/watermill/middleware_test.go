@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	watermillonce "github.com/jobonce/jobonce/adapters/watermill"
+	"github.com/jobonce/jobonce/adapters/watermill/internal/watermilltest"
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -30,7 +31,7 @@ func TestKeyPolicy(t *testing.T) {
 	t.Parallel()
 	withMetadata := func(payload string, kv ...string) func() *message.Message {
 		return func() *message.Message {
-			m := newMessage(payload)
+			m := watermilltest.NewMessage(payload)
 			for i := 0; i < len(kv); i += 2 {
 				m.Metadata.Set(kv[i], kv[i+1])
 			}
@@ -48,9 +49,9 @@ func TestKeyPolicy(t *testing.T) {
 		rejected bool
 	}{
 		{"default key", nil, withMetadata("user-42"), 1, core.Duplicate, 1, "0::0::" + core.Fingerprint([]byte("user-42")), false},
-		{"named key", keyByID, withMetadata("user-42", "id", "1"), 1, core.Duplicate, 1, "0::1", false},
-		{"empty key", keyByID, withMetadata("user-42"), 0, core.Rejected, 2, "", true},
-		{"skipped", keyByID, withMetadata("user-42", "free", "1"), 2, core.Unguarded, 2, "", false},
+		{"named key", watermilltest.KeyByID, withMetadata("user-42", "id", "1"), 1, core.Duplicate, 1, "0::1", false},
+		{"empty key", watermilltest.KeyByID, withMetadata("user-42"), 0, core.Rejected, 2, "", true},
+		{"skipped", watermilltest.KeyByID, withMetadata("user-42", "free", "1"), 2, core.Unguarded, 2, "", false},
 	} {
 		var outs testenv.Outcomes
 		var runs atomic.Int64
@@ -74,16 +75,10 @@ func TestKeyPolicy(t *testing.T) {
 	}
 }
 
-// keyByID keys messages by their "id" metadata and skips those marked "free".
-var keyByID = &watermillonce.Config{
-	Key:  func(m *message.Message) string { return m.Metadata.Get("id") },
-	Skip: func(m *message.Message) bool { return m.Metadata.Get("free") == "1" },
-}
-
 func TestMisconfiguration(t *testing.T) {
 	t.Parallel()
 	g := testenv.MemGuard(t, nil)
-	pub := &countingPublisher{}
+	pub := &watermilltest.CountingPublisher{}
 	for _, c := range []struct {
 		name string
 		new  func() error
@@ -96,7 +91,10 @@ func TestMisconfiguration(t *testing.T) {
 			"jobonce: watermillonce: NewPublisher: Guard is nil"},
 		{"NewPublisher publisher", func() error { _, err := watermillonce.NewPublisher(g, nil, nil); return err }, nil,
 			"jobonce: watermillonce: NewPublisher: publisher is nil"},
-		{"NewPublisher typed-nil publisher", func() error { _, err := watermillonce.NewPublisher(g, (*countingPublisher)(nil), nil); return err }, nil,
+		{"NewPublisher typed-nil publisher", func() error {
+			_, err := watermillonce.NewPublisher(g, (*watermilltest.CountingPublisher)(nil), nil)
+			return err
+		}, nil,
 			"jobonce: watermillonce: NewPublisher: publisher is nil"},
 		{"Window", func() error {
 			_, err := watermillonce.NewPublisher(g, pub, &watermillonce.PublisherConfig{Window: -time.Minute})
@@ -113,7 +111,7 @@ func TestMisconfiguration(t *testing.T) {
 		}
 	}
 
-	_, err := watermillonce.MustMiddleware(g, nil)(nil)(newMessage("x"))
+	_, err := watermillonce.MustMiddleware(g, nil)(nil)(watermilltest.NewMessage("x"))
 	require.EqualError(t, err, "jobonce: watermillonce: the middleware was given a nil handler")
 
 	cfg, pcfg := &watermillonce.Config{}, &watermillonce.PublisherConfig{}
@@ -132,19 +130,19 @@ func TestHandlerErrorPassesThrough(t *testing.T) {
 	var runs atomic.Int64
 	h := watermillonce.MustMiddleware(testenv.MemGuard(t, nil), nil)(func(*message.Message) ([]*message.Message, error) {
 		if runs.Add(1) == 1 {
-			return []*message.Message{newMessage("partial")}, boom
+			return []*message.Message{watermilltest.NewMessage("partial")}, boom
 		}
 		return nil, nil
 	})
-	out, err := h(newMessage("flaky"))
+	out, err := h(watermilltest.NewMessage("flaky"))
 	require.Same(t, boom, err)
 	require.False(t, watermillonce.IsPoison(err))
 	require.Len(t, out, 1)
 	require.Equal(t, "partial", string(out[0].Payload))
 
-	_, err = h(newMessage("flaky"))
+	_, err = h(watermilltest.NewMessage("flaky"))
 	require.NoError(t, err, "released: the redelivery runs")
-	_, err = h(newMessage("flaky"))
+	_, err = h(watermilltest.NewMessage("flaky"))
 	require.NoError(t, err)
 	require.EqualValues(t, 2, runs.Load())
 }
@@ -160,8 +158,8 @@ func TestPanicReleasesTheClaim(t *testing.T) {
 		}
 		return nil, nil
 	})
-	require.PanicsWithValue(t, "boom", func() { _, _ = h(newMessage("p")) })
-	_, err := h(newMessage("p"))
+	require.PanicsWithValue(t, "boom", func() { _, _ = h(watermilltest.NewMessage("p")) })
+	_, err := h(watermilltest.NewMessage("p"))
 	require.NoError(t, err)
 	require.EqualValues(t, 2, runs.Load())
 }
@@ -174,17 +172,17 @@ func TestDuplicateReturnsTheProducedMessages(t *testing.T) {
 	var produced []*message.Message
 	h := watermillonce.MustMiddleware(testenv.MemGuard(t, nil), nil)(func(*message.Message) ([]*message.Message, error) {
 		runs.Add(1)
-		a, b := newMessage("receipt"), newMessage("")
+		a, b := watermilltest.NewMessage("receipt"), watermilltest.NewMessage("")
 		a.Metadata.Set("correlation_id", "c-1")
 		a.Metadata.Set("order", "o-7")
 		produced = []*message.Message{a, b}
 		return produced, nil
 	})
-	out, err := h(newMessage("pay"))
+	out, err := h(watermilltest.NewMessage("pay"))
 	require.NoError(t, err)
 	require.Equal(t, produced, out, "the run returns the handler's own messages")
 
-	again, err := h(newMessage("pay"))
+	again, err := h(watermilltest.NewMessage("pay"))
 	require.NoError(t, err)
 	require.EqualValues(t, 1, runs.Load())
 	require.Len(t, again, 2)
@@ -214,7 +212,7 @@ func TestJobContextReachesTheHandler(t *testing.T) {
 	})
 	type ctxKey struct{}
 	for range 2 {
-		msg := newMessage("job")
+		msg := watermilltest.NewMessage("job")
 		own := context.WithValue(context.Background(), ctxKey{}, "mine")
 		msg.SetContext(own)
 		_, err := h(msg)
@@ -231,11 +229,11 @@ func TestJobContextReachesTheHandler(t *testing.T) {
 func TestConflictIsPoison(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
-	h := watermillonce.MustMiddleware(testenv.MemGuard(t, nil), keyByID)(func(*message.Message) ([]*message.Message, error) {
+	h := watermillonce.MustMiddleware(testenv.MemGuard(t, nil), watermilltest.KeyByID)(func(*message.Message) ([]*message.Message, error) {
 		runs.Add(1)
 		return nil, nil
 	})
-	first, second := newMessage("10 EUR"), newMessage("99 EUR")
+	first, second := watermilltest.NewMessage("10 EUR"), watermilltest.NewMessage("99 EUR")
 	first.Metadata.Set("id", "o-7")
 	second.Metadata.Set("id", "o-7")
 	_, err := h(first)
@@ -264,9 +262,9 @@ func TestTimeoutInsideReleasesTheClaim(t *testing.T) {
 			}
 			return nil, nil
 		}))
-	_, err := h(newMessage("slow"))
+	_, err := h(watermilltest.NewMessage("slow"))
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	_, err = h(newMessage("slow"))
+	_, err = h(watermilltest.NewMessage("slow"))
 	require.NoError(t, err)
 	require.EqualValues(t, 2, runs.Load())
 }
@@ -285,16 +283,16 @@ func TestDuplicateOfARunWhoseProducedMessagesWereNotStoredIsPoison(t *testing.T)
 			runs.Add(1)
 			out := make([]*message.Message, 100)
 			for i := range out {
-				out[i] = newMessage(strings.Repeat("x", 1024))
+				out[i] = watermilltest.NewMessage(strings.Repeat("x", 1024))
 			}
 			return out, nil
 		})
-	out, err := h(newMessage("big"))
+	out, err := h(watermilltest.NewMessage("big"))
 	require.NoError(t, err)
 	require.Len(t, out, 100)
 	require.Contains(t, logged.String(), "not stored")
 
-	out, err = h(newMessage("big"))
+	out, err = h(watermilltest.NewMessage("big"))
 	require.ErrorIs(t, err, watermillonce.ErrProducedNotStored, "the duplicate was acknowledged with %d of 100 messages", len(out))
 	require.True(t, watermillonce.IsPoison(err))
 	require.Empty(t, out)
@@ -308,7 +306,7 @@ func TestDuplicateOfARunThatProducedNothingIsAcknowledged(t *testing.T) {
 	h := watermillonce.MustMiddleware(testenv.MemGuard(t, nil), nil)(
 		func(*message.Message) ([]*message.Message, error) { return nil, nil })
 	for range 2 {
-		out, err := h(newMessage("quiet"))
+		out, err := h(watermilltest.NewMessage("quiet"))
 		require.NoError(t, err)
 		require.Empty(t, out)
 	}
@@ -332,7 +330,7 @@ func TestUnreadableStoredResultIsPoison(t *testing.T) {
 		t.Error("the job is done")
 		return nil, nil
 	})
-	out, err := h(newMessage("job"))
+	out, err := h(watermilltest.NewMessage("job"))
 	require.ErrorIs(t, err, watermillonce.ErrProducedNotStored)
 	require.True(t, watermillonce.IsPoison(err))
 	require.Empty(t, out)

@@ -14,27 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	watermillonce "github.com/jobonce/jobonce/adapters/watermill"
+	"github.com/jobonce/jobonce/adapters/watermill/internal/watermilltest"
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/memstore"
 	"github.com/jobonce/jobonce/core/redisstore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
-
-// blocking returns a handler whose first run signals started and blocks
-// until release is closed (or its context ends), and which counts its runs.
-func blocking(runs *atomic.Int64, started chan<- struct{}, release <-chan struct{}) message.HandlerFunc {
-	return func(msg *message.Message) ([]*message.Message, error) {
-		if runs.Add(1) == 1 {
-			close(started)
-			select {
-			case <-release:
-			case <-msg.Context().Done():
-				return nil, msg.Context().Err()
-			}
-		}
-		return []*message.Message{newMessage("out")}, nil
-	}
-}
 
 // A copy that finds its job running waits for it, and is then a duplicate
 // with the run's produced messages.
@@ -44,9 +29,9 @@ func TestCopyWaitsForTheRunningJob(t *testing.T) {
 	var outs testenv.Outcomes
 	started, release := make(chan struct{}), make(chan struct{})
 	store := testenv.NewAwaits(memstore.New())
-	h := watermillonce.MustMiddleware(testenv.NewGuard(t, store, &core.Config{Observer: outs.Observe}), nil)(blocking(&runs, started, release))
+	h := watermillonce.MustMiddleware(testenv.NewGuard(t, store, &core.Config{Observer: outs.Observe}), nil)(watermilltest.Blocking(&runs, started, release))
 	first := make(chan error, 1)
-	go func() { _, err := h(newMessage("slow")); first <- err }()
+	go func() { _, err := h(watermilltest.NewMessage("slow")); first <- err }()
 	<-started
 	type result struct {
 		out []*message.Message
@@ -54,7 +39,7 @@ func TestCopyWaitsForTheRunningJob(t *testing.T) {
 	}
 	second := make(chan result, 1)
 	go func() {
-		out, err := h(newMessage("slow"))
+		out, err := h(watermilltest.NewMessage("slow"))
 		second <- result{out, err}
 	}()
 	require.Eventually(t, func() bool { return store.Count() >= 1 }, 10*time.Second, time.Millisecond,
@@ -95,15 +80,15 @@ func TestWaitRunningBoundsTheWait(t *testing.T) {
 	var runs atomic.Int64
 	started, release := make(chan struct{}), make(chan struct{})
 	defer close(release)
-	h := watermillonce.MustMiddleware(g, nil)(blocking(&runs, started, release))
-	go func() { _, _ = h(newMessage("stuck")) }()
+	h := watermillonce.MustMiddleware(g, nil)(watermilltest.Blocking(&runs, started, release))
+	go func() { _, _ = h(watermilltest.NewMessage("stuck")) }()
 	<-started
 
 	copyWith := func(cfg *watermillonce.Config, ctx context.Context) (time.Duration, *message.Message, error) {
-		msg := newMessage("stuck")
+		msg := watermilltest.NewMessage("stuck")
 		msg.SetContext(ctx)
 		start := time.Now()
-		out, err := watermillonce.MustMiddleware(g, cfg)(blocking(&runs, nil, nil))(msg)
+		out, err := watermillonce.MustMiddleware(g, cfg)(watermilltest.Blocking(&runs, nil, nil))(msg)
 		require.Empty(t, out)
 		return time.Since(start), msg, err
 	}
@@ -144,26 +129,26 @@ func TestStoreUnavailableFailsClosed(t *testing.T) {
 
 	h := watermillonce.MustMiddleware(g, &watermillonce.Config{UnavailableDelay: 200 * time.Millisecond})(handler)
 	start := time.Now()
-	_, err = h(newMessage("job"))
+	_, err = h(watermilltest.NewMessage("job"))
 	require.ErrorIs(t, err, core.ErrStoreUnavailable)
 	require.False(t, watermillonce.IsPoison(err))
 	require.GreaterOrEqual(t, time.Since(start), 200*time.Millisecond, "the nack waits UnavailableDelay")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	msg := newMessage("job")
+	msg := watermilltest.NewMessage("job")
 	msg.SetContext(ctx)
 	_, err = h(msg)
 	require.ErrorIs(t, err, context.Canceled, "an ended context is not an outage")
 	require.NotErrorIs(t, err, core.ErrStoreUnavailable)
 
 	h = watermillonce.MustMiddleware(g, &watermillonce.Config{UnavailableDelay: -1})(handler)
-	_, err = h(newMessage("job"))
+	_, err = h(watermilltest.NewMessage("job"))
 	require.ErrorIs(t, err, core.ErrStoreUnavailable)
 	require.Zero(t, runs.Load())
 
 	open := watermillonce.MustMiddleware(testenv.NewGuard(t, store, &core.Config{FailOpen: true}), nil)(handler)
-	_, err = open(newMessage("job"))
+	_, err = open(watermilltest.NewMessage("job"))
 	require.NoError(t, err, "FailOpen runs the handler unguarded")
 	require.EqualValues(t, 1, runs.Load())
 }
@@ -186,10 +171,10 @@ func TestWaitingCopyRunsWhenTheRunningCopyFails(t *testing.T) {
 			return nil, nil
 		})
 	first := make(chan error, 1)
-	go func() { _, err := h(newMessage("job")); first <- err }()
+	go func() { _, err := h(watermilltest.NewMessage("job")); first <- err }()
 	<-started
 	second := make(chan error, 1)
-	go func() { _, err := h(newMessage("job")); second <- err }()
+	go func() { _, err := h(watermilltest.NewMessage("job")); second <- err }()
 	require.Eventually(t, func() bool { return store.Count() >= 1 }, 10*time.Second, time.Millisecond, "the copy waits")
 	close(release)
 	require.EqualError(t, <-first, "failed")
@@ -209,7 +194,7 @@ func TestCopyOfALongKindIsHeld(t *testing.T) {
 	// Five runs of 600ms: the kind's 90th percentile.
 	var wg sync.WaitGroup
 	for i := range 5 {
-		msg := newMessage("run-" + strconv.Itoa(i))
+		msg := watermilltest.NewMessage("run-" + strconv.Itoa(i))
 		msg.SetContext(ctx)
 		wg.Go(func() {
 			_, _ = mw(func(*message.Message) ([]*message.Message, error) {
@@ -222,12 +207,12 @@ func TestCopyOfALongKindIsHeld(t *testing.T) {
 	var runs atomic.Int64
 	started, release := make(chan struct{}), make(chan struct{})
 	defer close(release)
-	h := mw(blocking(&runs, started, release))
-	first := newMessage("held")
+	h := mw(watermilltest.Blocking(&runs, started, release))
+	first := watermilltest.NewMessage("held")
 	first.SetContext(ctx)
 	go func() { _, _ = h(first) }()
 	<-started
-	second := newMessage("held")
+	second := watermilltest.NewMessage("held")
 	second.SetContext(ctx)
 	start := time.Now()
 	_, err := h(second)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -89,7 +90,7 @@ func TestCheckFailsOnARoleThatMayOnlyReadTheTable(t *testing.T) {
 		_, _ = e.pool.Exec(context.Background(), `DROP OWNED BY `+role)
 		_, _ = e.pool.Exec(context.Background(), `DROP ROLE `+role)
 	})
-	u, err := url.Parse(testenv.DatabaseURL())
+	u, err := url.Parse(pgtest.DatabaseURL())
 	require.NoError(t, err)
 	u.User = url.User(role)
 	r := runCLI(t, nil, nil, "check", "-postgres", u.String(), "-schema", e.schema, "-fail-on", "none")

@@ -13,6 +13,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -28,7 +29,7 @@ type pgEnv struct {
 
 func newPgEnv(t *testing.T, cfg core.Config) pgEnv {
 	t.Helper()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgtest.Postgres(t)
 	store, err := pgstore.New(context.Background(), pool, &pgstore.Config{Schema: schema, Migrate: true})
 	require.NoError(t, err)
 	g, err := core.New(store, &cfg)
@@ -42,7 +43,7 @@ func newPgEnv(t *testing.T, cfg core.Config) pgEnv {
 
 // args are the command's arguments for e's table, then a.
 func (e pgEnv) args(a ...string) []string {
-	return append([]string{"-postgres", testenv.DatabaseURL(), "-schema", e.schema}, a...)
+	return append([]string{"-postgres", pgtest.DatabaseURL(), "-schema", e.schema}, a...)
 }
 
 func (e pgEnv) run(t *testing.T, a ...string) cliRun {
@@ -74,7 +75,7 @@ func (e pgEnv) expire(t *testing.T, key string) {
 
 func (e pgEnv) keys(t *testing.T) *pgKeys {
 	t.Helper()
-	keys, err := openPostgres(context.Background(), testenv.DatabaseURL(), e.schema, defaultTable)
+	keys, err := openPostgres(context.Background(), pgtest.DatabaseURL(), e.schema, defaultTable)
 	require.NoError(t, err)
 	t.Cleanup(keys.close)
 	return keys
@@ -264,7 +265,7 @@ func TestPostgresCheckReportsTheServerAndTheTable(t *testing.T) {
 	r = e.run(t, "check")
 	require.Equal(t, 2, r.status, "%s", r)
 	require.Equal(t, "jobonce: risk found: replication (-fail-on)\n", r.stderr)
-	r = runCLI(t, nil, nil, "check", "-postgres", withParam(testenv.DatabaseURL(), "synchronous_commit=off"), "-schema", e.schema, "-fail-on", "persistence")
+	r = runCLI(t, nil, nil, "check", "-postgres", withParam(pgtest.DatabaseURL(), "synchronous_commit=off"), "-schema", e.schema, "-fail-on", "persistence")
 	require.Equal(t, 2, r.status, "%s", r)
 	require.Contains(t, r.stdout, "RISK: persistence: synchronous_commit off")
 	require.Equal(t, "jobonce: risk found: persistence (-fail-on)\n", r.stderr)
@@ -300,11 +301,11 @@ func TestTheStoreComesFromTheFlagsThenTheEnvironment(t *testing.T) {
 	e := newPgEnv(t, core.Config{})
 	require.Equal(t, core.Ran, runJob(t, e.guard, "job-1"))
 
-	r := runCLI(t, nil, []string{"DATABASE_URL=" + testenv.DatabaseURL()}, "inspect", "job-1", "-schema", e.schema)
+	r := runCLI(t, nil, []string{"DATABASE_URL=" + pgtest.DatabaseURL()}, "inspect", "job-1", "-schema", e.schema)
 	require.Zero(t, r.status, "%s", r)
 	require.Contains(t, r.stdout, "state: done", "$DATABASE_URL alone names PostgreSQL")
 
-	r = runCLI(t, nil, []string{"DATABASE_URL=" + testenv.DatabaseURL(), "REDIS_URL=" + testenv.RedisURL()}, "inspect", "job-1")
+	r = runCLI(t, nil, []string{"DATABASE_URL=" + pgtest.DatabaseURL(), "REDIS_URL=" + testenv.RedisURL()}, "inspect", "job-1")
 	requireOneErrorLine(t, r, "inspect: nothing is stored under the key")
 	require.Contains(t, r.stdout, "in Redis database 0", "$REDIS_URL wins over $DATABASE_URL")
 
@@ -312,7 +313,7 @@ func TestTheStoreComesFromTheFlagsThenTheEnvironment(t *testing.T) {
 	require.Zero(t, r.status, "%s", r)
 	require.Contains(t, r.stdout, "state: done", "-postgres wins over $REDIS_URL")
 
-	r = runCLI(t, nil, nil, "inspect", "job-1", "-redis", testenv.RedisURL(), "-postgres", testenv.DatabaseURL())
+	r = runCLI(t, nil, nil, "inspect", "job-1", "-redis", testenv.RedisURL(), "-postgres", pgtest.DatabaseURL())
 	requireOneErrorLine(t, r, "jobonce: -redis and -postgres name two stores: give one")
 	r = runCLI(t, nil, nil, "inspect", "job-1", "-redis", testenv.RedisURL(), "-schema", e.schema)
 	requireOneErrorLine(t, r, "jobonce: -schema and -table name a PostgreSQL table")

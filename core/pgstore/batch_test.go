@@ -15,6 +15,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -101,9 +102,9 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 func TestBatchWithOneKeyHeldByALongTransactionAnswersTheOthersPromptly(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgtest.Postgres(t)
 	migratedStore(t, pool, nil)
-	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL())
+	cfg, err := pgxpool.ParseConfig(pgtest.DatabaseURL())
 	require.NoError(t, err)
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	var trips roundTrips

@@ -17,6 +17,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -26,12 +27,12 @@ import (
 // Store a pool of its own with synchronous_commit off (see the package doc).
 func BenchmarkClaimComplete(b *testing.B) {
 	ctx := context.Background()
-	small, schema := testenv.Postgres(b)
+	small, schema := pgtest.Postgres(b)
 	migratedStore(b, small, nil)
-	pgPool := testenv.PostgresOn(b, schema, 20)
+	pgPool := pgtest.PostgresOn(b, schema, 20)
 	warm(b, pgPool, 17)
 	pg := migratedStore(b, pgPool, nil)
-	asyncPool := testenv.PostgresOn(b, schema, 20, "synchronous_commit", "off")
+	asyncPool := pgtest.PostgresOn(b, schema, 20, "synchronous_commit", "off")
 	warm(b, asyncPool, 17)
 	pgAsync := migratedStore(b, asyncPool, nil)
 
@@ -86,14 +87,14 @@ func BenchmarkClaimComplete(b *testing.B) {
 // flush out of both and leaves the record's own cost in view.
 func BenchmarkTxEffect(b *testing.B) {
 	ctx := context.Background()
-	small, schema := testenv.Postgres(b)
+	small, schema := pgtest.Postgres(b)
 	migratedStore(b, small, nil)
 	effects(b, small)
 	var seq atomic.Int64
 	for _, commit := range []string{"sync", "async"} {
-		pool := testenv.PostgresOn(b, schema, 20)
+		pool := pgtest.PostgresOn(b, schema, 20)
 		if commit == "async" {
-			pool = testenv.PostgresOn(b, schema, 20, "synchronous_commit", "off")
+			pool = pgtest.PostgresOn(b, schema, 20, "synchronous_commit", "off")
 		}
 		warm(b, pool, 17)
 		mode := txOf(b, migratedStore(b, pool, nil))

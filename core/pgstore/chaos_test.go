@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobonce/jobonce/core/pgstore"
 	"github.com/jobonce/jobonce/core/storetest"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -31,8 +32,8 @@ func TestChaos(t *testing.T) {
 // chaos runs the randomized fault test for d on connections whose
 // default_transaction_isolation is level.
 func chaos(t *testing.T, level string, d time.Duration) {
-	direct, schema := testenv.Postgres(t)
-	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL())
+	direct, schema := pgtest.Postgres(t)
+	cfg, err := pgxpool.ParseConfig(pgtest.DatabaseURL())
 	require.NoError(t, err)
 	target := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
 	flaky := testenv.StartFlaky(t, target)

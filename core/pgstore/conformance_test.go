@@ -11,6 +11,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/storetest"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -22,7 +23,7 @@ func TestConformance(t *testing.T) {
 	testenv.Short(t)
 	for _, level := range isolationDefaults {
 		t.Run(level, func(t *testing.T) {
-			pool, schema := testenv.Postgres(t)
+			pool, schema := pgtest.Postgres(t)
 			migratedStore(t, pool, nil)
 			s := migratedStore(t, isolationPool(t, schema, level, 16), nil)
 			storetest.Run(t, func(*testing.T) driver.Store { return s })
@@ -36,9 +37,9 @@ func TestConformanceWithoutPreparedStatements(t *testing.T) {
 	testenv.Short(t)
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
 		t.Run(mode.String(), func(t *testing.T) {
-			pool, schema := testenv.Postgres(t)
+			pool, schema := pgtest.Postgres(t)
 			migratedStore(t, pool, nil)
-			cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL())
+			cfg, err := pgxpool.ParseConfig(pgtest.DatabaseURL())
 			require.NoError(t, err)
 			cfg.ConnConfig.RuntimeParams["search_path"] = schema
 			cfg.ConnConfig.DefaultQueryExecMode = mode

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -37,7 +38,7 @@ func TestCrashWorker(t *testing.T) {
 	jobs, err := strconv.Atoi(os.Getenv(envCrashJobs))
 	require.NoError(t, err)
 	ctx := context.Background()
-	s, err := pgstore.New(ctx, testenv.PostgresOn(t, schema, 2), &pgstore.Config{LockTimeout: 20 * time.Millisecond})
+	s, err := pgstore.New(ctx, pgtest.PostgresOn(t, schema, 2), &pgstore.Config{LockTimeout: 20 * time.Millisecond})
 	require.NoError(t, err)
 	hold := jobs
 	if v := os.Getenv(envCrashHold); v != "" {
@@ -77,7 +78,7 @@ func TestCrashWorker(t *testing.T) {
 func TestCrashMidTransaction(t *testing.T) {
 	t.Parallel()
 	testenv.Short(t)
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgtest.Postgres(t)
 	migratedStore(t, pool, nil)
 	effects(t, pool)
 	const jobs = 200

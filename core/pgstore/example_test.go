@@ -13,13 +13,14 @@ import (
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 // A Guard on PostgreSQL: leased claims and done markers in a table.
 func Example() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, testenv.DatabaseURL())
+	pool, err := pgxpool.New(ctx, pgtest.DatabaseURL())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func Example() {
 // key in the same transaction as the effect, so both commit or neither does.
 func Example_transactional() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, testenv.DatabaseURL())
+	pool, err := pgxpool.New(ctx, pgtest.DatabaseURL())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func Example_transactional() {
 // lapsed (a smaller fence) changes nothing.
 func Example_fence() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, testenv.DatabaseURL())
+	pool, err := pgxpool.New(ctx, pgtest.DatabaseURL())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func exampleRun() string { return "example:" + testenv.RandomID(8) + ":" }
 // Pruning in the background, stopped with the program's context.
 func ExampleStore_RunPruner() {
 	ctx, cancel := context.WithCancel(context.Background())
-	pool, err := pgxpool.New(ctx, testenv.DatabaseURL())
+	pool, err := pgxpool.New(ctx, pgtest.DatabaseURL())
 	if err != nil {
 		log.Fatal(err)
 	}

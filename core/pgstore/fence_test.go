@@ -10,7 +10,7 @@ import (
 
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/pgstore"
-	"github.com/jobonce/jobonce/internal/testenv"
+	"github.com/jobonce/jobonce/internal/pgtest"
 )
 
 // tableBeforeFences is the table and index as Migrate created them before
@@ -33,7 +33,7 @@ CREATE INDEX jobonce_keys_expires_at_idx ON jobonce_keys (expires_at)`
 func TestMigrateAddsFenceColumn(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	pool, _ := testenv.Postgres(t)
+	pool, _ := pgtest.Postgres(t)
 	_, err := pool.Exec(ctx, tableBeforeFences)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `INSERT INTO jobonce_keys (key, token, fingerprint, result, expires_at) VALUES
@@ -51,7 +51,7 @@ func TestMigrateAddsFenceColumn(t *testing.T) {
 	require.Positive(t, fenceOf(t, ctx, s, claimReq("lapsed", time.Minute)))
 
 	// A Store made with Config.Migrate migrates an old table too.
-	pool2, _ := testenv.Postgres(t)
+	pool2, _ := pgtest.Postgres(t)
 	_, err = pool2.Exec(ctx, tableBeforeFences)
 	require.NoError(t, err)
 	migratedStore(t, pool2, nil)

@@ -13,13 +13,14 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 // newStore returns a migrated Store in a schema of its own, with its pool.
 func newStore(t testing.TB, cfg *pgstore.Config) (*pgstore.Store, *pgxpool.Pool) {
 	t.Helper()
-	pool, _ := testenv.Postgres(t)
+	pool, _ := pgtest.Postgres(t)
 	return migratedStore(t, pool, cfg), pool
 }
 
@@ -114,7 +115,7 @@ func (m txMode) Record(t testing.TB, ctx context.Context, tx pgx.Tx, key string)
 
 func (m txMode) StoredKey(key string) (string, error) { return m.g.StoredKey(key) }
 
-func TestMain(m *testing.M) { os.Exit(testenv.RunExamples(m, testenv.NeedPostgres)) }
+func TestMain(m *testing.M) { os.Exit(testenv.RunExamples(m, pgtest.NeedPostgres)) }
 
 // isolationDefaults are the values of default_transaction_isolation the
 // store is tested under: whatever a role's default, it behaves the same.
@@ -125,7 +126,7 @@ var isolationDefaults = []string{"read committed", "repeatable read", "serializa
 // connections.
 func isolationPool(t testing.TB, schema, level string, maxConns int32) *pgxpool.Pool {
 	t.Helper()
-	pool := testenv.PostgresOn(t, schema, maxConns, "default_transaction_isolation", level)
+	pool := pgtest.PostgresOn(t, schema, maxConns, "default_transaction_isolation", level)
 	var got string
 	require.NoError(t, pool.QueryRow(context.Background(), "SHOW default_transaction_isolation").Scan(&got))
 	require.Equal(t, level, got)

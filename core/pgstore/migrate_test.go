@@ -14,7 +14,7 @@ import (
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/pgstore"
-	"github.com/jobonce/jobonce/internal/testenv"
+	"github.com/jobonce/jobonce/internal/pgtest"
 )
 
 // holdKey runs a transactional job on key that keeps its transaction open
@@ -108,13 +108,13 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 func appPool(t *testing.T, schema, role string) (*pgxpool.Pool, string) {
 	t.Helper()
 	app := "jobonce-" + role + "-" + schema
-	return testenv.PostgresOn(t, schema, 4, "application_name", app), app
+	return pgtest.PostgresOn(t, schema, 4, "application_name", app), app
 }
 
 func TestNewWithMigrateOnAnUpToDateTableNeitherWaitsForAnOpenTransactionNorStallsClaims(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgtest.Postgres(t)
 	s := migratedStore(t, pool, nil)
 	_, _ = holdKey(t, txOf(t, s), "long-job")
 
@@ -164,7 +164,7 @@ func TestMigrationBuildingTheIndexWaitsOutAnOpenTransactionWithoutStallingClaims
 	t.Parallel()
 	const bound = 300 * time.Millisecond
 	ctx := ctxT(t)
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgtest.Postgres(t)
 	s := migratedStore(t, pool, nil)
 	_, err := pool.Exec(ctx, "DROP INDEX jobonce_keys_expires_at_idx")
 	require.NoError(t, err)
@@ -220,7 +220,7 @@ func TestMigrationThatNeedsALockHeldByAnOpenTransactionGivesUpWithinItsBoundNami
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := ctxT(t)
-			pool, schema := testenv.Postgres(t)
+			pool, schema := pgtest.Postgres(t)
 			s := migratedStore(t, pool, nil)
 			_, err := pool.Exec(ctx, tc.stale)
 			require.NoError(t, err)
@@ -270,7 +270,7 @@ func TestMigrationsWithAndWithoutSchemaSerialiseOnOneAdvisoryLock(t *testing.T) 
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := ctxT(t)
-			pool, schema := testenv.Postgres(t)
+			pool, schema := pgtest.Postgres(t)
 			migratedStore(t, pool, nil)
 			_, err := pool.Exec(ctx, "ALTER TABLE jobonce_keys DROP COLUMN fence")
 			require.NoError(t, err)
@@ -285,7 +285,7 @@ func TestMigrationsWithAndWithoutSchemaSerialiseOnOneAdvisoryLock(t *testing.T) 
 			poolFor := func(which, role string) (*pgxpool.Pool, string) {
 				if which == "set" {
 					app := "jobonce-" + role + "-" + schema
-					return testenv.PostgresOn(t, "public", 4, "application_name", app), app
+					return pgtest.PostgresOn(t, "public", 4, "application_name", app), app
 				}
 				return appPool(t, schema, role)
 			}
@@ -322,9 +322,9 @@ func TestMigrationsWithAndWithoutSchemaSerialiseOnOneAdvisoryLock(t *testing.T) 
 func TestMigrateRunsAtReadCommittedWhateverThePoolsDefault(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	_, schema := testenv.Postgres(t)
+	_, schema := pgtest.Postgres(t)
 	for _, level := range []string{"repeatable read", "serializable"} {
-		pool := testenv.PostgresOn(t, schema, 8, "default_transaction_isolation", level)
+		pool := pgtest.PostgresOn(t, schema, 8, "default_transaction_isolation", level)
 		var wg sync.WaitGroup
 		errs := make([]error, 4)
 		for i := range errs {
@@ -347,7 +347,7 @@ func TestMigrationBuildingTheIndexLetsClaimsOfFreeKeysAnswerWithinLockTimeout(t 
 	t.Parallel()
 	const lockTimeout, storeTimeout = 100 * time.Millisecond, 300 * time.Millisecond
 	ctx := ctxT(t)
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgtest.Postgres(t)
 	s := migratedStore(t, pool, &pgstore.Config{LockTimeout: lockTimeout})
 	_, err := pool.Exec(ctx, `INSERT INTO jobonce_keys (key, token, fingerprint, result, expires_at, fence)
 		SELECT ('filler-' || g)::bytea, NULL, '', NULL, now() + g * interval '1 ms', g FROM generate_series(1, $1::int) g`, indexRows)
@@ -356,7 +356,7 @@ func TestMigrationBuildingTheIndexLetsClaimsOfFreeKeysAnswerWithinLockTimeout(t 
 	require.NoError(t, err)
 
 	app := "jobonce-deploy-" + schema
-	deploy := testenv.PostgresOn(t, schema, 2, "maintenance_work_mem", "1MB", "application_name", app)
+	deploy := pgtest.PostgresOn(t, schema, 2, "maintenance_work_mem", "1MB", "application_name", app)
 	started := time.Now()
 	// The concurrent build waits out every transaction older than it in the
 	// database, other tests' among them: a bound they all end within.
@@ -406,7 +406,7 @@ func TestMigrationBuildingTheIndexLetsClaimsOfFreeKeysAnswerWithinLockTimeout(t 
 func TestMigrationRebuildsAnIndexAnEarlierConcurrentBuildLeftInvalid(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgtest.Postgres(t)
 	migratedStore(t, pool, nil)
 	_, err := pool.Exec(ctx, `INSERT INTO jobonce_keys (key, expires_at) VALUES ('a', '2030-01-01'), ('b', '2030-01-01')`)
 	require.NoError(t, err)

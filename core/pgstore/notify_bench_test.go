@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -21,9 +22,9 @@ import (
 // nothing. A Listener of the store's channel is open in both.
 func BenchmarkCompleteAwaited(b *testing.B) {
 	ctx := context.Background()
-	small, schema := testenv.Postgres(b)
+	small, schema := pgtest.Postgres(b)
 	migratedStore(b, small, nil)
-	pool := testenv.PostgresOn(b, schema, 20)
+	pool := pgtest.PostgresOn(b, schema, 20)
 	warm(b, pool, 17)
 	s := migratedStore(b, pool, nil)
 	l, err := s.Listen(ctx, func(string) {})

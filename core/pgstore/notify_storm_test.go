@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -31,8 +32,8 @@ func TestWaiterStormCostsEachCopyAFewReads(t *testing.T) {
 	testenv.Short(t)
 	for _, guards := range []int{1, 8} {
 		t.Run(fmt.Sprintf("guards=%d", guards), func(t *testing.T) {
-			_, schema := testenv.Postgres(t)
-			s := migratedStore(t, testenv.PostgresOn(t, schema, 4), nil)
+			_, schema := pgtest.Postgres(t)
+			s := migratedStore(t, pgtest.PostgresOn(t, schema, 4), nil)
 			res := testenv.RunStorm(t, s, testenv.Prefix(t), testenv.Storm{Copies: 100, Guards: guards,
 				Apart: [2]time.Duration{2 * time.Millisecond, 5 * time.Millisecond}, Hold: 3 * time.Second})
 			testenv.Report(t, "%d copies on %d Guards, 4 connections: %d reads in %s (%.1f a copy, most %d); settled after the marker: p50 %s, p99 %s, max %s; %v",

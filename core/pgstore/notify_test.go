@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -106,8 +107,8 @@ func TestListenerCloseEndsItsGoroutineAndConnection(t *testing.T) {
 func TestListenerConnectsThroughThePoolsHooks(t *testing.T) {
 	testenv.Short(t)
 	ctx := ctxT(t)
-	_, schema := testenv.Postgres(t)
-	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL())
+	_, schema := pgtest.Postgres(t)
+	cfg, err := pgxpool.ParseConfig(pgtest.DatabaseURL())
 	require.NoError(t, err)
 	user := cfg.ConnConfig.User
 	cfg.ConnConfig.User = "jobonce_no_such_role"
@@ -169,7 +170,7 @@ func TestForgedNotificationsCostEachWaitingCopyBoundedReads(t *testing.T) {
 	_, err = pool.Exec(ctx, "CREATE ROLE "+role+" LOGIN")
 	require.NoError(t, err)
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP ROLE IF EXISTS "+role) })
-	cfg, err := pgx.ParseConfig(testenv.DatabaseURL())
+	cfg, err := pgx.ParseConfig(pgtest.DatabaseURL())
 	require.NoError(t, err)
 	cfg.User = role
 	forger, err := pgx.ConnectConfig(ctx, cfg)
@@ -211,8 +212,8 @@ func TestForgedNotificationsCostEachWaitingCopyBoundedReads(t *testing.T) {
 func TestListenerClosesEachConnectionOnce(t *testing.T) {
 	testenv.Short(t)
 	ctx := ctxT(t)
-	_, schema := testenv.Postgres(t)
-	cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL())
+	_, schema := pgtest.Postgres(t)
+	cfg, err := pgxpool.ParseConfig(pgtest.DatabaseURL())
 	require.NoError(t, err)
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	app := "jobonce-closed-" + testenv.RandomID(4)

@@ -14,6 +14,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -80,9 +81,9 @@ func TestPruneNeverDeletesLiveClaims(t *testing.T) {
 	t.Parallel()
 	testenv.Short(t)
 	ctx := ctxT(t)
-	small, schema := testenv.Postgres(t)
+	small, schema := pgtest.Postgres(t)
 	migratedStore(t, small, nil)
-	pool := testenv.PostgresOn(t, schema, 8)
+	pool := pgtest.PostgresOn(t, schema, 8)
 	s := migratedStore(t, pool, &pgstore.Config{PruneBatch: 5})
 
 	const keys, workers = 40, 6
@@ -186,9 +187,9 @@ func TestPruneRarelyMakesAClaimOfAnExpiredKeyWaitPastItsLockTimeout(t *testing.T
 	t.Parallel()
 	testenv.Short(t)
 	ctx := ctxT(t)
-	small, schema := testenv.Postgres(t)
+	small, schema := pgtest.Postgres(t)
 	migratedStore(t, small, nil)
-	pool := testenv.PostgresOn(t, schema, 8)
+	pool := pgtest.PostgresOn(t, schema, 8)
 	s := migratedStore(t, pool, &pgstore.Config{PruneBatch: 50000, LockTimeout: 250 * time.Millisecond})
 
 	const rows, workers = 150000, 6

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -19,7 +20,7 @@ import (
 // cause, and is ready again once the database is back.
 func TestReadyFollowsTheDatabase(t *testing.T) {
 	t.Parallel()
-	direct, schema := testenv.Postgres(t)
+	direct, schema := pgtest.Postgres(t)
 	migratedStore(t, direct, nil)
 	flaky := testenv.StartFlaky(t, "127.0.0.1:5432")
 	cfg, err := pgxpool.ParseConfig("postgres://postgres@" + flaky.Addr() + "/test?sslmode=disable")
@@ -54,7 +55,7 @@ func TestReadyFollowsTheDatabase(t *testing.T) {
 // within the Guard's StoreTimeout.
 func TestReadyAnswersWithinStoreTimeout(t *testing.T) {
 	t.Parallel()
-	direct, schema := testenv.Postgres(t)
+	direct, schema := pgtest.Postgres(t)
 	migratedStore(t, direct, nil)
 	pool, proxy := proxied(t, schema)
 	s, err := pgstore.New(ctxT(t), pool, nil)
@@ -76,7 +77,7 @@ func TestReadyAnswersWithinStoreTimeout(t *testing.T) {
 // not ready, and says why.
 func TestReadyRefusesADatabaseThatRefusesEveryClaim(t *testing.T) {
 	t.Parallel()
-	direct, schema := testenv.Postgres(t)
+	direct, schema := pgtest.Postgres(t)
 	migratedStore(t, direct, nil)
 	ctx := context.Background()
 	role := "reader_" + strings.ToLower(schema)

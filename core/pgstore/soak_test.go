@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -18,11 +19,11 @@ import (
 // neither goroutines nor connections grow.
 func TestSignalSoak(t *testing.T) {
 	d := testenv.SoakDuration(t)
-	_, schema := testenv.Postgres(t)
+	_, schema := pgtest.Postgres(t)
 	app := "jobonce-soak-" + testenv.RandomID(4)
-	pool := testenv.PostgresOn(t, schema, 16, "application_name", app)
+	pool := pgtest.PostgresOn(t, schema, 16, "application_name", app)
 	s := migratedStore(t, pool, nil)
-	admin, err := pgxpool.New(context.Background(), testenv.DatabaseURL())
+	admin, err := pgxpool.New(context.Background(), pgtest.DatabaseURL())
 	require.NoError(t, err)
 	t.Cleanup(admin.Close)
 	terminate := func(listeners bool) func() {

@@ -18,7 +18,7 @@ import (
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/pgstore"
 	"github.com/jobonce/jobonce/internal/batchcall"
-	"github.com/jobonce/jobonce/internal/testenv"
+	"github.com/jobonce/jobonce/internal/pgtest"
 )
 
 // Every bad Config field gets an error of its own that names the package
@@ -71,7 +71,7 @@ func TestMigrationSQLQuotesIdentifiers(t *testing.T) {
 func TestNewMissingTableSaysMigrate(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	pool, _ := testenv.Postgres(t)
+	pool, _ := pgtest.Postgres(t)
 	s := requireMigrateFixes(t, ctx, pool, "does not exist")
 
 	// A table dropped later gives the same advice from every call.
@@ -87,8 +87,8 @@ func TestNewMissingTableSaysMigrate(t *testing.T) {
 func TestMigrateConcurrentlyWithSchemaAndTable(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	pool, schema := testenv.Postgres(t)
-	admin := testenv.PostgresOn(t, "public", 8)
+	pool, schema := pgtest.Postgres(t)
+	admin := pgtest.PostgresOn(t, "public", 8)
 	cfg := &pgstore.Config{Schema: schema, Table: "Claims Table"}
 	var wg sync.WaitGroup
 	errs := make([]error, 6)
@@ -233,9 +233,9 @@ func TestDeadlinesUseDatabaseClock(t *testing.T) {
 func TestClaimRaceOneWinner(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgtest.Postgres(t)
 	migratedStore(t, pool, nil)
-	s := migratedStore(t, testenv.PostgresOn(t, schema, 16), nil)
+	s := migratedStore(t, pgtest.PostgresOn(t, schema, 16), nil)
 	for round := range 20 {
 		key := fmt.Sprintf("race-%d", round)
 		if round%2 == 1 { // a takeover race: the key's row has expired
@@ -273,7 +273,7 @@ func TestClaimRaceOneWinner(t *testing.T) {
 func TestClaimsAreAnsweredAlikeUnderEveryIsolationDefault(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgtest.Postgres(t)
 	migratedStore(t, pool, nil)
 	for _, level := range isolationDefaults {
 		s := migratedStore(t, isolationPool(t, schema, level, 16), nil)
@@ -319,7 +319,7 @@ func TestClaimsAreAnsweredAlikeUnderEveryIsolationDefault(t *testing.T) {
 // duplicates; none is unavailable or unguarded.
 func TestGuardRunsEachKeyOnceUnderEveryIsolationDefault(t *testing.T) {
 	t.Parallel()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgtest.Postgres(t)
 	migratedStore(t, pool, nil)
 	for _, level := range isolationDefaults {
 		s := migratedStore(t, isolationPool(t, schema, level, 16), nil)
@@ -500,9 +500,9 @@ func TestBatch(t *testing.T) {
 func TestBatchesDoNotDeadlock(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgtest.Postgres(t)
 	migratedStore(t, pool, nil)
-	s := migratedStore(t, testenv.PostgresOn(t, schema, 8), nil)
+	s := migratedStore(t, pgtest.PostgresOn(t, schema, 8), nil)
 	const keys = 60
 	var mu sync.Mutex
 	claimed := map[string]int{}

@@ -15,6 +15,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -29,12 +30,12 @@ import (
 // schema.
 func execModePools(t *testing.T) map[string]*pgxpool.Pool {
 	t.Helper()
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgtest.Postgres(t)
 	migratedStore(t, pool, nil)
 	pools := map[string]*pgxpool.Pool{}
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe,
 		pgx.QueryExecModeDescribeExec, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
-		cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL())
+		cfg, err := pgxpool.ParseConfig(pgtest.DatabaseURL())
 		require.NoError(t, err)
 		cfg.ConnConfig.RuntimeParams["search_path"] = schema
 		cfg.ConnConfig.DefaultQueryExecMode = mode
@@ -197,7 +198,7 @@ func TestRecordTxTwiceInOneTransaction(t *testing.T) {
 func TestRecordTxWaitsForATakeover(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	pool, _ := testenv.Postgres(t)
+	pool, _ := pgtest.Postgres(t)
 	const ahead = int64(1) << 60
 	for _, end := range []string{"commit", "rollback", "outlast"} {
 		t.Run(end, func(t *testing.T) {
@@ -259,7 +260,7 @@ func TestRecordTxWaitsForATakeover(t *testing.T) {
 func TestDoTxLostCommitAnswerAfterATakeover(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	direct, schema := testenv.Postgres(t)
+	direct, schema := pgtest.Postgres(t)
 	m := txOf(t, migratedStore(t, direct, nil))
 	effects(t, direct)
 	_, err := direct.Exec(ctx, `

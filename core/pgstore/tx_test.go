@@ -19,6 +19,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -363,10 +364,10 @@ func TestDoTxConcurrentCopiesExactlyOnce(t *testing.T) {
 	t.Parallel()
 	testenv.Short(t)
 	ctx := ctxT(t)
-	small, schema := testenv.Postgres(t)
+	small, schema := pgtest.Postgres(t)
 	migratedStore(t, small, &pgstore.Config{})
 	effects(t, small)
-	pool := testenv.PostgresOn(t, schema, 34)
+	pool := pgtest.PostgresOn(t, schema, 34)
 	s := migratedStore(t, pool, &pgstore.Config{LockTimeout: 20 * time.Millisecond, RetryAfter: time.Millisecond})
 
 	mode := txOf(t, s)
@@ -568,7 +569,7 @@ func TestDoTxGoexit(t *testing.T) {
 func TestDoTxLostCommitAnswer(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	direct, schema := testenv.Postgres(t)
+	direct, schema := pgtest.Postgres(t)
 	migratedStore(t, direct, nil)
 	effects(t, direct)
 	// COMMIT runs a deferred trigger for 500ms: the cut lands inside it.
@@ -656,7 +657,7 @@ func proxied(t testing.TB, schema string) (*pgxpool.Pool, *testenv.Proxy) {
 func TestCommitLostInAPartitionEndsItsOrphanedTransaction(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	direct, schema := testenv.Postgres(t)
+	direct, schema := pgtest.Postgres(t)
 	migratedStore(t, direct, nil)
 	effects(t, direct)
 	pool, proxy := proxied(t, schema)
@@ -693,7 +694,7 @@ func TestCommitLostInAPartitionEndsItsOrphanedTransaction(t *testing.T) {
 func TestCommitAnsweredPastItsDeadlineIsRan(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	direct, schema := testenv.Postgres(t)
+	direct, schema := pgtest.Postgres(t)
 	migratedStore(t, direct, nil)
 	effects(t, direct)
 	pool, proxy := proxied(t, schema)
@@ -720,7 +721,7 @@ func TestCommitAnsweredPastItsDeadlineIsRan(t *testing.T) {
 func TestUnguardedCommitAnsweredPastItsDeadlineIsUnguarded(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	direct, schema := testenv.Postgres(t)
+	direct, schema := pgtest.Postgres(t)
 	migratedStore(t, direct, nil)
 	effects(t, direct)
 	pool, proxy := proxied(t, schema)
@@ -744,7 +745,7 @@ func TestUnguardedCommitAnsweredPastItsDeadlineIsUnguarded(t *testing.T) {
 func TestShadowCopyCommitAnsweredPastItsDeadlineIsNotFailed(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	direct, schema := testenv.Postgres(t)
+	direct, schema := pgtest.Postgres(t)
 	migratedStore(t, direct, nil)
 	effects(t, direct)
 	pool, proxy := proxied(t, schema)
@@ -770,7 +771,7 @@ func TestShadowCopyCommitAnsweredPastItsDeadlineIsNotFailed(t *testing.T) {
 func TestCommitLostInAPartitionSaysWhenItsBackendMayNotBeEnded(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	direct, schema := testenv.Postgres(t)
+	direct, schema := pgtest.Postgres(t)
 	migratedStore(t, direct, nil)
 	effects(t, direct)
 	roles := []string{schema + "_tx", schema + "_reader"}
@@ -822,7 +823,7 @@ func TestCommitLostInAPartitionSaysWhenItsBackendMayNotBeEnded(t *testing.T) {
 func TestDoTxCopyWaitingForACommitIsDuplicateUnderEveryIsolationDefault(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgtest.Postgres(t)
 	migratedStore(t, pool, nil)
 	effects(t, pool)
 	for _, level := range isolationDefaults {

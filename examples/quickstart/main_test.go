@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -27,7 +28,7 @@ func demoOutput(t *testing.T) string {
 	testenv.Short(t)
 	demoRun.once.Do(func() {
 		t.Setenv("REDIS_URL", "")
-		t.Setenv("DATABASE_URL", testenv.DatabaseURL())
+		t.Setenv("DATABASE_URL", pgtest.DatabaseURL())
 		var out bytes.Buffer
 		demoRun.err = demo(&out)
 		demoRun.out = out.String()

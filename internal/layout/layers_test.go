@@ -15,12 +15,14 @@ var stores = []string{
 	module + "/core/redisstore",
 	module + "/core/pgstore",
 	module + "/core/memstore",
+	module + "/core/dynamostore",
 }
 
 // TestStoresImportOnlyDriver pins STYLE.md point 13: a store stands on
 // core/driver and the client it wraps, never on core or another core
 // package; the internal packages it uses stand on no core package either
-// (go list -deps follows them).
+// (go list -deps follows them). The stores in modules of their own are
+// listed through go.work.
 func TestStoresImportOnlyDriver(t *testing.T) {
 	out, err := exec.Command("go", append([]string{"list", "-deps", "-f", "{{.ImportPath}}"}, stores...)...).CombinedOutput()
 	require.NoError(t, err, "go list: %s", out)

@@ -12,20 +12,28 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 )
 
-// Server names a server that a package's Example functions need.
-type Server int
+// Server is a server that a package's Example functions need: its name and
+// how to tell whether it answers.
+type Server struct {
+	name  string
+	probe func(ctx context.Context) error
+}
 
-const (
+// NewServer returns the Server called name, which answers when probe
+// returns nil within its context. Packages that know a server testenv does
+// not (internal/pgtest's PostgreSQL) make theirs with it.
+func NewServer(name string, probe func(ctx context.Context) error) Server {
+	return Server{name: name, probe: probe}
+}
+
+var (
 	// NeedRedis is the Redis at RedisURL.
-	NeedRedis Server = iota + 1
-	// NeedPostgres is the PostgreSQL at DatabaseURL.
-	NeedPostgres
+	NeedRedis = NewServer("Redis", func(ctx context.Context) error { return probeRedis(ctx, RedisURL()) })
 	// NeedSQS is the SQS server at TEST_SQS_ENDPOINT.
-	NeedSQS
+	NeedSQS = NewServer("SQS", func(ctx context.Context) error { return probeSQS(ctx, os.Getenv("TEST_SQS_ENDPOINT")) })
 )
 
 // probeTimeout bounds the check of each server RunExamples needs.
@@ -35,15 +43,10 @@ const probeTimeout = 2 * time.Second
 const skipExamples = "^Example"
 
 func (s Server) String() string {
-	switch s {
-	case NeedRedis:
-		return "Redis"
-	case NeedPostgres:
-		return "PostgreSQL"
-	case NeedSQS:
-		return "SQS"
+	if s.name == "" {
+		return "Server{}"
 	}
-	return fmt.Sprintf("Server(%d)", int(s))
+	return s.name
 }
 
 // RunExamples runs m (a package's tests and examples). When a server that
@@ -73,24 +76,19 @@ func unavailable(needs ...Server) error {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 			defer cancel()
-			errs[i] = s.probe(ctx)
+			errs[i] = s.check(ctx)
 		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
 
-// probe returns why s does not answer, or nil when it does.
-func (s Server) probe(ctx context.Context) error {
-	switch s {
-	case NeedRedis:
-		return probeRedis(ctx, RedisURL())
-	case NeedPostgres:
-		return probePostgres(ctx, DatabaseURL())
-	case NeedSQS:
-		return probeSQS(ctx, os.Getenv("TEST_SQS_ENDPOINT"))
+// check returns why s does not answer, or nil when it does.
+func (s Server) check(ctx context.Context) error {
+	if s.probe == nil {
+		return fmt.Errorf("%v: unknown server", s)
 	}
-	return fmt.Errorf("%v: unknown server", s)
+	return s.probe(ctx)
 }
 
 func probeRedis(ctx context.Context, rawURL string) error {
@@ -105,18 +103,6 @@ func probeRedis(ctx context.Context, rawURL string) error {
 	defer func() { _ = client.Close() }()
 	if err := client.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("Redis at %s does not answer: %w", rawURL, err)
-	}
-	return nil
-}
-
-func probePostgres(ctx context.Context, rawURL string) error {
-	conn, err := pgx.Connect(ctx, rawURL)
-	if err == nil {
-		err = conn.Ping(ctx)
-		_ = conn.Close(context.Background())
-	}
-	if err != nil {
-		return fmt.Errorf("PostgreSQL at %s does not answer: %w", rawURL, err)
 	}
 	return nil
 }

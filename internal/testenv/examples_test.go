@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,7 +41,7 @@ func ExampleRunExamples() {
 
 func TestRunExamplesSkipsExamplesButRunsTestsWhenRedisIsMissing(t *testing.T) {
 	skipInChild(t)
-	out := runSelf(t, "redis://"+closedAddr(t)+"/0", "-test.skip=^TestUnavailable")
+	out := runSelf(t, "redis://"+ClosedAddr(t)+"/0", "-test.skip=^TestUnavailable")
 	require.Contains(t, out, "testenv: skipping the Example functions: Redis at redis://")
 	require.Contains(t, out, "=== RUN   TestSkipAllExamples", "the tests run")
 	require.NotContains(t, out, "=== RUN   TestUnavailable", "the caller's -test.skip is kept")
@@ -51,7 +50,7 @@ func TestRunExamplesSkipsExamplesButRunsTestsWhenRedisIsMissing(t *testing.T) {
 
 func TestRunExamplesSkipsExamplesNamedByRun(t *testing.T) {
 	skipInChild(t)
-	out := runSelf(t, "redis://"+closedAddr(t)+"/0", "-test.run=^ExampleRunExamples$")
+	out := runSelf(t, "redis://"+ClosedAddr(t)+"/0", "-test.run=^ExampleRunExamples$")
 	require.Contains(t, out, "testenv: skipping the Example functions: Redis at redis://")
 	require.NotContains(t, out, "=== RUN   ExampleRunExamples")
 }
@@ -65,28 +64,36 @@ func TestRunExamplesRunsExamplesWhenRedisAnswers(t *testing.T) {
 }
 
 func TestUnavailableReportsClosedPorts(t *testing.T) {
-	addr := closedAddr(t)
+	addr := ClosedAddr(t)
 	t.Setenv("TEST_REDIS_URL", "redis://"+addr+"/0")
-	t.Setenv("TEST_DATABASE_URL", "postgres://postgres@"+addr+"/test?sslmode=disable")
 	t.Setenv("TEST_SQS_ENDPOINT", "http://"+addr)
 	start := time.Now()
-	err := unavailable(NeedRedis, NeedPostgres, NeedSQS)
+	err := unavailable(NeedRedis, NeedSQS)
 	require.Less(t, time.Since(start), probeTimeout)
 	require.ErrorContains(t, err, "Redis at redis://"+addr)
-	require.ErrorContains(t, err, "PostgreSQL at postgres://postgres@"+addr)
 	require.ErrorContains(t, err, "SQS at http://"+addr)
 }
 
 func TestUnavailableBoundsServersThatNeverAnswer(t *testing.T) {
-	addr := silentAddr(t)
+	addr := SilentAddr(t)
+	silent := func(name string) Server {
+		return NewServer(name, func(ctx context.Context) error {
+			conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = conn.Close() }()
+			<-ctx.Done() // the server never answers
+			return fmt.Errorf("%s at %s does not answer: %w", name, addr, ctx.Err())
+		})
+	}
 	t.Setenv("TEST_REDIS_URL", "redis://"+addr+"/0")
-	t.Setenv("TEST_DATABASE_URL", "postgres://postgres@"+addr+"/test?sslmode=disable")
 	start := time.Now()
-	err := unavailable(NeedRedis, NeedPostgres)
+	err := unavailable(NeedRedis, silent("Other"))
 	// Probed one after the other, the two would take at least 2×probeTimeout.
 	require.Less(t, time.Since(start), 2*probeTimeout)
 	require.ErrorContains(t, err, "Redis at redis://"+addr)
-	require.ErrorContains(t, err, "PostgreSQL at postgres://postgres@"+addr)
+	require.ErrorContains(t, err, "Other at "+addr)
 }
 
 func TestUnavailableSQS(t *testing.T) {
@@ -94,17 +101,17 @@ func TestUnavailableSQS(t *testing.T) {
 	require.ErrorContains(t, unavailable(NeedSQS), "TEST_SQS_ENDPOINT is not set")
 	t.Setenv("TEST_SQS_ENDPOINT", "127.0.0.1:4566")
 	require.ErrorContains(t, unavailable(NeedSQS), "is not a URL with a host")
-	t.Setenv("TEST_SQS_ENDPOINT", "http://"+silentAddr(t))
+	t.Setenv("TEST_SQS_ENDPOINT", "http://"+SilentAddr(t))
 	require.NoError(t, unavailable(NeedSQS), "a server accepting connections is there")
 }
 
 func TestUnavailableFindsTheTestServers(t *testing.T) {
 	Short(t)
-	require.NoError(t, unavailable(NeedRedis, NeedPostgres))
+	require.NoError(t, unavailable(NeedRedis))
 }
 
 func TestUnavailableRejectsAnUnknownServer(t *testing.T) {
-	require.ErrorContains(t, unavailable(Server(0)), "Server(0): unknown server")
+	require.ErrorContains(t, unavailable(Server{}), "Server{}: unknown server")
 }
 
 func TestSkipAllExamples(t *testing.T) {
@@ -138,41 +145,4 @@ func runSelf(t *testing.T, redisURL string, args ...string) string {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	return string(out)
-}
-
-// closedAddr returns a loopback address where nothing listens.
-func closedAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
-// silentAddr returns a loopback address that accepts connections and never
-// answers, until the end of the test.
-func silentAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var (
-		conns []net.Conn // read after wg.Wait only
-		wg    sync.WaitGroup
-	)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-		}
-	})
-	t.Cleanup(func() {
-		_ = ln.Close()
-		wg.Wait()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return ln.Addr().String()
 }

@@ -208,6 +208,37 @@ func ClosedAddr(t testing.TB) string {
 	return addr
 }
 
+// SilentAddr returns a loopback address that accepts connections and never
+// answers, until the end of the test.
+func SilentAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	var (
+		conns []net.Conn // read after wg.Wait only
+		wg    sync.WaitGroup
+	)
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
 // Flaky is a proxy on one address that a test cuts and brings back as often
 // as it likes.
 type Flaky struct {

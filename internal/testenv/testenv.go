@@ -1,6 +1,8 @@
 // Package testenv connects jobonce's integration tests to their servers. The
-// addresses come from TEST_REDIS_URL, TEST_DATABASE_URL, TEST_SQS_ENDPOINT,
-// TEST_AMQP_URL and TEST_NATS_URL, with local defaults. A missing server
+// addresses come from TEST_REDIS_URL, TEST_SQS_ENDPOINT, TEST_AMQP_URL and
+// TEST_NATS_URL, with local defaults; PostgreSQL's, TEST_DATABASE_URL, is
+// internal/pgtest's, a module of its own so that pgx stays out of the
+// library's module. A missing server
 // fails the test loudly: the test script (scripts/test.sh) starts the
 // servers.
 //
@@ -14,24 +16,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 )
 
 // RedisURL returns the test Redis URL.
 func RedisURL() string {
 	return cmp.Or(os.Getenv("TEST_REDIS_URL"), "redis://127.0.0.1:6379/0")
-}
-
-// DatabaseURL returns the test PostgreSQL URL.
-func DatabaseURL() string {
-	return cmp.Or(os.Getenv("TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 }
 
 // AMQPURL returns the test RabbitMQ URL.
@@ -117,75 +112,4 @@ func DeletePrefix(ctx context.Context, client redis.UniversalClient, prefix stri
 	if len(batch) > 0 {
 		client.Del(ctx, batch...)
 	}
-}
-
-// Postgres returns a pool on the test database whose connections use a
-// schema of their own (search_path), created now and dropped at cleanup. It
-// returns the schema name too.
-func Postgres(t testing.TB) (*pgxpool.Pool, string) {
-	t.Helper()
-	Short(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	admin, err := pgxpool.New(ctx, DatabaseURL())
-	if err != nil {
-		t.Fatalf("TEST_DATABASE_URL: %v", err)
-	}
-	defer admin.Close()
-	if err := admin.Ping(ctx); err != nil {
-		t.Fatalf("PostgreSQL at %s does not answer (start it with scripts/test.sh): %v", DatabaseURL(), err)
-	}
-	schema := "jobonce_test_" + RandomID(6)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, schemaConfig(t, schema))
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(func() {
-		pool.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		admin, err := pgxpool.New(ctx, DatabaseURL())
-		if err != nil {
-			return
-		}
-		defer admin.Close()
-		_, _ = admin.Exec(ctx, fmt.Sprintf("DROP SCHEMA %s CASCADE", schema))
-	})
-	return pool, schema
-}
-
-// PostgresOn returns a pool on the test database whose connections use an
-// existing schema (search_path), such as one a parent process made with
-// Postgres, closed at cleanup. It opens up to maxConns connections (0 for
-// pgx's default) and sets the given parameter name and value pairs on each.
-func PostgresOn(t testing.TB, schema string, maxConns int32, params ...string) *pgxpool.Pool {
-	t.Helper()
-	cfg := schemaConfig(t, schema)
-	for i := 0; i+1 < len(params); i += 2 {
-		cfg.ConnConfig.RuntimeParams[params[i]] = params[i+1]
-	}
-	if maxConns > 0 {
-		cfg.MaxConns = maxConns
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
-// schemaConfig returns the test database's pool configuration with
-// search_path set to schema.
-func schemaConfig(t testing.TB, schema string) *pgxpool.Config {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(DatabaseURL())
-	if err != nil {
-		t.Fatalf("TEST_DATABASE_URL: %v", err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	return cfg
 }

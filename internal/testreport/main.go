@@ -5,7 +5,7 @@
 // (JOBONCE_…SEED=…) and the ten slowest tests. It exits 1 when a test or
 // package failed, or the input ended before a package finished.
 //
-//	go test -json ./... | go run ./internal/testreport
+//	go test -json work | go run ./internal/testreport
 package main
 
 import (

@@ -1,4 +1,4 @@
-package watermillonce_test
+package backends_test
 
 import (
 	"errors"
@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	watermillonce "github.com/jobonce/jobonce/adapters/watermill"
+	"github.com/jobonce/jobonce/adapters/watermill/internal/watermilltest"
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -39,10 +40,10 @@ func TestRouterCopiesDeliveredTogetherRunOnce(t *testing.T) {
 			started, release := make(chan struct{}), make(chan struct{})
 			acked := newDeliveries(t)
 			for _, group := range []string{"a", "b"} {
-				startRouter(t, route{handler: "welcome", sub: e.subscriber(t, group), topic: topic, fn: blocking(&runs, started, release)},
+				startRouter(t, route{handler: "welcome", sub: e.subscriber(t, group), topic: topic, fn: watermilltest.Blocking(&runs, started, release)},
 					acked.middleware, watermillonce.MustMiddleware(g, nil))
 			}
-			publish(t, e.publisher(t), topic, newMessage("user-42"))
+			watermilltest.Publish(t, e.publisher(t), topic, watermilltest.NewMessage("user-42"))
 			<-started
 			e.awaits().Began(t, 1) // the second copy found the job running and waits
 			close(release)
@@ -94,7 +95,7 @@ func TestRouterFailedMessageIsRetriedNotLost(t *testing.T) {
 				}}, acked.middleware, mw)
 				pub := e.publisher(t)
 				for i := range messages {
-					publish(t, pub, topic, newMessage(fmt.Sprintf("order-%d", i)))
+					watermilltest.Publish(t, pub, topic, watermilltest.NewMessage(fmt.Sprintf("order-%d", i)))
 				}
 				acked.waitAcked(t, messages)
 				testenv.Report(t, "%s on %s: %d of %d messages ran after their first attempt failed; %d were acknowledged without running (lost)", guard, b.name, succeeded.Load(), messages, messages-succeeded.Load())
@@ -121,7 +122,7 @@ func TestRouterConflictGoesToThePoisonQueue(t *testing.T) {
 			t.Parallel()
 			e := b.new(t)
 			topic, poisonTopic := e.topic("orders"), e.topic("poison")
-			poisoned := subscribe(t, e.subscriber(t, "poison-reader"), poisonTopic)
+			poisoned := watermilltest.Subscribe(t, e.subscriber(t, "poison-reader"), poisonTopic)
 			pq, err := middleware.PoisonQueueWithFilter(e.publisher(t), poisonTopic, watermillonce.IsPoison)
 			require.NoError(t, err)
 			var runs atomic.Int64
@@ -129,19 +130,19 @@ func TestRouterConflictGoesToThePoisonQueue(t *testing.T) {
 			startRouter(t, route{handler: "orders", sub: e.subscriber(t, "g"), topic: topic, fn: func(*message.Message) ([]*message.Message, error) {
 				runs.Add(1)
 				return nil, nil
-			}}, acked.middleware, pq, watermillonce.MustMiddleware(e.guard(t, nil), keyByID))
+			}}, acked.middleware, pq, watermillonce.MustMiddleware(e.guard(t, nil), watermilltest.KeyByID))
 
 			pub := e.publisher(t)
-			first, conflict, unkeyed := newMessage("10 EUR"), newMessage("99 EUR"), newMessage("5 EUR")
+			first, conflict, unkeyed := watermilltest.NewMessage("10 EUR"), watermilltest.NewMessage("99 EUR"), watermilltest.NewMessage("5 EUR")
 			first.Metadata.Set("id", "o-7")
 			conflict.Metadata.Set("id", "o-7")
-			publish(t, pub, topic, first)
+			watermilltest.Publish(t, pub, topic, first)
 			acked.waitAcked(t, 1)
-			publish(t, pub, topic, conflict, unkeyed)
+			watermilltest.Publish(t, pub, topic, conflict, unkeyed)
 			acked.waitAcked(t, 2)
 
 			reasons := map[string]string{}
-			for _, m := range poisoned.wait(t, 2) {
+			for _, m := range poisoned.Wait(t, 2) {
 				reasons[m.UUID] = m.Metadata.Get(middleware.ReasonForPoisonedKey)
 				require.Equal(t, "orders", m.Metadata.Get(middleware.PoisonedHandlerKey))
 			}
@@ -170,7 +171,7 @@ func TestRouterRecommendedOrder(t *testing.T) {
 			var outs testenv.Outcomes
 			g := e.guard(t, &core.Config{Observer: outs.Observe})
 			topic, outTopic, poisonTopic := e.topic("payments"), e.topic("receipts"), e.topic("poison")
-			receipts := subscribe(t, e.subscriber(t, "receipts-reader"), outTopic)
+			receipts := watermilltest.Subscribe(t, e.subscriber(t, "receipts-reader"), outTopic)
 			pq, err := middleware.PoisonQueueWithFilter(e.publisher(t), poisonTopic, watermillonce.IsPoison)
 			require.NoError(t, err)
 			acked := newDeliveries(t)
@@ -183,8 +184,8 @@ func TestRouterRecommendedOrder(t *testing.T) {
 				middleware.Retry{MaxRetries: 3, InitialInterval: time.Millisecond}.Middleware,
 				middleware.Recoverer,
 			)
-			out := &countingPublisher{Publisher: e.publisher(t)}
-			returned := &countingPublisher{} // what the handler chain returned, before NewPublisher
+			out := &watermilltest.CountingPublisher{Publisher: e.publisher(t)}
+			returned := &watermilltest.CountingPublisher{} // what the handler chain returned, before NewPublisher
 			router.AddPublisherDecorators(
 				func(pub message.Publisher) (message.Publisher, error) { returned.Publisher = pub; return returned, nil },
 				func(pub message.Publisher) (message.Publisher, error) { return watermillonce.NewPublisher(g, pub, nil) },
@@ -205,16 +206,16 @@ func TestRouterRecommendedOrder(t *testing.T) {
 					case 2:
 						return nil, errors.New("the second attempt fails")
 					}
-					return []*message.Message{newMessage("receipt")}, nil
+					return []*message.Message{watermilltest.NewMessage("receipt")}, nil
 				}}.add(router)
-			runRouter(t, router)
+			watermilltest.RunRouter(t, router)
 
 			pub := e.publisher(t)
-			in := newMessage("pay 10 EUR")
+			in := watermilltest.NewMessage("pay 10 EUR")
 			middleware.SetCorrelationID("c-1", in)
-			publish(t, pub, topic, in)
+			watermilltest.Publish(t, pub, topic, in)
 			acked.waitAcked(t, 1)
-			publish(t, pub, topic, newMessage("pay 10 EUR"))
+			watermilltest.Publish(t, pub, topic, watermilltest.NewMessage("pay 10 EUR"))
 			acked.waitAcked(t, 1)
 
 			require.Len(t, fences, 3, "three attempts")
@@ -223,9 +224,9 @@ func TestRouterRecommendedOrder(t *testing.T) {
 			require.Zero(t, outs.Get(core.Failed), "Retry inside the middleware: its failures never release the claim")
 			require.EqualValues(t, 1, outs.Get(core.Duplicate))
 			require.Zero(t, acked.nacks.Load())
-			require.EqualValues(t, 2, returned.msgs.Load(), "the run and the duplicate returned the produced message")
-			require.EqualValues(t, 1, out.msgs.Load(), "the duplicate's produced message was not published again")
-			got := receipts.wait(t, 1)
+			require.EqualValues(t, 2, returned.Msgs.Load(), "the run and the duplicate returned the produced message")
+			require.EqualValues(t, 1, out.Msgs.Load(), "the duplicate's produced message was not published again")
+			got := receipts.Wait(t, 1)
 			require.Equal(t, "receipt", string(got[0].Payload))
 			require.Equal(t, "c-1", middleware.MessageCorrelationID(got[0]))
 		})
@@ -255,12 +256,12 @@ func TestRouterEachHandlerRunsAMessageOnce(t *testing.T) {
 					return nil, nil
 				}}.add(router)
 			}
-			runRouter(t, router)
-			msg := newMessage("user-42")
+			watermilltest.RunRouter(t, router)
+			msg := watermilltest.NewMessage("user-42")
 			pub := e.publisher(t)
-			publish(t, pub, topic, msg)
+			watermilltest.Publish(t, pub, topic, msg)
 			acked.waitAcked(t, 2)
-			publish(t, pub, topic, msg) // the same UUID again
+			watermilltest.Publish(t, pub, topic, msg) // the same UUID again
 			acked.waitAcked(t, 2)
 			mu.Lock()
 			require.Equal(t, map[string]int{"email": 1, "stats": 1}, runs)
@@ -301,8 +302,8 @@ func TestRouterHandlersWhoseNameAndKeyJoinAlikeKeepKeysApart(t *testing.T) {
 			return nil, nil
 		}}.add(router)
 	}
-	runRouter(t, router)
-	publish(t, e.publisher(t), topic, newMessage("order"))
+	watermilltest.RunRouter(t, router)
+	watermilltest.Publish(t, e.publisher(t), topic, watermilltest.NewMessage("order"))
 	acked.waitAcked(t, 2)
 	mu.Lock()
 	defer mu.Unlock()
@@ -321,11 +322,11 @@ func TestRouterDuplicateWhoseProducedMessagesWereNotStoredIsPoisoned(t *testing.
 			t.Parallel()
 			e := b.new(t)
 			topic, outTopic, poisonTopic := e.topic("reports"), e.topic("pages"), e.topic("poison")
-			poisoned := subscribe(t, e.subscriber(t, "poison-reader"), poisonTopic)
+			poisoned := watermilltest.Subscribe(t, e.subscriber(t, "poison-reader"), poisonTopic)
 			pq, err := middleware.PoisonQueueWithFilter(e.publisher(t), poisonTopic, watermillonce.IsPoison)
 			require.NoError(t, err)
-			out := &flakyPublisher{Publisher: e.publisher(t), err: errors.New("broker unreachable")}
-			out.fails.Store(1)
+			out := &watermilltest.FlakyPublisher{Publisher: e.publisher(t), Err: errors.New("broker unreachable")}
+			out.Fails.Store(1)
 			var runs atomic.Int64
 			acked := newDeliveries(t)
 			startRouter(t, route{handler: "reports", sub: e.subscriber(t, "g"), topic: topic, pub: out, outTopic: outTopic,
@@ -333,17 +334,17 @@ func TestRouterDuplicateWhoseProducedMessagesWereNotStoredIsPoisoned(t *testing.
 					runs.Add(1)
 					pages := make([]*message.Message, 100)
 					for i := range pages {
-						pages[i] = newMessage(strings.Repeat("x", 1024))
+						pages[i] = watermilltest.NewMessage(strings.Repeat("x", 1024))
 					}
 					return pages, nil
 				}}, acked.middleware, pq, watermillonce.MustMiddleware(e.guard(t, nil), nil))
-			in := newMessage("monthly report")
-			publish(t, e.publisher(t), topic, in)
-			got := poisoned.wait(t, 1)
+			in := watermilltest.NewMessage("monthly report")
+			watermilltest.Publish(t, e.publisher(t), topic, in)
+			got := poisoned.Wait(t, 1)
 			require.Equal(t, in.UUID, got[0].UUID)
 			require.Contains(t, got[0].Metadata.Get(middleware.ReasonForPoisonedKey), watermillonce.ErrProducedNotStored.Error())
 			require.EqualValues(t, 1, runs.Load())
-			require.Zero(t, out.published.Load(), "the run's publish failed, and the duplicate had nothing to publish")
+			require.Zero(t, out.Published.Load(), "the run's publish failed, and the duplicate had nothing to publish")
 		})
 	}
 }
@@ -373,9 +374,9 @@ func TestRouterHandlersOfOneNameOnTwoTopicsEachRun(t *testing.T) {
 				}}, acked.middleware, mw)
 			}
 			pub := e.publisher(t)
-			publish(t, pub, e.topic("orders"), newMessage(`{"id": 7}`))
+			watermilltest.Publish(t, pub, e.topic("orders"), watermilltest.NewMessage(`{"id": 7}`))
 			acked.waitAcked(t, 1)
-			publish(t, pub, e.topic("refunds"), newMessage(`{"id": 7}`))
+			watermilltest.Publish(t, pub, e.topic("refunds"), watermilltest.NewMessage(`{"id": 7}`))
 			acked.waitAcked(t, 1)
 			mu.Lock()
 			defer mu.Unlock()

@@ -1,4 +1,4 @@
-package watermillonce_test
+package backends_test
 
 import (
 	"strconv"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	watermillonce "github.com/jobonce/jobonce/adapters/watermill"
+	"github.com/jobonce/jobonce/adapters/watermill/internal/watermilltest"
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -45,9 +46,9 @@ func TestDefaultKeyIsTheKeyTheMiddlewareClaims(t *testing.T) {
 			} {
 				r.add(router)
 			}
-			runRouter(t, router)
-			publish(t, e.publisher(t), orders, newMessage(`{"order": 1}`), newMessage(`{"order": 2}`))
-			publish(t, e.publisher(t), refunds, newMessage(`{"order": 1}`))
+			watermilltest.RunRouter(t, router)
+			watermilltest.Publish(t, e.publisher(t), orders, watermilltest.NewMessage(`{"order": 1}`), watermilltest.NewMessage(`{"order": 2}`))
+			watermilltest.Publish(t, e.publisher(t), refunds, watermilltest.NewMessage(`{"order": 1}`))
 
 			const runs = 5 // two messages to two handlers, one to the third
 			require.Eventually(t, func() bool { return outs.Get(core.Ran) == runs }, time.Minute, 10*time.Millisecond)

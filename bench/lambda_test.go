@@ -1,4 +1,4 @@
-package lambdaonce_test
+package bench
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/memstore"
 	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -20,7 +21,10 @@ import (
 // bare handler that runs the same ten records one after the other, on each
 // store. Report per op is per batch; ns/record divides by ten.
 //
-//	go -C adapters/lambda test -run '^$' -bench Handler -benchtime 2000x .
+//	go -C bench test -run '^$' -bench Handler -benchtime 2000x
+//
+// It lives here rather than in adapters/lambda, whose module would otherwise
+// require pgstore and pgx for its PostgreSQL case.
 func BenchmarkHandler(b *testing.B) {
 	const batch = 10
 	arn := "arn:aws:sqs:us-east-1:000000000000:bench"
@@ -59,7 +63,7 @@ func BenchmarkHandler(b *testing.B) {
 		{"memstore", func(b *testing.B) *core.Guard { return testenv.NewGuard(b, memstore.New(), nil) }},
 		{"redis", func(b *testing.B) *core.Guard { return testenv.RedisGuard(b, nil) }},
 		{"postgres", func(b *testing.B) *core.Guard {
-			pool, _ := testenv.Postgres(b)
+			pool, _ := pgtest.Postgres(b)
 			s, err := pgstore.New(context.Background(), pool, &pgstore.Config{Migrate: true})
 			require.NoError(b, err)
 			return testenv.NewGuard(b, s, nil)

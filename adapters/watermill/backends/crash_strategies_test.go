@@ -1,4 +1,4 @@
-package watermillonce_test
+package backends_test
 
 import (
 	"context"

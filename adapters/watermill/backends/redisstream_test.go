@@ -1,4 +1,4 @@
-package watermillonce_test
+package backends_test
 
 import (
 	"sync/atomic"
@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	watermillonce "github.com/jobonce/jobonce/adapters/watermill"
+	"github.com/jobonce/jobonce/adapters/watermill/internal/watermilltest"
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -32,10 +33,10 @@ func TestRedisStreamClaimedCopyWaitsForTheSlowHandler(t *testing.T) {
 			ConsumerGroup: "g", Consumer: consumer,
 			MaxIdleTime: 300 * time.Millisecond, ClaimInterval: 50 * time.Millisecond,
 		})
-		startRouter(t, route{handler: "reports", sub: sub, topic: topic, fn: blocking(&runs, started, release)},
+		startRouter(t, route{handler: "reports", sub: sub, topic: topic, fn: watermilltest.Blocking(&runs, started, release)},
 			acked.middleware, watermillonce.MustMiddleware(g, nil))
 	}
-	publish(t, e.publisher(t), topic, newMessage("monthly"))
+	watermilltest.Publish(t, e.publisher(t), topic, watermilltest.NewMessage("monthly"))
 	<-started
 	e.awaits().Began(t, 1) // a consumer claimed the pending message, found its job running, and waits
 	close(release)

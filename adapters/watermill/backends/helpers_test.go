@@ -1,8 +1,6 @@
-package watermillonce_test
+package backends_test
 
 import (
-	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jobonce/jobonce/adapters/watermill/internal/watermilltest"
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/memstore"
 	"github.com/jobonce/jobonce/core/redisstore"
@@ -162,39 +161,13 @@ func (r route) add(router *message.Router) {
 	router.AddHandler(r.handler, r.topic, r.sub, r.outTopic, r.pub, r.fn)
 }
 
-// runRouter runs router until the end of the test, and returns once it runs.
-func runRouter(t testing.TB, router *message.Router) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- router.Run(ctx) }()
-	t.Cleanup(func() {
-		require.NoError(t, router.Close())
-		cancel()
-		require.NoError(t, <-done)
-	})
-	select {
-	case <-router.Running():
-	case err := <-done:
-		t.Fatalf("the router stopped: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the router did not start")
-	}
-}
-
 // startRouter runs a router with one handler and mws until the end of the
 // test, and returns once it runs.
 func startRouter(t *testing.T, r route, mws ...message.HandlerMiddleware) {
 	t.Helper()
 	router := newRouter(t, mws...)
 	r.add(router)
-	runRouter(t, router)
-}
-
-// publish publishes msgs to topic, failing the test on an error.
-func publish(t *testing.T, pub message.Publisher, topic string, msgs ...*message.Message) {
-	t.Helper()
-	require.NoError(t, pub.Publish(topic, msgs...))
+	watermilltest.RunRouter(t, router)
 }
 
 // deliveries records how the router settles each delivery, from the
@@ -244,82 +217,4 @@ func (d *deliveries) waitAcked(t *testing.T, n int) []string {
 		}
 	}
 	return uuids
-}
-
-// received collects the messages a subscription delivers, acknowledging
-// each.
-type received struct {
-	mu   sync.Mutex
-	msgs []*message.Message
-	got  chan struct{}
-}
-
-// subscribe reads topic through sub until the end of the test.
-func subscribe(t *testing.T, sub message.Subscriber, topic string) *received {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ch, err := sub.Subscribe(ctx, topic)
-	require.NoError(t, err)
-	r := &received{got: make(chan struct{}, 100)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for m := range ch {
-			r.mu.Lock()
-			r.msgs = append(r.msgs, m)
-			r.mu.Unlock()
-			m.Ack()
-			r.got <- struct{}{}
-		}
-	}()
-	t.Cleanup(func() {
-		cancel() // ends the subscription and closes ch
-		<-done
-		_ = sub.Close()
-	})
-	return r
-}
-
-// wait waits for n messages in all and returns them.
-func (r *received) wait(t *testing.T, n int) []*message.Message {
-	t.Helper()
-	timeout := time.After(30 * time.Second)
-	for {
-		r.mu.Lock()
-		msgs := append([]*message.Message(nil), r.msgs...)
-		r.mu.Unlock()
-		if len(msgs) >= n {
-			return msgs
-		}
-		select {
-		case <-r.got:
-		case <-timeout:
-			t.Fatalf("%d of %d messages received in time", len(msgs), n)
-		}
-	}
-}
-
-// count returns how many messages arrived so far.
-func (r *received) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.msgs)
-}
-
-// countingPublisher passes every Publish to a real publisher and counts the
-// messages it passed.
-type countingPublisher struct {
-	message.Publisher
-	calls, msgs atomic.Int64
-}
-
-func (p *countingPublisher) Publish(topic string, msgs ...*message.Message) error {
-	p.calls.Add(1)
-	p.msgs.Add(int64(len(msgs)))
-	return p.Publisher.Publish(topic, msgs...)
-}
-
-// newMessage returns a message with a new UUID.
-func newMessage(payload string) *message.Message {
-	return message.NewMessage(watermill.NewUUID(), message.Payload(payload))
 }

@@ -1,4 +1,4 @@
-package watermillonce_test
+package backends_test
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/pgstore"
+	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -110,7 +111,7 @@ func runCrash(t *testing.T, b crashBackend, s crashStrategy, size crashSize) cra
 	ctx := context.Background()
 	prefix := testenv.Prefix(t)
 	rdb := testenv.Redis(t, prefix)
-	pool, schema := testenv.Postgres(t)
+	pool, schema := pgtest.Postgres(t)
 	createEffects(t, pool)
 	if s.tx {
 		_, err := pgstore.New(ctx, pool, &pgstore.Config{Migrate: true})
@@ -245,7 +246,7 @@ func TestCrashWorker(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(os.Getenv(crashSpecEnv)), &spec))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	c := &consumer{t: t, spec: spec, rdb: testenv.Redis(t, ""), pool: testenv.PostgresOn(t, spec.Schema, 10)}
+	c := &consumer{t: t, spec: spec, rdb: testenv.Redis(t, ""), pool: pgtest.PostgresOn(t, spec.Schema, 10)}
 	mw, handler := strategyNamed(t, spec.Strategy).handle(c)
 
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 30 * time.Second}, watermill.NopLogger{})

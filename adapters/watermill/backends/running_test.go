@@ -1,4 +1,4 @@
-package watermillonce_test
+package backends_test
 
 import (
 	"sync"
@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	watermillonce "github.com/jobonce/jobonce/adapters/watermill"
+	"github.com/jobonce/jobonce/adapters/watermill/internal/watermilltest"
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
@@ -75,11 +76,11 @@ func TestRouterRunningCopyIsNackedWithoutAnError(t *testing.T) {
 				require.NoError(t, err)
 				router.AddMiddleware(acked.middleware, failures.middleware,
 					watermillonce.MustMiddleware(g, &watermillonce.Config{WaitRunning: 20 * time.Millisecond}))
-				route{handler: "reports", sub: e.subscriber(t, group), topic: topic, fn: blocking(&runs, started, release)}.add(router)
-				runRouter(t, router)
+				route{handler: "reports", sub: e.subscriber(t, group), topic: topic, fn: watermilltest.Blocking(&runs, started, release)}.add(router)
+				watermilltest.RunRouter(t, router)
 			}
 
-			publish(t, e.publisher(t), topic, newMessage("monthly"))
+			watermilltest.Publish(t, e.publisher(t), topic, watermilltest.NewMessage("monthly"))
 			<-started
 			deadline := time.Now().Add(20 * time.Second)
 			for acked.nacks.Load() < 2 {
