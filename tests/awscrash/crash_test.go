@@ -25,13 +25,14 @@ import (
 
 // Environment of a crash worker process.
 const (
-	envQueue    = "JOBONCE_AWSCRASH_QUEUE"
-	envARN      = "JOBONCE_AWSCRASH_ARN"
-	envEndpoint = "JOBONCE_AWSCRASH_DYNAMODB"
-	envKeys     = "JOBONCE_AWSCRASH_KEYS"    // the Lambda handler's keys table
-	envTxKeys   = "JOBONCE_AWSCRASH_TX_KEYS" // the transactional mode's keys table; unset: no transactional mode
-	envEffects  = "JOBONCE_AWSCRASH_EFFECTS"
-	envGate     = "JOBONCE_AWSCRASH_GATE" // effects before the worker holds its handlers; unset: never
+	envQueue     = "JOBONCE_AWSCRASH_QUEUE"
+	envARN       = "JOBONCE_AWSCRASH_ARN"
+	envEndpoint  = "JOBONCE_AWSCRASH_DYNAMODB"         // the Lambda handler's keys
+	envEffectsAt = "JOBONCE_AWSCRASH_EFFECTS_DYNAMODB" // the effects and the transactional mode's keys
+	envKeys      = "JOBONCE_AWSCRASH_KEYS"             // the Lambda handler's keys table
+	envTxKeys    = "JOBONCE_AWSCRASH_TX_KEYS"          // the transactional mode's keys table; unset: no transactional mode
+	envEffects   = "JOBONCE_AWSCRASH_EFFECTS"
+	envGate      = "JOBONCE_AWSCRASH_GATE" // effects before the worker holds its handlers; unset: never
 )
 
 // The crash workers' settings.
@@ -46,20 +47,20 @@ const (
 
 // crashRow is one run of the crash experiment.
 type crashRow struct {
-	endpointEnv string // the DynamoDB server
-	jobs        int
-	tx          bool // the effect is written in the transactional mode
+	jobs int
+	tx   bool // the effect is written in the transactional mode
 }
 
 // TestLambdaOnDynamoDBCrash runs the crash experiment on dynalite: jobs
-// sent twice to an SQS queue, drained by two worker processes, each an
-// event source mapping over lambdaonce.Wrap on a dynamostore Guard, whose
-// handler's effect is a PutItem of an item of its own. One worker is
+// sent twice to an SQS queue, drained by worker processes, each an event
+// source mapping over lambdaonce.Wrap on a dynamostore Guard, whose
+// handler's effect is a PutItem of an item of its own. The first worker is
 // killed with SIGKILL mid-batch, with handlers in flight, some of them
-// between their effect and their done marker: no job is missing, and a job
-// has two effects only if the killed worker held it in that gap.
+// between their effect and their done marker, and a second one drains the
+// queue: no job is missing, and a job has two effects only if the killed
+// worker held it in that gap.
 func TestLambdaOnDynamoDBCrash(t *testing.T) {
-	runCrash(t, crashRow{endpointEnv: envDynalite, jobs: 3000})
+	runCrash(t, crashRow{jobs: 3000})
 }
 
 // TestLambdaOnDynamoDBTxCrash runs the crash experiment with the effect
@@ -68,22 +69,27 @@ func TestLambdaOnDynamoDBCrash(t *testing.T) {
 // (core.TxGuard[*dynamostore.Tx]). The killed worker's handlers in flight
 // include some whose transaction committed and whose Lambda marker was not
 // written: their records run again, and find the job done. No job is
-// missing and none has two effects. It runs on moto serving one request at
-// a time (TEST_MOTO_SERIAL_ENDPOINT), as dynalite has no transactions, with
-// fewer jobs: moto copies each table a transaction writes.
+// missing and none has two effects. The effects and the transactional
+// mode's keys are on moto serving one request at a time
+// (TEST_MOTO_SERIAL_ENDPOINT), as dynalite has no transactions, the Lambda
+// handler's keys on dynalite; with fewer jobs, as moto copies each table a
+// transaction writes.
 func TestLambdaOnDynamoDBTxCrash(t *testing.T) {
-	runCrash(t, crashRow{endpointEnv: envMotoSerial, jobs: 200, tx: true})
+	runCrash(t, crashRow{jobs: 200, tx: true})
 }
 
 func runCrash(t *testing.T, row crashRow) {
 	testenv.Short(t)
-	endpoint := dynamoEndpoint(t, row.endpointEnv)
+	endpoint, effectsAt := dynamoEndpoint(t, envDynalite), dynamoEndpoint(t, envDynalite)
+	if row.tx {
+		effectsAt = dynamoEndpoint(t, envMotoSerial)
+	}
 	c := newSQS(t)
-	db := newDynamo(endpoint)
 	q := createQueue(t, c, crashVisibility)
-	keys := createKeys(t, db)
+	db := newDynamo(effectsAt)
 	effects := createEffects(t, db)
-	env := []string{envQueue + "=" + q.url, envARN + "=" + q.arn, envEndpoint + "=" + endpoint, envKeys + "=" + keys, envEffects + "=" + effects}
+	env := []string{envQueue + "=" + q.url, envARN + "=" + q.arn, envEndpoint + "=" + endpoint, envEffectsAt + "=" + effectsAt,
+		envKeys + "=" + createKeys(t, newDynamo(endpoint)), envEffects + "=" + effects}
 	if row.tx {
 		env = append(env, envTxKeys+"="+createKeys(t, db))
 	}
@@ -91,11 +97,11 @@ func runCrash(t *testing.T, row crashRow) {
 	start := time.Now()
 	ids := sendEachTwice(t, c, q, row.jobs)
 	killed := testenv.StartWorker(t, "TestCrashWorker", append(env, envGate+"="+strconv.Itoa(min(crashGate, row.jobs/4)))...)
-	testenv.StartWorker(t, "TestCrashWorker", env...)
 	line, err := killed.WaitFor(2*time.Minute, func(line string) bool { return strings.HasPrefix(line, "READY ") })
 	require.NoError(t, err, "the worker did not get ready")
 	require.NoError(t, killed.Kill())
 	killedAt := time.Since(start)
+	testenv.StartWorker(t, "TestCrashWorker", env...)
 	var made, inflight int
 	var gap string
 	_, err = fmt.Sscanf(line, "READY effects=%d inflight=%d gap=%s", &made, &inflight, &gap)
@@ -151,15 +157,15 @@ func createKeys(t testing.TB, db *dynamodb.Client) string {
 // that starts holds until the process is killed: half of them (by job
 // number) before their effect, half after it, in the gap before the done
 // marker. It prints "READY effects=<made> inflight=<held> gap=<jobs>," once
-// crashHeld handlers hold, none is between start and hold, and every effect made before the
-// gate is recorded in the store; from then on, handlers hold before their
-// effect, so the jobs listed are all that can run twice.
+// crashHeld handlers hold, none is between start and hold, and every effect
+// made before the gate is recorded in the store; from then on, handlers hold
+// before their effect, so the jobs listed are all that can run twice.
 func TestCrashWorker(t *testing.T) {
 	if !testenv.IsWorker(t) {
 		return
 	}
 	ctx := context.Background()
-	db := newDynamo(os.Getenv(envEndpoint))
+	db := newDynamo(os.Getenv(envEffectsAt))
 	effects := os.Getenv(envEffects)
 	c := newSQS(t)
 	q := testQueue{url: os.Getenv(envQueue), arn: os.Getenv(envARN)}
@@ -171,7 +177,7 @@ func TestCrashWorker(t *testing.T) {
 	}
 
 	var made, recorded, passing atomic.Int64 // made: handlers that returned nil before the gate
-	s, err := dynamostore.New(ctx, db, &dynamostore.Config{Table: os.Getenv(envKeys), ClockSkew: crashSkew})
+	s, err := dynamostore.New(ctx, newDynamo(os.Getenv(envEndpoint)), &dynamostore.Config{Table: os.Getenv(envKeys), ClockSkew: crashSkew})
 	require.NoError(t, err)
 	g, err := core.New(s, &core.Config{
 		Lease: crashLease,
