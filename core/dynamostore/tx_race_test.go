@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,18 +20,6 @@ import (
 	"github.com/jobonce/jobonce/core/dynamostore"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
-
-// motoSerial returns the endpoint of moto serving one request at a time
-// (scripts/moto_serial.py, TEST_MOTO_SERIAL_ENDPOINT), where each write and
-// each transaction is atomic, or skips the test, saying why, when it is
-// unset.
-func motoSerial(t *testing.T) server {
-	ep := os.Getenv("TEST_MOTO_SERIAL_ENDPOINT")
-	if ep == "" {
-		t.Skip("TEST_MOTO_SERIAL_ENDPOINT is not set: racing transactions need a server with atomic transactions; start scripts/moto_serial.py and set it to the URL it prints")
-	}
-	return server{name: "moto-serial", endpoint: ep}
-}
 
 // raceWrites sends n conditional writes of one new key at once and returns
 // how many succeeded: UpdateItems conditioned on the item's absence or
