@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,9 +31,10 @@ type HandlerFunc func(ctx context.Context, m events.SQSMessage) error
 type Handler func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
 
 // Client is the part of the SQS API the handler uses: it sets the
-// visibility of records that wait. *sqs.Client satisfies it.
+// visibility of records that wait, up to ten in a call. *sqs.Client
+// satisfies it.
 type Client interface {
-	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 }
 
 var _ Client = (*sqs.Client)(nil)
@@ -53,7 +55,8 @@ type Config struct {
 	// job runs elsewhere is hidden for the claim's RetryAfter hint (at least
 	// SQS.RunningDelay), doubled per earlier receive, a record not claimed
 	// for a store outage for SQS.UnavailableDelay, and a FIFO record held
-	// back behind its group's first failure is handed back at once. The
+	// back behind its group's first failure is handed back at once, in
+	// ChangeMessageVisibilityBatch calls of up to ten records. The
 	// function's role then needs sqs:ChangeMessageVisibility. Defaults to
 	// nil: no visibility is changed, and each such record comes back when
 	// the queue's visibility timeout lapses (warned about once).
@@ -82,8 +85,11 @@ type Config struct {
 // round trip.
 const flushDelay = 5 * time.Millisecond
 
-// sqsTimeout bounds each visibility change.
+// sqsTimeout bounds each call of visibility changes.
 const sqsTimeout = 10 * time.Second
+
+// maxBatch is the most entries SQS takes in one batch call.
+const maxBatch = 10
 
 // Wrap returns a handler for Lambda's SQS event source mapping that runs h
 // once per key (the keys of sqsonce, see Config.SQS) and reports the records
@@ -470,9 +476,10 @@ func (w *wrapper) respond(ctx context.Context, recs []*record) (events.SQSEventR
 	var resp events.SQSEventResponse
 	judged := false
 	var causes []error
+	var hide []*record
 	for _, r := range recs {
 		if r.hide {
-			w.hide(ctx, r)
+			hide = append(hide, r)
 		}
 		if !r.failed {
 			judged = true
@@ -489,22 +496,47 @@ func (w *wrapper) respond(ctx context.Context, recs []*record) (events.SQSEventR
 			judged = true
 		}
 	}
+	w.hide(ctx, hide)
 	if judged {
 		return resp, nil
 	}
 	return resp, fmt.Errorf("jobonce: lambdaonce: no record of the batch could be claimed, and none ran: %w", errors.Join(causes...))
 }
 
-// hide sets record r's visibility to its delay, within sqsTimeout and the
-// invocation's deadline.
-func (w *wrapper) hide(ctx context.Context, r *record) {
+// hide sets each record's visibility to its delay, in batch calls of up to
+// maxBatch records of one queue, each within sqsTimeout and the
+// invocation's deadline. A record whose change failed is logged; it comes
+// back when its visibility lapses.
+func (w *wrapper) hide(ctx context.Context, recs []*record) {
+	if len(recs) == 0 {
+		return
+	}
 	if w.cfg.Client == nil {
 		if w.warned.CompareAndSwap(false, true) {
+			r := recs[0]
 			w.log.WarnContext(ctx, "jobonce: lambdaonce: a record waits, but Config.Client is nil: it comes back when the queue's visibility timeout lapses; set Config.Client (and allow sqs:ChangeMessageVisibility) to retry it after the claim's RetryAfter hint",
 				"queue", r.q.name, "message_id", r.ev.MessageId, "outcome", r.out.String())
 		}
 		return
 	}
+	var order []*queue
+	byQueue := map[*queue][]*record{}
+	for _, r := range recs {
+		if _, ok := byQueue[r.q]; !ok {
+			order = append(order, r.q)
+		}
+		byQueue[r.q] = append(byQueue[r.q], r)
+	}
+	for _, q := range order {
+		for part := range slices.Chunk(byQueue[q], maxBatch) {
+			w.hideBatch(ctx, q, part)
+		}
+	}
+}
+
+// hideBatch sets the visibility of at most maxBatch records of queue q in
+// one call.
+func (w *wrapper) hideBatch(ctx context.Context, q *queue, recs []*record) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqsTimeout)
 	defer cancel()
 	if d, ok := ctx.Deadline(); ok {
@@ -512,19 +544,54 @@ func (w *wrapper) hide(ctx context.Context, r *record) {
 		cctx, c2 = context.WithDeadline(cctx, d)
 		defer c2()
 	}
-	err := func() (err error) {
+	entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(recs))
+	for i, r := range recs {
+		entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
+			Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(r.ev.ReceiptHandle), VisibilityTimeout: int32(r.delay / time.Second),
+		}
+	}
+	out, err := func() (out *sqs.ChangeMessageVisibilityBatchOutput, err error) {
 		defer func() {
 			if p := recover(); p != nil {
 				err = fmt.Errorf("SQS client panicked: %v", p)
 			}
 		}()
-		_, err = w.cfg.Client.ChangeMessageVisibility(cctx, &sqs.ChangeMessageVisibilityInput{
-			QueueUrl: aws.String(r.q.url), ReceiptHandle: aws.String(r.ev.ReceiptHandle), VisibilityTimeout: int32(r.delay / time.Second),
-		})
-		return err
+		return w.cfg.Client.ChangeMessageVisibilityBatch(cctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(q.url), Entries: entries})
 	}()
-	if err != nil {
-		w.log.WarnContext(ctx, "jobonce: lambdaonce: visibility change failed; the record comes back when its visibility lapses",
-			"queue", r.q.name, "message_id", r.ev.MessageId, "visibility", r.delay, "error", err)
+	failed := make(map[int]error, len(recs))
+	switch {
+	case err != nil:
+		for i := range recs {
+			failed[i] = err
+		}
+	case out == nil:
+		for i := range recs {
+			failed[i] = errors.New("SQS client returned no output and no error")
+		}
+	default:
+		for _, f := range out.Failed {
+			i, aerr := strconv.Atoi(aws.ToString(f.Id))
+			if aerr != nil || i < 0 || i >= len(recs) {
+				continue
+			}
+			failed[i] = fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message))
+		}
+		done := make(map[int]bool, len(out.Successful))
+		for _, s := range out.Successful {
+			if i, aerr := strconv.Atoi(aws.ToString(s.Id)); aerr == nil {
+				done[i] = true
+			}
+		}
+		for i := range recs {
+			if _, ok := failed[i]; !ok && !done[i] {
+				failed[i] = errors.New("SQS answered neither success nor failure for the entry")
+			}
+		}
+	}
+	for i, r := range recs {
+		if err, ok := failed[i]; ok {
+			w.log.WarnContext(ctx, "jobonce: lambdaonce: visibility change failed; the record comes back when its visibility lapses",
+				"queue", r.q.name, "message_id", r.ev.MessageId, "visibility", r.delay, "error", err)
+		}
 	}
 }

@@ -547,3 +547,75 @@ func TestKeyAttribute(t *testing.T) {
 	require.Equal(t, 1, seen.of("attribute"))
 	require.Equal(t, 2, seen.of("id"))
 }
+
+// Ten records whose jobs run elsewhere are hidden in one
+// ChangeMessageVisibilityBatch call, twelve in two; an entry that fails
+// there (a receipt handle gone stale) is logged, and its record is still
+// listed, while the others are hidden.
+func TestRunningRecordsAreHiddenTenToACall(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	q := createQueue(t, c, 30, false)
+	bodies := make([]string, 12)
+	for i := range bodies {
+		bodies[i] = fmt.Sprintf("busy-%02d", i)
+	}
+	sendAll(t, c, q, bodies, nil)
+	ev := receiveN(t, c, q, len(bodies))
+
+	prefix := testenv.Prefix(t)
+	rdb := testenv.Redis(t, prefix)
+	// Another consumer runs the jobs meanwhile, under the same keys.
+	other := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{Lease: 30 * time.Second})
+	hold := make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(len(bodies))
+	otherDone := make(chan error, 1)
+	go func() {
+		h := mustWrap(t, other, func(ctx context.Context, m events.SQSMessage) error {
+			started.Done()
+			<-hold
+			return nil
+		}, &lambdaonce.Config{Concurrency: len(bodies)})
+		_, err := h(context.Background(), ev)
+		otherDone <- err
+	}()
+	started.Wait()
+
+	// The first record's message is deleted: its receipt handle is stale.
+	stale := ev.Records[0]
+	_, err := c.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(q.url), ReceiptHandle: aws.String(stale.ReceiptHandle)})
+	require.NoError(t, err)
+
+	vis := recordVisibility(c)
+	var logs syncBuffer
+	g := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{Lease: 30 * time.Second, MinRetryAfter: 3 * time.Second})
+	h := mustWrap(t, g, func(context.Context, events.SQSMessage) error {
+		return errors.New("a job running elsewhere must not run")
+	}, &lambdaonce.Config{Client: vis, QueueURL: q.urlOf, SQS: sqsonce.Config{WaitRunning: -1, Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
+	ten := events.SQSEvent{Records: ev.Records[:10]}
+	resp, err := h(context.Background(), ten)
+	require.NoError(t, err)
+	require.Len(t, failed(resp), 10, "every record is listed")
+	require.Equal(t, 1, vis.callCount(), "calls for ten records")
+	for _, r := range ten.Records[1:] {
+		s, ok := vis.of(r.ReceiptHandle)
+		require.True(t, ok, "%s not hidden", r.Body)
+		require.GreaterOrEqual(t, s, int32(3), "%s hidden for at least the RetryAfter hint", r.Body)
+	}
+	_, ok := vis.of(stale.ReceiptHandle)
+	require.False(t, ok, "a stale receipt handle's change succeeded")
+	require.Equal(t, 1, strings.Count(logs.String(), "visibility change failed"), "%s", logs.String())
+	require.Contains(t, logs.String(), "message_id="+stale.MessageId)
+
+	resp, err = h(context.Background(), ev)
+	require.NoError(t, err)
+	require.Len(t, failed(resp), len(bodies), "every record is listed")
+	require.Equal(t, 3, vis.callCount(), "calls for twelve records, after the first ten's")
+	for _, r := range ev.Records[10:] {
+		_, ok := vis.of(r.ReceiptHandle)
+		require.True(t, ok, "%s not hidden", r.Body)
+	}
+	close(hold)
+	require.NoError(t, <-otherDone)
+}

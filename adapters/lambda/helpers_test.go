@@ -292,25 +292,42 @@ func (e effects) requireOnce(t testing.TB, ids []string) {
 	require.Len(t, m, len(ids), "effects for unknown ids")
 }
 
-// visibilities records the visibility changes a Client makes.
+// visibilities records the visibility changes a Client makes, and its
+// calls.
 type visibilities struct {
 	lambdaonce.Client
-	mu  sync.Mutex
-	set map[string]int32 // receipt handle → visibility
+	mu    sync.Mutex
+	set   map[string]int32 // receipt handle → visibility
+	calls int
 }
 
 func recordVisibility(c lambdaonce.Client) *visibilities {
 	return &visibilities{Client: c, set: map[string]int32{}}
 }
 
-func (v *visibilities) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
-	out, err := v.Client.ChangeMessageVisibility(ctx, in, opts...)
-	if err == nil {
-		v.mu.Lock()
-		v.set[aws.ToString(in.ReceiptHandle)] = in.VisibilityTimeout
-		v.mu.Unlock()
+func (v *visibilities) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	out, err := v.Client.ChangeMessageVisibilityBatch(ctx, in, opts...)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.calls++
+	if err != nil {
+		return out, err
+	}
+	for _, ok := range out.Successful {
+		for _, e := range in.Entries {
+			if aws.ToString(e.Id) == aws.ToString(ok.Id) {
+				v.set[aws.ToString(e.ReceiptHandle)] = e.VisibilityTimeout
+			}
+		}
 	}
 	return out, err
+}
+
+// callCount returns how many calls the Client made.
+func (v *visibilities) callCount() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.calls
 }
 
 // of returns the visibility set for a receipt handle, and whether one was.

@@ -54,6 +54,18 @@ func moto(t *testing.T) server {
 	return server{name: "moto", endpoint: ep}
 }
 
+// motoSerial returns the endpoint of moto serving one request at a time
+// (scripts/moto_serial.py, TEST_MOTO_SERIAL_ENDPOINT), where each write and
+// each transaction is atomic, or skips the test, saying why, when it is
+// unset.
+func motoSerial(t *testing.T) server {
+	ep := os.Getenv("TEST_MOTO_SERIAL_ENDPOINT")
+	if ep == "" {
+		t.Skip("TEST_MOTO_SERIAL_ENDPOINT is not set: racing transactions need a server with atomic transactions; start scripts/moto_serial.py and set it to the URL it prints")
+	}
+	return server{name: "moto-serial", endpoint: ep}
+}
+
 // client returns a DynamoDB client of endpoint with test credentials.
 func client(endpoint string, opts ...func(*dynamodb.Options)) *dynamodb.Client {
 	return dynamodb.New(dynamodb.Options{

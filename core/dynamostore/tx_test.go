@@ -68,8 +68,9 @@ func effectCount(t *testing.T, cl *dynamodb.Client, table, id string) int {
 // transactions): a job's DynamoDB write commits with its done marker in one
 // TransactWriteItems, so it happens once; a failed job writes nothing; a
 // copy whose key another copy recorded after it read it commits nothing; a
-// key run by the Guard is a duplicate for the TxGuard. (Copies are not
-// raced here: moto's conditional writes are not atomic under concurrency.)
+// key run by the Guard is a duplicate for the TxGuard. (Copies are raced in
+// TestTxGuardRacingCopies, on moto serving one request at a time: threaded,
+// moto's conditional writes are not atomic.)
 func TestTxGuard(t *testing.T) {
 	srv := moto(t)
 	ctx := ctxT(t)
