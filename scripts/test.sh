@@ -6,9 +6,11 @@
 # Debian's packages (redis-server, postgresql, nodejs, rabbitmq-server,
 # nats-server) when they are missing. The DynamoDB server is dynalite,
 # pinned in scripts/dynalite and started on a free loopback port unless
-# TEST_DYNAMODB_ENDPOINT is set. When moto_server is installed (it is never
-# installed here), it is started too, and TEST_MOTO_ENDPOINT set, so the SQS
-# and DynamoDB behaviour tests also run against a second implementation.
+# TEST_DYNAMODB_ENDPOINT is set. When moto is installed, moto_server is
+# started too (TEST_MOTO_ENDPOINT), so the SQS and DynamoDB behaviour tests
+# also run against a second implementation, and so is scripts/moto_serial.py
+# (TEST_MOTO_SERIAL_ENDPOINT), moto serving one request at a time, for the
+# DynamoDB transactional mode under racing copies.
 # Every module of the workspace (go.work: the library, each adapter and
 # heavy store, the test modules, examples, monitoring, bench) is vetted,
 # then tested in one `go test -race ... work` run, whose output
@@ -176,9 +178,9 @@ ensure_dynamodb() {
   log "DynamoDB server (dynalite) at $TEST_DYNAMODB_ENDPOINT"
 }
 
-# A second SQS implementation for the behaviour tests, when moto_server is
-# installed; it is never installed here, and the tests that need it skip
-# without it.
+# A second SQS and DynamoDB implementation for the behaviour tests, when
+# moto_server is installed (it is on the CI machines); the tests that need
+# it skip, saying so, without it.
 moto_pid=
 ensure_moto() {
   if [ -n "${TEST_MOTO_ENDPOINT:-}" ]; then return 0; fi
@@ -205,6 +207,36 @@ ensure_moto() {
   moto_pid=
 }
 
+# moto serving one request at a time (scripts/moto_serial.py), where each
+# conditional write and TransactWriteItems is atomic: the DynamoDB
+# transactional mode under racing copies, and the Lambda + DynamoDB crash
+# experiment's transactional row, run on it.
+moto_serial_pid=
+ensure_moto_serial() {
+  if [ -n "${TEST_MOTO_SERIAL_ENDPOINT:-}" ]; then return 0; fi
+  if ! have python3 || ! python3 -c 'import moto, werkzeug' 2>/dev/null; then
+    log "python3 with moto is not installed: the DynamoDB transactional tests under racing copies skip"
+    return 0
+  fi
+  local out=/tmp/jobonce-moto-serial.log
+  python3 scripts/moto_serial.py >"$out" 2>&1 &
+  moto_serial_pid=$!
+  local url
+  for _ in $(seq 300); do
+    url=$(head -n 1 "$out" 2>/dev/null)
+    if [[ $url == http://* ]]; then
+      export TEST_MOTO_SERIAL_ENDPOINT=$url
+      log "moto, one request at a time, at $TEST_MOTO_SERIAL_ENDPOINT"
+      return 0
+    fi
+    kill -0 "$moto_serial_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  log "scripts/moto_serial.py did not come up (see $out): the DynamoDB transactional tests under racing copies skip"
+  kill "$moto_serial_pid" 2>/dev/null || true
+  moto_serial_pid=
+}
+
 # Prints a free TCP port on 127.0.0.1.
 free_port() {
   if have python3; then
@@ -219,6 +251,7 @@ free_port() {
 cleanup() {
   [ -z "$sqs_pid" ] || kill "$sqs_pid" 2>/dev/null || true
   [ -z "$moto_pid" ] || kill "$moto_pid" 2>/dev/null || true
+  [ -z "$moto_serial_pid" ] || kill "$moto_serial_pid" 2>/dev/null || true
   [ -z "$dynamodb_pid" ] || kill "$dynamodb_pid" 2>/dev/null || true
 }
 trap cleanup EXIT
@@ -230,6 +263,7 @@ ensure_nats
 ensure_sqs
 ensure_dynamodb
 ensure_moto
+ensure_moto_serial
 ensure_prometheus
 export JOBONCE_REPORT="$(mktemp)"  # headline figures of passing tests (testenv.Report)
 reporter=$(mktemp)
