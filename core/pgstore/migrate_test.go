@@ -396,8 +396,11 @@ func TestMigrationBuildingTheIndexLetsClaimsOfFreeKeysAnswerWithinLockTimeout(t 
 	require.NoError(t, migErr)
 	require.LessOrEqual(t, most.Load(), int32(1), "two copies of one key ran at once")
 	for i := range outs {
-		require.NotErrorIs(t, errs[i], core.ErrStoreUnavailable, "a free key answered unavailable behind a migration")
-		require.Less(t, took[i], lockTimeout+150*time.Millisecond, "a claim waited behind the index build")
+		// A claim that waited behind the build (which outlasts both) would
+		// have run out of its StoreTimeout: unavailable. How long each took
+		// is logged above, not asserted: a loaded machine delays a claim
+		// without its waiting behind anything.
+		require.NotErrorIs(t, errs[i], core.ErrStoreUnavailable, "a free key answered unavailable behind a migration: a claim waited behind the index build")
 	}
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
 		WHERE i.relname = 'jobonce_keys_expires_at_idx' AND i.relnamespace = $1::regnamespace AND x.indisvalid`, schema))

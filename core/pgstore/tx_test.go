@@ -617,8 +617,10 @@ CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON effects DEFERRABLE INITIAL
 func TestDoTxHeldKeyUnderAShortStoreTimeout(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	s, pool := newStore(t, &pgstore.Config{LockTimeout: 2 * time.Second})
-	mode := txWith(t, s, &core.Config{StoreTimeout: 300 * time.Millisecond})
+	// StoreTimeout well under LockTimeout, with a quarter of it (500 ms), the
+	// store's margin for its round trips, over a loaded machine's pauses.
+	s, pool := newStore(t, &pgstore.Config{LockTimeout: 8 * time.Second})
+	mode := txWith(t, s, &core.Config{StoreTimeout: 2 * time.Second})
 	holder, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer holder.Rollback(ctx)
@@ -626,7 +628,7 @@ func TestDoTxHeldKeyUnderAShortStoreTimeout(t *testing.T) {
 	out, err := mode.Do(ctx, "k", func(context.Context, pgx.Tx) error { return errors.New("must not run") })
 	require.ErrorIs(t, err, core.ErrRunning)
 	require.Equal(t, core.Running, out)
-	g := testenv.NewGuard(t, s, &core.Config{StoreTimeout: 300 * time.Millisecond})
+	g := testenv.NewGuard(t, s, &core.Config{StoreTimeout: 2 * time.Second})
 	out, err = g.Do(ctx, "k", func(context.Context) error { return errors.New("must not run") })
 	require.ErrorIs(t, err, core.ErrRunning, "a leased claim too")
 	require.Equal(t, core.Running, out)
