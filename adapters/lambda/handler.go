@@ -460,6 +460,10 @@ func (w *wrapper) work(ctx context.Context, r *record, results chan<- result) {
 		results <- result{r: r, res: res, err: err}
 	}()
 	res, err = r.claim.Work(ctx, w.fn(r))
+	if res.Outcome == core.Failed && err != nil {
+		w.log.WarnContext(ctx, "jobonce: lambdaonce: handler failed; the record is listed in BatchItemFailures and comes back for another attempt",
+			"queue", r.q.name, "message_id", r.ev.MessageId, "error", err)
+	}
 }
 
 // settle records what becomes of record r, whose claim ended in out and err.
@@ -514,8 +518,8 @@ func (w *wrapper) hide(ctx context.Context, recs []*record) {
 	if w.cfg.Client == nil {
 		if w.warned.CompareAndSwap(false, true) {
 			r := recs[0]
-			w.log.WarnContext(ctx, "jobonce: lambdaonce: a record waits, but Config.Client is nil: it comes back when the queue's visibility timeout lapses; set Config.Client (and allow sqs:ChangeMessageVisibility) to retry it after the claim's RetryAfter hint",
-				"queue", r.q.name, "message_id", r.ev.MessageId, "outcome", r.out.String())
+			w.log.WarnContext(ctx, "jobonce: lambdaonce: a record is to come back after a delay, but Config.Client is nil: it comes back when the queue's visibility timeout lapses; set Config.Client (and allow sqs:ChangeMessageVisibility) to retry it after the delay",
+				"queue", r.q.name, "message_id", r.ev.MessageId, "outcome", r.out.String(), "delay", r.delay)
 		}
 		return
 	}

@@ -496,6 +496,29 @@ func TestRunningCopyWithoutClient(t *testing.T) {
 	require.NoError(t, <-otherDone)
 }
 
+// A handler's error is logged at WARN with its record, once: in a Lambda
+// nothing else shows it.
+func TestHandlerErrorIsLogged(t *testing.T) {
+	t.Parallel()
+	c := newSQS(t)
+	q := createQueue(t, c, 30, false)
+	sendAll(t, c, q, []string{"fails", "works"}, nil)
+	ev := receiveN(t, c, q, 2)
+	var logs syncBuffer
+	h := mustWrap(t, testenv.MemGuard(t, nil), func(_ context.Context, m events.SQSMessage) error {
+		if m.Body == "fails" {
+			return errors.New("the handler's own error")
+		}
+		return nil
+	}, &lambdaonce.Config{SQS: sqsonce.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
+	resp, err := h(context.Background(), ev)
+	require.NoError(t, err)
+	require.Equal(t, idsOf(ev, "fails"), failed(resp))
+	require.Equal(t, 1, strings.Count(logs.String(), "level=WARN msg=\"jobonce: lambdaonce: handler failed"), "%s", logs.String())
+	require.Contains(t, logs.String(), `error="the handler's own error"`)
+	require.Contains(t, logs.String(), "message_id="+idsOf(ev, "fails")[0])
+}
+
 // syncBuffer is a bytes.Buffer safe for concurrent use.
 type syncBuffer struct {
 	mu sync.Mutex
