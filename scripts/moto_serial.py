@@ -20,9 +20,16 @@ import logging
 import os
 import signal
 
-from werkzeug.serving import make_server
+from werkzeug.serving import WSGIRequestHandler, make_server
 
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+
+class Handler(WSGIRequestHandler):
+    """Gives up on a client that sends nothing, or half a request, for 15 s:
+    served one at a time, such a client would hold every other one."""
+
+    timeout = 15
 
 
 def main() -> None:
@@ -36,7 +43,7 @@ def main() -> None:
         signal.signal(sig, lambda *_: os._exit(0))
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
     app = DomainDispatcherApplication(create_backend_app)
-    server = make_server(args.host, args.port, app, threaded=False, processes=1)
+    server = make_server(args.host, args.port, app, threaded=False, processes=1, request_handler=Handler)
     host, port = server.server_address[:2]
     print(f"http://{host}:{port}", flush=True)
     server.serve_forever()

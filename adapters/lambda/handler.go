@@ -72,7 +72,8 @@ type Config struct {
 	// Margin is how long before the invocation's deadline the handlers'
 	// contexts end and no further claim is made, so that the done markers,
 	// releases and visibility changes are written and the response returned
-	// before Lambda stops the function. Defaults to 2s.
+	// before Lambda stops the function; the visibility changes stop half of
+	// it before the deadline. Defaults to 2s.
 	Margin time.Duration
 
 	// Concurrency bounds the handlers running at once; a batch larger than
@@ -85,7 +86,7 @@ type Config struct {
 // round trip.
 const flushDelay = 5 * time.Millisecond
 
-// sqsTimeout bounds each call of visibility changes.
+// sqsTimeout bounds the visibility changes of one invocation.
 const sqsTimeout = 10 * time.Second
 
 // maxBatch is the most entries SQS takes in one batch call.
@@ -531,23 +532,49 @@ func (w *wrapper) hide(ctx context.Context, recs []*record) {
 		}
 		byQueue[r.q] = append(byQueue[r.q], r)
 	}
-	for _, q := range order {
-		for part := range slices.Chunk(byQueue[q], maxBatch) {
-			w.hideBatch(ctx, q, part)
-		}
-	}
-}
-
-// hideBatch sets the visibility of at most maxBatch records of queue q in
-// one call.
-func (w *wrapper) hideBatch(ctx context.Context, q *queue, recs []*record) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqsTimeout)
+	// The calls share one budget: sqsTimeout, and half of Config.Margin
+	// before the invocation's deadline, so that the response reaches Lambda
+	// before it stops the function, whatever the calls do.
+	budget, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqsTimeout)
 	defer cancel()
 	if d, ok := ctx.Deadline(); ok {
 		var c2 context.CancelFunc
-		cctx, c2 = context.WithDeadline(cctx, d)
+		budget, c2 = context.WithDeadline(budget, d.Add(-w.cfg.Margin/2))
 		defer c2()
 	}
+	var calls sync.WaitGroup
+	slots := make(chan struct{}, hideCalls)
+	for _, q := range order {
+		for part := range slices.Chunk(byQueue[q], maxBatch) {
+			calls.Go(func() {
+				select {
+				case slots <- struct{}{}:
+					defer func() { <-slots }()
+					w.hideBatch(budget, ctx, q, part)
+				case <-budget.Done():
+					w.hideFailed(ctx, part, budget.Err())
+				}
+			})
+		}
+	}
+	done := make(chan struct{})
+	go func() { calls.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-budget.Done():
+		// A call that ignores its context is left to end on its own; its
+		// records are listed, and come back when their visibility lapses.
+		w.log.WarnContext(ctx, "jobonce: lambdaonce: visibility changes outlasted their time (10 s, or half of Config.Margin before the deadline); the records not changed come back when their visibility lapses",
+			"records", len(recs))
+	}
+}
+
+// hideCalls bounds the visibility calls of one invocation in flight at once.
+const hideCalls = 4
+
+// hideBatch sets the visibility of at most maxBatch records of queue q in
+// one call, within cctx; ctx is the invocation's, for the logs.
+func (w *wrapper) hideBatch(cctx, ctx context.Context, q *queue, recs []*record) {
 	entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(recs))
 	for i, r := range recs {
 		entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
@@ -594,8 +621,15 @@ func (w *wrapper) hideBatch(ctx context.Context, q *queue, recs []*record) {
 	}
 	for i, r := range recs {
 		if err, ok := failed[i]; ok {
-			w.log.WarnContext(ctx, "jobonce: lambdaonce: visibility change failed; the record comes back when its visibility lapses",
-				"queue", r.q.name, "message_id", r.ev.MessageId, "visibility", r.delay, "error", err)
+			w.hideFailed(ctx, []*record{r}, err)
 		}
+	}
+}
+
+// hideFailed logs records whose visibility change failed with err.
+func (w *wrapper) hideFailed(ctx context.Context, recs []*record, err error) {
+	for _, r := range recs {
+		w.log.WarnContext(ctx, "jobonce: lambdaonce: visibility change failed; the record comes back when its visibility lapses",
+			"queue", r.q.name, "message_id", r.ev.MessageId, "visibility", r.delay, "error", err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	sqsonce "github.com/jobonce/jobonce/adapters/sqs"
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/redisstore"
+	"github.com/jobonce/jobonce/internal/stall"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -517,6 +518,59 @@ func TestHandlerErrorIsLogged(t *testing.T) {
 	require.Equal(t, 1, strings.Count(logs.String(), "level=WARN msg=\"jobonce: lambdaonce: handler failed"), "%s", logs.String())
 	require.Contains(t, logs.String(), `error="the handler's own error"`)
 	require.Contains(t, logs.String(), "message_id="+idsOf(ev, "fails")[0])
+}
+
+// stuckVisibility is an SQS client whose visibility calls do not return:
+// until their context ends, or, ignoring it, until release is closed.
+type stuckVisibility struct {
+	lambdaonce.Client
+	ignoreCtx bool
+	release   chan struct{}
+}
+
+func (s *stuckVisibility) ChangeMessageVisibilityBatch(ctx context.Context, _ *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	if s.ignoreCtx {
+		<-s.release
+		return nil, errors.New("released")
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// Visibility calls that hang, or ignore their context, hold the response no
+// later than half of Config.Margin before the invocation's deadline: Lambda
+// would stop the function at the deadline and lose the response. The
+// running record is listed.
+func TestStuckVisibilityCallsEndBeforeTheDeadline(t *testing.T) {
+	t.Parallel()
+	for _, ignoreCtx := range []bool{false, true} {
+		t.Run(fmt.Sprint("ignoreCtx=", ignoreCtx), func(t *testing.T) {
+			t.Parallel()
+			c := newSQS(t)
+			q := createQueue(t, c, 30, false)
+			sendAll(t, c, q, []string{"busy", "free"}, nil)
+			ev := receiveN(t, c, q, 2)
+			g := testenv.MemGuard(t, nil)
+			held := g.Claim(context.Background(), core.Job{Key: idsOf(ev, "busy")[0]})
+			require.True(t, held[0].Runs())
+			stuck := &stuckVisibility{Client: c, ignoreCtx: ignoreCtx, release: make(chan struct{})}
+			defer close(stuck.release)
+			var logs syncBuffer
+			h := mustWrap(t, g, func(context.Context, events.SQSMessage) error { return nil }, &lambdaonce.Config{Client: stuck,
+				SQS: sqsonce.Config{WaitRunning: -1, Key: func(m types.Message) string { return aws.ToString(m.MessageId) },
+					Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
+			probe := stall.Bound(t)
+			start := time.Now()
+			const untilDeadline = 4 * time.Second // Margin 2s: the calls end 1 s before it
+			ctx, cancel := context.WithTimeout(context.Background(), untilDeadline)
+			defer cancel()
+			resp, err := h(ctx, ev)
+			probe.RequireWithin(t, start, untilDeadline, "the response")
+			require.NoError(t, err)
+			require.Equal(t, idsOf(ev, "busy"), failed(resp))
+			require.Contains(t, logs.String(), "visibility change")
+		})
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.

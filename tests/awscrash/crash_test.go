@@ -32,7 +32,8 @@ const (
 	envKeys      = "JOBONCE_AWSCRASH_KEYS"             // the Lambda handler's keys table
 	envTxKeys    = "JOBONCE_AWSCRASH_TX_KEYS"          // the transactional mode's keys table; unset: no transactional mode
 	envEffects   = "JOBONCE_AWSCRASH_EFFECTS"
-	envGate      = "JOBONCE_AWSCRASH_GATE" // effects before the worker holds its handlers; unset: never
+	envGate      = "JOBONCE_AWSCRASH_GATE"   // effects before the worker holds its handlers; unset: never
+	envNoWait    = "JOBONCE_AWSCRASH_NOWAIT" // set: a record whose job runs elsewhere is hidden at once (SQS.WaitRunning -1)
 )
 
 // The crash workers' settings.
@@ -47,8 +48,9 @@ const (
 
 // crashRow is one run of the crash experiment.
 type crashRow struct {
-	jobs int
-	tx   bool // the effect is written in the transactional mode
+	jobs   int
+	tx     bool // the effect is written in the transactional mode
+	noWait bool // records of running jobs are hidden at once, not held for the running copy
 }
 
 // TestLambdaOnDynamoDBCrash runs the crash experiment on dynalite: jobs
@@ -78,6 +80,15 @@ func TestLambdaOnDynamoDBTxCrash(t *testing.T) {
 	runCrash(t, crashRow{jobs: 200, tx: true})
 }
 
+// TestLambdaOnDynamoDBCrashNoWait runs the crash experiment with records
+// whose job runs elsewhere hidden at once (SQS.WaitRunning -1) rather than
+// held until the killed worker's lease lapses: the killed worker's records
+// come back while its claims are live, are found running and hidden
+// (ChangeMessageVisibilityBatch), and must still run once the claims lapse.
+func TestLambdaOnDynamoDBCrashNoWait(t *testing.T) {
+	runCrash(t, crashRow{jobs: 200, noWait: true})
+}
+
 func runCrash(t *testing.T, row crashRow) {
 	testenv.Short(t)
 	endpoint, effectsAt := dynamoEndpoint(t, envDynalite), dynamoEndpoint(t, envDynalite)
@@ -92,6 +103,9 @@ func runCrash(t *testing.T, row crashRow) {
 		envKeys + "=" + createKeys(t, newDynamo(endpoint)), envEffects + "=" + effects}
 	if row.tx {
 		env = append(env, envTxKeys+"="+createKeys(t, db))
+	}
+	if row.noWait {
+		env = append(env, envNoWait+"=1")
 	}
 
 	start := time.Now()
@@ -243,7 +257,13 @@ func TestCrashWorker(t *testing.T) {
 			made.Add(1)
 		}
 		return err
-	}, &lambdaonce.Config{Client: c, QueueURL: q.urlOf})
+	}, func() *lambdaonce.Config {
+		cfg := &lambdaonce.Config{Client: c, QueueURL: q.urlOf}
+		if os.Getenv(envNoWait) != "" {
+			cfg.SQS.WaitRunning = -1
+		}
+		return cfg
+	}())
 	require.NoError(t, err)
 	if gate >= 0 {
 		go func() {
