@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/storedkey"
 )
 
 var (
@@ -42,7 +43,7 @@ var (
 	ErrStoreRisk = driver.ErrStoreRisk
 
 	// ErrInvalidKey reports an empty key.
-	ErrInvalidKey = errors.New("jobonce: invalid key")
+	ErrInvalidKey = storedkey.ErrInvalidKey
 
 	// ErrResultTooLarge reports a job's result larger than
 	// Config.MaxResultSize: the job ran and its done marker was written
