@@ -19,6 +19,8 @@ import (
 // Guard.Run does the same for one job. A Claim is used by one goroutine at a
 // time.
 type Claim struct {
+	// g is the Guard that made the claim: the claim reads its fields (its
+	// store, observer and configuration) and calls none of its methods.
 	g     *Guard
 	job   Job
 	key   string // stored key
