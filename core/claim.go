@@ -174,11 +174,12 @@ func (c *Claim) prepare(ctx context.Context) bool {
 	if c.job.Unguarded {
 		return false
 	}
-	c.key, c.err = storedkey.Key(c.g.cfg.KeyPrefix, c.job.Key, c.g.cfg.PlainKeys)
-	if c.err != nil {
-		c.state = claimFailed
+	key, ok := storedkey.Key(c.g.cfg.KeyPrefix, c.job.Key, c.g.cfg.PlainKeys)
+	if !ok {
+		c.err, c.state = errEmptyKey, claimFailed
 		return false
 	}
+	c.key = key
 	if c.stopped(ctx) {
 		c.state = claimCanceled
 		return false

@@ -64,8 +64,9 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 	if publish == nil {
 		return false, errors.New("jobonce: core: Enqueue: publish function is nil")
 	}
-	skey, err := storedkey.Enqueue(g.cfg.KeyPrefix, key)
-	if err != nil {
+	skey, ok := storedkey.Enqueue(g.cfg.KeyPrefix, key)
+	if !ok {
+		err := errEmptyKey
 		if g.cfg.Shadow && ctx.Err() == nil {
 			return g.publishShadow(ctx, key, publish, Rejected, err)
 		}

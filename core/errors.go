@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jobonce/jobonce/core/driver"
-	"github.com/jobonce/jobonce/internal/storedkey"
 )
 
 var (
@@ -43,7 +42,7 @@ var (
 	ErrStoreRisk = driver.ErrStoreRisk
 
 	// ErrInvalidKey reports an empty key.
-	ErrInvalidKey = storedkey.ErrInvalidKey
+	ErrInvalidKey = errors.New("jobonce: invalid key")
 
 	// ErrResultTooLarge reports a job's result larger than
 	// Config.MaxResultSize: the job ran and its done marker was written
@@ -52,6 +51,9 @@ var (
 	// Ran event.
 	ErrResultTooLarge = errors.New("jobonce: result too large to store")
 )
+
+// errEmptyKey is the error of an empty key.
+var errEmptyKey = fmt.Errorf("%w: key is empty", ErrInvalidKey)
 
 // RunningError is returned when another copy of a job holds a live claim. It
 // matches ErrRunning with errors.Is.

@@ -17,5 +17,10 @@ var Unreachable = unreachable
 // ErrStorePanicked and ErrStoreStuck are the Guard's own store failures.
 var ErrStorePanicked, ErrStoreStuck = storecall.ErrPanicked, storecall.ErrStuck
 
-// EnqueueKey is storedkey.Enqueue, the stored key of Enqueue's marker.
-var EnqueueKey = storedkey.Enqueue
+// EnqueueKey returns the stored key of Enqueue's marker (storedkey.Enqueue).
+func EnqueueKey(prefix, key string) (string, error) {
+	if skey, ok := storedkey.Enqueue(prefix, key); ok {
+		return skey, nil
+	}
+	return "", errEmptyKey
+}

@@ -11,7 +11,11 @@ import (
 // replaced by "#" and the unpadded base64url SHA-256 of the key (44 bytes),
 // so no stored key exceeds len(prefix)+MaxKeyLen bytes whatever the caller
 // passes.
-const MaxKeyLen = storedkey.MaxKeyLen
+const MaxKeyLen = 128
+
+// internal/storedkey derives the stored keys under the same bound: this
+// constant does not compile unless the two are equal.
+const _ = uint(MaxKeyLen-storedkey.MaxKeyLen) + uint(storedkey.MaxKeyLen-MaxKeyLen)
 
 // Fingerprint returns a short, stable fingerprint of a payload for default
 // keys and conflict detection: 128 bits of its SHA-256, unpadded base64url
@@ -26,5 +30,8 @@ func Fingerprint(payload []byte) string {
 // that inspect or release keys by hand. It returns an error matching
 // ErrInvalidKey when key is empty.
 func (g *Guard) StoredKey(key string) (string, error) {
-	return storedkey.Key(g.cfg.KeyPrefix, key, g.cfg.PlainKeys)
+	if stored, ok := storedkey.Key(g.cfg.KeyPrefix, key, g.cfg.PlainKeys); ok {
+		return stored, nil
+	}
+	return "", errEmptyKey
 }

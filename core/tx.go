@@ -146,7 +146,11 @@ func (t *TxGuard[TTx]) do(ctx context.Context, tx TTx, job Job, fn func(ctx cont
 	var cause error
 	var lag time.Duration
 	if !job.Unguarded {
-		key, err := storedkey.Key(g.cfg.KeyPrefix, job.Key, g.cfg.PlainKeys)
+		key, ok := storedkey.Key(g.cfg.KeyPrefix, job.Key, g.cfg.PlainKeys)
+		var err error
+		if !ok {
+			err = errEmptyKey
+		}
 		if err != nil && !g.cfg.Shadow {
 			return job.event(Rejected, err)
 		}

@@ -7,13 +7,8 @@ import (
 	"crypto/sha256"
 	"encoding/ascii85"
 	"encoding/base64"
-	"errors"
-	"fmt"
 	"strings"
 )
-
-// ErrInvalidKey reports an empty key (core.ErrInvalidKey).
-var ErrInvalidKey = errors.New("jobonce: invalid key")
 
 // MaxKeyLen is the longest key stored as it is under Config.PlainKeys. A longer key is
 // replaced by "#" and the unpadded base64url SHA-256 of the key (44 bytes),
@@ -38,9 +33,9 @@ const enqueueNamespace = "enq#"
 
 // Key returns the key a store holds for a user key under prefix, as a
 // Guard derives it for leased claims and its transactional mode alike:
-// hashedKey by default, plainKey when plain is set (Config.PlainKeys). It returns an error matching
-// ErrInvalidKey when key is empty. Any bytes are allowed in key.
-func Key(prefix, key string, plain bool) (string, error) {
+// hashedKey by default, plainKey when plain is set (Config.PlainKeys). It
+// reports false when key is empty. Any bytes are allowed in key.
+func Key(prefix, key string, plain bool) (string, bool) {
 	if plain {
 		return plainKey(prefix, key)
 	}
@@ -50,39 +45,39 @@ func Key(prefix, key string, plain bool) (string, error) {
 // plainKey returns prefix and key, readable in redis-cli. A key longer than
 // MaxKeyLen, or one that starts with "#" or "enq#" (names the Guard keeps for
 // hashed keys and Enqueue markers), is stored as "#" and its SHA-256 instead.
-// It returns an error matching ErrInvalidKey when key is empty.
-func plainKey(prefix, key string) (string, error) {
+// It reports false when key is empty.
+func plainKey(prefix, key string) (string, bool) {
 	if key == "" {
-		return "", fmt.Errorf("%w: key is empty", ErrInvalidKey)
+		return "", false
 	}
 	if len(key) <= MaxKeyLen && !strings.HasPrefix(key, "#") && !strings.HasPrefix(key, enqueueNamespace) {
-		return prefix + key, nil
+		return prefix + key, true
 	}
-	return prefix + "#" + hash(key, sha256.Size), nil
+	return prefix + "#" + hash(key, sha256.Size), true
 }
 
 // hashedKey returns the compact stored key the Guard uses by default: prefix
 // followed by 128 bits of the key's SHA-256 in Ascii85 (20 printable
 // characters, none of them a brace, so never a Redis Cluster hash tag).
 // Stored keys stay short, which keeps a Redis done marker under 150 bytes.
-// It returns an error matching ErrInvalidKey when key is empty.
-func hashedKey(prefix, key string) (string, error) {
+// It reports false when key is empty.
+func hashedKey(prefix, key string) (string, bool) {
 	if key == "" {
-		return "", fmt.Errorf("%w: key is empty", ErrInvalidKey)
+		return "", false
 	}
 	sum := sha256.Sum256([]byte(key))
 	var enc [(HashBytes + 3) / 4 * 5]byte // ascii85.MaxEncodedLen(HashBytes), on the stack
 	n := ascii85.Encode(enc[:], sum[:HashBytes])
-	return prefix + string(enc[:n]), nil
+	return prefix + string(enc[:n]), true
 }
 
 // Enqueue returns the stored key of Guard.Enqueue's marker for key: always
 // hashed, in a namespace no job key is stored in (see plainKey).
-func Enqueue(prefix, key string) (string, error) {
+func Enqueue(prefix, key string) (string, bool) {
 	if key == "" {
-		return "", fmt.Errorf("%w: key is empty", ErrInvalidKey)
+		return "", false
 	}
-	return prefix + enqueueNamespace + hash(key, HashBytes), nil
+	return prefix + enqueueNamespace + hash(key, HashBytes), true
 }
 
 // Fingerprint returns the fingerprint a store keeps for fp: fp itself
