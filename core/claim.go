@@ -6,6 +6,10 @@ import (
 	"time"
 
 	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/groupcommit"
+	"github.com/jobonce/jobonce/internal/heartbeat"
+	"github.com/jobonce/jobonce/internal/storecall"
+	"github.com/jobonce/jobonce/internal/storedkey"
 )
 
 // Claim is one delivery claimed by Guard.Claim, for consumers that receive
@@ -15,22 +19,24 @@ import (
 // Guard.Run does the same for one job. A Claim is used by one goroutine at a
 // time.
 type Claim struct {
+	// g is the Guard that made the claim: the claim reads its fields (its
+	// store, observer and configuration) and calls none of its methods.
 	g     *Guard
 	job   Job
 	key   string // stored key
-	fp    string // the fingerprint as stored (see storedFingerprint)
+	fp    string // the fingerprint as stored (see storedkey.Fingerprint)
 	token driver.Token
 	state claimState
 	reply driver.ClaimReply // the store's answer (claimAnswered)
 	// err is why the claim failed (claimFailed, claimOutage,
 	// claimCanceled), or, once Work has begun, why it ran no job.
 	err error
-	hb  *heartbeat // keeps a held claim alive until its marker is written
+	hb  *heartbeat.Heartbeat // keeps a held claim alive until its marker is written
 	// held is the claim's attribute set in jobonce.claims.held while it is
 	// counted there: from its job's start until its heartbeat stops.
 	held *attrOpts
 	// stale: the claim found the key held by a claim its holder had
-	// stopped renewing, or took it over (see stale.go); lapse is when the
+	// stopped renewing, or took it over (see noteRunning); lapse is when the
 	// running claim it last found lapses unless renewed.
 	stale bool
 	lapse time.Time
@@ -86,7 +92,7 @@ const (
 // SQS Poller does.
 func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 	claims := make([]*Claim, len(jobs))
-	if g.batch == nil || len(jobs) < 2 {
+	if g.store.Batcher == nil || len(jobs) < 2 {
 		for i, job := range jobs {
 			claims[i] = new(Claim)
 			g.claimOne(ctx, claims[i], job)
@@ -97,7 +103,7 @@ func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 	idx := make([]int, 0, len(jobs))
 	now := time.Now()
 	for i, job := range jobs {
-		c := &Claim{g: g, job: job, fp: storedFingerprint(job.Fingerprint), started: now}
+		c := &Claim{g: g, job: job, fp: storedkey.Fingerprint(job.Fingerprint), started: now}
 		claims[i] = c
 		if !c.prepare(ctx) {
 			continue
@@ -110,47 +116,47 @@ func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 	}
 	sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
 	defer cancel()
-	replies, errs := sendBatch(sctx, claimBatch(g.batch), reqs)
+	replies, errs := g.store.ClaimBatch(sctx, reqs)
 	// The releases of claims granted after ctx ended share what is left of
 	// the batch's StoreTimeout, so the call stays within one store call's
 	// bound; a claim not released in time lapses with its lease.
-	rctx, rcancel := context.WithDeadline(detach(ctx), now.Add(g.cfg.StoreTimeout))
+	rctx, rcancel := context.WithDeadline(storecall.Detach(ctx), now.Add(g.cfg.StoreTimeout))
 	defer rcancel()
 	for j, i := range idx {
 		c := claims[i]
 		c.reply, c.err = replies[j], errs[j]
 		if ctx.Err() != nil && c.err == nil && c.reply.State == driver.StateClaimed {
-			g.releaseWithin(rctx, c.key, c.token)
+			g.store.ReleaseWithin(rctx, c.key, c.token)
 			c.reply = driver.ClaimReply{}
 		}
-		g.settle(ctx, c)
+		c.settle(ctx)
 	}
 	return claims
 }
 
 // claimOne claims job into c, through the group commit when there is one.
 func (g *Guard) claimOne(ctx context.Context, c *Claim, job Job) {
-	*c = Claim{g: g, job: job, fp: storedFingerprint(job.Fingerprint)}
+	*c = Claim{g: g, job: job, fp: storedkey.Fingerprint(job.Fingerprint)}
 	if !c.prepare(ctx) {
 		return
 	}
 	c.started = time.Now()
 	if g.groupCommit == nil {
 		sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
-		c.reply, c.err = g.storeClaim(sctx, c.claimRequest())
+		c.reply, c.err = g.store.Claim(sctx, c.claimRequest())
 		cancel()
 	} else {
-		c.reply, c.err = g.groupCommit.do(ctx, storeOp{claim: c.claimRequest(), isClaim: true})
+		c.reply, c.err = g.groupCommit.Do(ctx, groupcommit.Claim(c.claimRequest()))
 	}
-	g.settle(ctx, c)
+	c.settle(ctx)
 }
 
 // settle settles the claim's answer under the caller's context: a claim
 // stopped by it is canceled (see stopped); otherwise a store error is
 // classified, once, as an outage or not.
-func (g *Guard) settle(ctx context.Context, c *Claim) {
+func (c *Claim) settle(ctx context.Context) {
 	switch {
-	case g.stopped(ctx, c):
+	case c.stopped(ctx):
 		c.state = claimCanceled
 	case c.err == nil:
 		c.state = claimAnswered
@@ -168,12 +174,13 @@ func (c *Claim) prepare(ctx context.Context) bool {
 	if c.job.Unguarded {
 		return false
 	}
-	c.key, c.err = storedKey(c.g.cfg.KeyPrefix, c.job.Key, c.g.cfg.PlainKeys)
-	if c.err != nil {
-		c.state = claimFailed
+	key, ok := storedkey.Key(c.g.cfg.KeyPrefix, c.job.Key, c.g.cfg.PlainKeys)
+	if !ok {
+		c.err, c.state = errEmptyKey, claimFailed
 		return false
 	}
-	if c.g.stopped(ctx, c) {
+	c.key = key
+	if c.stopped(ctx) {
 		c.state = claimCanceled
 		return false
 	}
@@ -186,8 +193,8 @@ func (c *Claim) prepare(ctx context.Context) bool {
 // by the context's, and a claim the store granted is released, since its
 // job would only run with a cancelled context; the caller settles the
 // claim as canceled. A definite answer (running, done) is kept.
-func (g *Guard) stopped(ctx context.Context, c *Claim) bool {
-	done := ended(ctx)
+func (c *Claim) stopped(ctx context.Context) bool {
+	done := storecall.Ended(ctx)
 	if done == nil {
 		return false
 	}
@@ -195,7 +202,7 @@ func (g *Guard) stopped(ctx context.Context, c *Claim) bool {
 		return false
 	}
 	if c.err == nil && c.reply.State == driver.StateClaimed {
-		g.release(ctx, c.key, c.token)
+		c.release(ctx)
 	}
 	c.reply = driver.ClaimReply{}
 	c.err = fmt.Errorf("jobonce: claim stopped by the caller's context: %w", done)
@@ -219,18 +226,18 @@ func (c *Claim) report(ctx context.Context, out Outcome, err error, ran time.Dur
 		e.Lag = c.lag
 	}
 	if c.stale {
-		c.g.metrics.recordStale(ctx, out, c.job.Source, c.job.Kind)
+		c.g.obs.recordStale(ctx, out, c.job.Source, c.job.Kind)
 	}
-	c.g.observe(ctx, e, c.job.DefaultKey)
+	c.g.obs.observe(ctx, e, c.job.skipHint())
 }
 
 // stopHeartbeat stops the claim's heartbeat, once (a stopped heartbeat may
 // already serve another job), and with it counts the claim no longer held.
 func (c *Claim) stopHeartbeat(ctx context.Context) {
-	c.hb.stop()
+	c.hb.Stop()
 	c.hb = nil
 	if c.held != nil {
-		c.g.metrics.unhold(ctx, c.held)
+		c.g.obs.unhold(ctx, c.held)
 		c.held = nil
 	}
 }
@@ -240,4 +247,94 @@ func (c *Claim) stopHeartbeat(ctx context.Context) {
 func (c *Claim) decline(ctx context.Context, out Outcome, err error) (Result, error) {
 	c.report(ctx, out, err, 0)
 	return Result{Outcome: out}, err
+}
+
+// release releases the claim so a retry can run at once (see
+// storecall.Store.Release).
+func (c *Claim) release(ctx context.Context) {
+	c.g.store.Release(ctx, c.key, c.token)
+}
+
+// decide decides the claim's answer (see decide).
+func (c *Claim) decide() (Outcome, error) {
+	return decide(&c.g.cfg, c.g.obs, c.job, c.fp, c.reply)
+}
+
+// decide turns a store's reply to a claim, or to a transactional record,
+// into an outcome: 0 when the key is now this caller's (claimed, or
+// recorded in its transaction), else the final outcome (Duplicate, Running,
+// Conflict, Unavailable) and its error. fp is the caller's fingerprint as
+// stored. It is the one place these outcomes are decided.
+func decide(cfg *Config, obs *observer, job Job, fp string, reply driver.ClaimReply) (Outcome, error) {
+	switch reply.State {
+	case driver.StateClaimed:
+		return 0, nil
+	case driver.StateDone, driver.StateRunning:
+		if fp != "" && reply.Fingerprint != "" && fp != reply.Fingerprint {
+			return Conflict, fmt.Errorf("%w: key %q is %s with fingerprint %q, this delivery has %q",
+				ErrConflict, job.Key, reply.State, reply.Fingerprint, fp)
+		}
+		if reply.State == driver.StateDone {
+			return Duplicate, nil
+		}
+		return Running, &RunningError{RetryAfter: retryAfter(cfg, obs, job, reply)}
+	default:
+		return Unavailable, fmt.Errorf("%w: store replied with unknown state %d", ErrStoreUnavailable, reply.State)
+	}
+}
+
+// retryAfter is the retry hint of a copy that found its job running: until
+// the running copy is expected to end (see observer.expectedEnd), or, once
+// that has passed, as long again as the copy is overdue, so that a job
+// running past its kind's usual time is asked after at growing intervals;
+// else the running claim's remaining lease; within [MinRetryAfter,
+// MaxRetryAfter].
+func retryAfter(cfg *Config, obs *observer, job Job, reply driver.ClaimReply) time.Duration {
+	d := reply.Remaining
+	if end, known := obs.expectedEnd(job, reply.Fence); known {
+		left := time.Until(end)
+		d = min(d, max(left, -left))
+	}
+	return min(max(d, cfg.MinRetryAfter), cfg.MaxRetryAfter)
+}
+
+// waits reports whether the claim, answered, found its job running and,
+// should the wait be worth it, may wait for it (see waitUntil): Work may
+// then take that long.
+func (c *Claim) waits() bool {
+	return c.reply.State == driver.StateRunning && !c.g.cfg.Shadow &&
+		c.job.WaitUntil.After(time.Now())
+}
+
+// A claim whose holder crashed, froze or lost the store holds its key
+// until its lease lapses, and its holder reports nothing. Copies of the
+// job can tell: the heartbeat renews a claim every third of its Lease, so
+// a running claim with less than a third of its Lease left has not been
+// renewed for two periods; and a copy that waits for a running claim and
+// claims the key once that claim's lease has run out took it over. Such a
+// copy is counted in jobonce.claims.stale. Both assume the holder's Lease
+// is this Guard's.
+
+// noteRunning notes the claim's answer, a key held by another claim (one
+// with a fence, not a transaction): stale when it has under a third of
+// Lease left, unless this Guard's heartbeat is off (its claims are never
+// renewed), and when it lapses unless renewed.
+func (c *Claim) noteRunning() {
+	r := c.reply
+	if r.State != driver.StateRunning || r.Fence <= 0 || r.Remaining <= 0 {
+		return
+	}
+	c.lapse = time.Now().Add(r.Remaining)
+	if r.Remaining < c.g.cfg.Lease/3 && !c.g.cfg.DisableHeartbeat {
+		c.stale = true
+	}
+}
+
+// noteTakeover notes that a claim that waited for a running claim now
+// holds the key: stale when the running claim's lease had run out, as it
+// was last read, rather than being released.
+func (c *Claim) noteTakeover() {
+	if !c.lapse.IsZero() && !time.Now().Before(c.lapse) {
+		c.stale = true
+	}
 }

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/heartbeat"
+	"github.com/jobonce/jobonce/internal/storecall"
+	"github.com/jobonce/jobonce/internal/storedkey"
 )
 
 // enqueueSource is the Source of the events Enqueue reports in shadow mode.
@@ -61,8 +64,9 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 	if publish == nil {
 		return false, errors.New("jobonce: core: Enqueue: publish function is nil")
 	}
-	skey, err := enqueueKey(g.cfg.KeyPrefix, key)
-	if err != nil {
+	skey, ok := storedkey.Enqueue(g.cfg.KeyPrefix, key)
+	if !ok {
+		err := errEmptyKey
 		if g.cfg.Shadow && ctx.Err() == nil {
 			return g.publishShadow(ctx, key, publish, Rejected, err)
 		}
@@ -74,11 +78,11 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 	token := driver.NewToken()
 	started := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
-	reply, err := g.storeClaim(sctx, driver.ClaimRequest{Key: skey, Token: token, Fingerprint: enqueueFingerprint, Lease: g.cfg.Lease})
+	reply, err := g.store.Claim(sctx, driver.ClaimRequest{Key: skey, Token: token, Fingerprint: enqueueFingerprint, Lease: g.cfg.Lease})
 	cancel()
-	if done := ended(ctx); done != nil {
+	if done := storecall.Ended(ctx); done != nil {
 		if err != nil || reply.State == driver.StateClaimed {
-			g.release(ctx, skey, token) // the store may have written it
+			g.store.Release(ctx, skey, token) // the store may have written it
 		}
 		return false, fmt.Errorf("jobonce: Enqueue stopped by the caller's context: %w", done)
 	}
@@ -86,17 +90,17 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 		if g.cfg.FailOpen && unreachable(ctx, err) {
 			g.cfg.Logger.WarnContext(ctx, "jobonce: store unavailable; publishing without a marker (FailOpen)", "key", key, "error", err)
 			if err := publish(ctx); err != nil {
-				g.metrics.recordFailOpen(ctx, Failed, enqueueSource, "")
+				g.obs.recordFailOpen(ctx, Failed, enqueueSource, "")
 				return false, err
 			}
-			g.metrics.recordFailOpen(ctx, Unguarded, enqueueSource, "")
+			g.obs.recordFailOpen(ctx, Unguarded, enqueueSource, "")
 			return true, nil
 		}
 		// The claim may have been written though its answer was lost or
 		// late: the retry of a caller told the store failed must not find
 		// it held. The release is token-checked, so it deletes this call's
 		// claim or nothing.
-		g.release(ctx, skey, token)
+		g.store.Release(ctx, skey, token)
 		return g.notPublished(ctx, key, publish, Unavailable, fmt.Errorf("%w: %w", ErrStoreUnavailable, err))
 	}
 	switch reply.State {
@@ -108,7 +112,7 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 			return g.notPublished(ctx, key, publish, Duplicate, nil)
 		}
 		err := fmt.Errorf("jobonce: Enqueue: key %q is being published by another call: %w",
-			key, &RunningError{RetryAfter: g.retryAfter(Job{Key: key}, reply)})
+			key, &RunningError{RetryAfter: retryAfter(&g.cfg, g.obs, Job{Key: key}, reply)})
 		return g.notPublished(ctx, key, publish, Running, err)
 	default:
 		err := fmt.Errorf("%w: store replied with unknown state %d", ErrStoreUnavailable, reply.State)
@@ -117,7 +121,7 @@ func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, p
 	if after := time.Since(started); after >= g.cfg.Lease/2 {
 		// The claim may lapse before the heartbeat renews it, and another
 		// call publish alongside.
-		g.release(ctx, skey, token)
+		g.store.Release(ctx, skey, token)
 		err := fmt.Errorf("%w: the claim was answered %s after it was sent, past half its lease (%s)", ErrStoreUnavailable, after.Round(time.Millisecond), g.cfg.Lease)
 		return g.notPublished(ctx, key, publish, Unavailable, err)
 	}
@@ -150,22 +154,22 @@ func (g *Guard) notPublished(ctx context.Context, key string, publish func(conte
 func (g *Guard) publishClaimed(ctx context.Context, key string, req driver.CompleteRequest, started time.Time, publish func(context.Context) error) (bool, error) {
 	pctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	hb := g.startHeartbeat(pctx, req.Key, req.Token, started, cancel)
+	hb := heartbeat.Start(pctx, g.heartbeat, req.Key, req.Token, started, cancel)
 	published := false
 	defer func() {
 		if !published { // publish failed or panicked: the job was not published
-			hb.stop()
-			g.release(ctx, req.Key, req.Token)
+			hb.Stop()
+			g.store.Release(ctx, req.Key, req.Token)
 		}
 	}()
 	if err := publish(pctx); err != nil {
 		return false, err
 	}
 	published = true
-	sctx, scancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
-	_, err := g.retryCompleteWithin(sctx, req, nil)
+	sctx, scancel := context.WithTimeout(storecall.Detach(ctx), g.cfg.StoreTimeout)
+	err := g.store.CompleteWithin(sctx, req, nil)
 	scancel()
-	hb.stop()
+	hb.Stop()
 	if err != nil {
 		g.cfg.Logger.WarnContext(ctx, "jobonce: published, but the marker could not be written; a later Enqueue of the key may publish it again once its claim lapses",
 			"key", key, "error", err)
@@ -184,6 +188,6 @@ func (g *Guard) publishShadow(ctx context.Context, key string, publish func(cont
 	if err != nil {
 		e.Outcome, e.Err = Failed, err
 	}
-	g.observe(ctx, e, false)
+	g.obs.observe(ctx, e, nil)
 	return err == nil, err
 }

@@ -52,6 +52,9 @@ var (
 	ErrResultTooLarge = errors.New("jobonce: result too large to store")
 )
 
+// errEmptyKey is the error of an empty key.
+var errEmptyKey = fmt.Errorf("%w: key is empty", ErrInvalidKey)
+
 // RunningError is returned when another copy of a job holds a live claim. It
 // matches ErrRunning with errors.Is.
 type RunningError struct {

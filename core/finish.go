@@ -2,11 +2,10 @@ package core
 
 import (
 	"context"
-	"errors"
 	"sync"
-	"time"
 
 	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/storecall"
 )
 
 // Finish records the done markers of claims whose Work left them pending,
@@ -85,18 +84,18 @@ func (g *Guard) sortClaims(ctx context.Context, claims []*Claim) (outs []Outcome
 func (g *Guard) writeMarkers(ctx context.Context, claims []*Claim, pending []int) []error {
 	errs := make([]error, len(pending))
 	var retry []int // indexes into pending
-	if g.batch != nil {
+	if g.store.Batcher != nil {
 		reqs := make([]driver.CompleteRequest, len(pending))
 		for j, i := range pending {
 			reqs[j] = claims[i].completeRequest()
 		}
-		sctx, cancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
-		_, answers := sendBatch(sctx, completeBatch(g.batch), reqs)
+		sctx, cancel := context.WithTimeout(storecall.Detach(ctx), g.cfg.StoreTimeout)
+		answers := g.store.CompleteBatch(sctx, reqs)
 		cancel()
 		// The store's slices stay the store's: a retry's answer goes in errs.
 		copy(errs, answers)
 		for j, err := range errs {
-			if err != nil && !markerFinal(err) {
+			if err != nil && !storecall.MarkerFinal(err) {
 				retry = append(retry, j)
 			}
 		}
@@ -105,103 +104,14 @@ func (g *Guard) writeMarkers(ctx context.Context, claims []*Claim, pending []int
 			retry = append(retry, j)
 		}
 	}
-	rctx, cancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
+	rctx, cancel := context.WithTimeout(storecall.Detach(ctx), g.cfg.StoreTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, j := range retry {
 		// The batch's answer, if any, is the attempt made before; the retry
 		// sends the claim's own request, not the one the store was handed.
-		wg.Go(func() { _, errs[j] = g.retryCompleteWithin(rctx, claims[pending[j]].completeRequest(), errs[j]) })
+		wg.Go(func() { errs[j] = g.store.CompleteWithin(rctx, claims[pending[j]].completeRequest(), errs[j]) })
 	}
 	wg.Wait()
 	return errs
-}
-
-// completeRequest returns the request that writes the claim's done marker,
-// with the job's result unless it is too large to store.
-func (c *Claim) completeRequest() driver.CompleteRequest {
-	result := c.value
-	if c.unstored != nil {
-		result = nil
-	}
-	return driver.CompleteRequest{Key: c.key, Token: c.token, Fingerprint: c.fp, Result: result, Retention: c.g.cfg.Retention, Fence: c.reply.Fence}
-}
-
-// finish writes the done marker (see complete), then stops the heartbeat
-// that kept the claim alive meanwhile.
-func (c *Claim) finish(ctx context.Context) (Outcome, error) {
-	defer c.stopHeartbeat(ctx)
-	return c.g.complete(ctx, c)
-}
-
-// complete writes the done marker, through the group commit when there is
-// one, retrying store failures on its own; every attempt shares one
-// StoreTimeout (a marker in a shared round trip that hangs may wait one
-// more, as any call of the group commit). It runs even when ctx is
-// cancelled: the effect happened.
-func (g *Guard) complete(ctx context.Context, c *Claim) (Outcome, error) {
-	req := c.completeRequest()
-	sctx, cancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
-	defer cancel()
-	if g.groupCommit != nil {
-		// Queued behind round trips that others' calls keep busy, a marker
-		// waits half its time at most, then makes its own round trip.
-		_, err := g.groupCommit.doWithin(sctx, storeOp{complete: req}, g.cfg.StoreTimeout/2)
-		if err == nil || markerFinal(err) || sctx.Err() != nil {
-			return completeOutcome(err), err
-		}
-		return g.retryCompleteWithin(sctx, req, err)
-	}
-	return g.retryCompleteWithin(sctx, req, nil)
-}
-
-// retryCompleteWithin writes a done marker on its own, retrying store
-// failures after completeBackoff until sctx, which the caller bounded, ends.
-//
-// prev is the error of an attempt made before, if any. Every attempt sends
-// the same request: one that an earlier attempt wrote (its reply lost, or
-// answered ErrUnreplicated) finds this claim's own marker, answered nil
-// (and acknowledged anew), and one that finds another claim's marker, or
-// none, is LeaseLost.
-func (g *Guard) retryCompleteWithin(sctx context.Context, req driver.CompleteRequest, prev error) (Outcome, error) {
-	for attempt := 0; ; attempt++ {
-		if prev != nil || attempt > 0 {
-			pause := time.NewTimer(completeBackoff[min(attempt, len(completeBackoff)-1)])
-			select {
-			case <-pause.C:
-			case <-sctx.Done():
-				pause.Stop()
-				return completeOutcome(prev), prev
-			}
-		}
-		err := g.storeComplete(sctx, req)
-		if err == nil || markerFinal(err) || sctx.Err() != nil {
-			return completeOutcome(err), err
-		}
-		prev = err
-	}
-}
-
-// completeBackoff is the wait before each retry of a failed Complete; the
-// last one repeats until the marker's StoreTimeout ends, so a marker
-// outlasts a failover shorter than that.
-var completeBackoff = [...]time.Duration{10 * time.Millisecond, 50 * time.Millisecond, 200 * time.Millisecond}
-
-// markerFinal reports whether a failed done marker's write is final, not to
-// be tried again: the token lost the key. (A marker written but not
-// acknowledged, ErrUnreplicated, is sent again, as any other failure: the
-// store knows its own marker.)
-func markerFinal(err error) bool { return errors.Is(err, ErrLeaseLost) }
-
-// completeOutcome returns the outcome of a job that succeeded under its
-// claim, whose done marker's write ended with err.
-func completeOutcome(err error) Outcome {
-	switch {
-	case err == nil:
-		return Ran
-	case errors.Is(err, ErrLeaseLost):
-		return LeaseLost
-	default:
-		return Unrecorded
-	}
 }

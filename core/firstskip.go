@@ -37,32 +37,21 @@ func (f *firstSkips) first(source, kind string) bool {
 	return true
 }
 
-// firstSkipHint is what the first skip's record says of an adapter: what
-// its default key is made of, in its words, and the settings that key work
-// which repeats on purpose by occurrence.
-type firstSkipHint struct{ key, settings string }
-
-// firstSkipHints are the adapters' hints, by Job.Source.
-var firstSkipHints = map[string]firstSkipHint{
-	"asynq": {"task type and payload hash", "asynqonce: set Config.Key, or list the task type in Config.PeriodicTypes (tasks of an asynq.Scheduler, or of EnqueueOnce once per window) or Config.UnguardedTypes"},
-	"river": {"kind and args hash", "riveronce: set Config.Key, give the args a OnceKey (Keyer), or exempt the kind with Config.Skip"},
-	"sqs":   {"queue and body hash", "sqsonce: set Config.KeyAttribute or Config.Key"},
-	"watermill": {"handler, topic and payload hash",
-		"watermillonce: set Config.Key (the message UUID, a metadata field), or exempt messages with Config.Skip"},
-}
-
 // firstSkipMessage returns the message of the Info record of a kind's first
-// skip under an adapter's default key; shadow is true for a job that shadow
-// mode ran and enforcement would skip.
-func firstSkipMessage(source string, shadow bool) string {
-	hint, ok := firstSkipHints[source]
-	if !ok {
-		hint = firstSkipHint{"kind and payload hash", "give the job a Key that names each occurrence"}
+// skip under an adapter's default key, in the adapter's words (hint);
+// shadow is true for a job that shadow mode ran and enforcement would skip.
+func firstSkipMessage(hint *KeyHint, shadow bool) string {
+	key, settings := hint.Key, hint.Settings
+	if key == "" {
+		key = "kind and payload hash"
+	}
+	if settings == "" {
+		settings = "give the job a Key that names each occurrence"
 	}
 	what := "jobonce: skipped a duplicate"
 	if shadow {
 		what = "jobonce: shadow mode ran a job that enforcement would skip as a duplicate"
 	}
-	return what + " under the default key (" + hint.key + "), the first of its kind; " +
-		"later ones are logged at Debug. If this work repeats on purpose, key it by occurrence: " + hint.settings
+	return what + " under the default key (" + key + "), the first of its kind; " +
+		"later ones are logged at Debug. If this work repeats on purpose, key it by occurrence: " + settings
 }

@@ -14,6 +14,15 @@ import (
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
+// adapterHints are the KeyHints the adapters give their default keys.
+var adapterHints = map[string]core.KeyHint{
+	"asynq": {Key: "task type and payload hash", Settings: "asynqonce: set Config.Key, or list the task type in Config.PeriodicTypes (tasks of an asynq.Scheduler, or of EnqueueOnce once per window) or Config.UnguardedTypes"},
+	"river": {Key: "kind and args hash", Settings: "riveronce: set Config.Key, give the args a OnceKey (Keyer), or exempt the kind with Config.Skip"},
+	"sqs":   {Key: "queue and body hash", Settings: "sqsonce: set Config.KeyAttribute or Config.Key"},
+	"watermill": {Key: "handler, topic and payload hash",
+		Settings: "watermillonce: set Config.Key (the message UUID, a metadata field), or exempt messages with Config.Skip"},
+}
+
 // runTwice runs job, then each of its copies, returning the outcomes.
 func runTwice(t *testing.T, g *core.Guard, job core.Job, copies int) []core.Outcome {
 	t.Helper()
@@ -38,7 +47,7 @@ func TestFirstSkipUnderTheDefaultKeyIsLoggedAtInfo(t *testing.T) {
 	t.Parallel()
 	var logs testenv.Records
 	g := testenv.NewGuard(t, memstore.New(), &core.Config{Retention: time.Hour, Logger: logs.Logger()})
-	refresh := core.Job{Key: "cache:refresh:" + core.Fingerprint(nil), Kind: "cache:refresh", Source: "asynq", DefaultKey: true}
+	refresh := core.Job{Key: "cache:refresh:" + core.Fingerprint(nil), Kind: "cache:refresh", Source: "asynq", DefaultKey: true, KeyHint: adapterHints["asynq"]}
 	require.Equal(t, []core.Outcome{core.Ran, core.Duplicate, core.Duplicate}, runTwice(t, g, refresh, 2))
 
 	skips := logs.Where("outcome", "duplicate")
@@ -56,7 +65,7 @@ func TestFirstSkipUnderTheDefaultKeyIsLoggedAtInfo(t *testing.T) {
 	require.Equal(t, slog.LevelDebug, skips[1].Level, "later skips of the kind stay at Debug")
 	require.Equal(t, "jobonce: duplicate", skips[1].Message)
 
-	other := core.Job{Key: "sitemap:" + core.Fingerprint(nil), Kind: "sitemap", Source: "river", DefaultKey: true}
+	other := core.Job{Key: "sitemap:" + core.Fingerprint(nil), Kind: "sitemap", Source: "river", DefaultKey: true, KeyHint: adapterHints["river"]}
 	runTwice(t, g, other, 1)
 	sitemap := logs.Where("kind", "sitemap")
 	require.Equal(t, slog.LevelInfo, sitemap[len(sitemap)-1].Level, "each kind's first skip is logged at Info")
@@ -78,7 +87,7 @@ func TestFirstSkipsAreRememberedForABoundedSetOfKinds(t *testing.T) {
 	ctx := context.Background()
 	nop := func(context.Context) ([]byte, error) { return nil, nil }
 	for i := range 101 {
-		job := core.Job{Key: "k" + strconv.Itoa(i), Kind: "kind" + strconv.Itoa(i), Source: "sqs", DefaultKey: true}
+		job := core.Job{Key: "k" + strconv.Itoa(i), Kind: "kind" + strconv.Itoa(i), Source: "sqs", DefaultKey: true, KeyHint: adapterHints["sqs"]}
 		for range 2 {
 			_, err := g.Run(ctx, job, nop)
 			require.NoError(t, err)
@@ -103,7 +112,7 @@ func TestShadowModeLogsTheFirstWouldBeSkipAtInfo(t *testing.T) {
 	t.Parallel()
 	var logs testenv.Records
 	g := testenv.NewGuard(t, memstore.New(), &core.Config{Shadow: true, Logger: logs.Logger()})
-	job := core.Job{Key: "report:" + core.Fingerprint([]byte("{}")), Kind: "report", Source: "asynq", DefaultKey: true}
+	job := core.Job{Key: "report:" + core.Fingerprint([]byte("{}")), Kind: "report", Source: "asynq", DefaultKey: true, KeyHint: adapterHints["asynq"]}
 	runs := 0
 	for range 3 {
 		_, err := g.Run(context.Background(), job, func(context.Context) ([]byte, error) { runs++; return nil, nil })
@@ -131,8 +140,8 @@ func TestShadowModeLogsTheFirstWouldBeSkipAtInfo(t *testing.T) {
 }
 
 // The first skip's message names what the adapter's default key is made of,
-// in the adapter's own words (an SQS queue and body, a Watermill handler and
-// topic).
+// in the adapter's own words (Job.KeyHint: an SQS queue and body, a
+// Watermill handler and topic), and without them a kind and a payload.
 func TestFirstSkipNamesTheAdaptersDefaultKey(t *testing.T) {
 	t.Parallel()
 	for source, want := range map[string]string{
@@ -144,7 +153,7 @@ func TestFirstSkipNamesTheAdaptersDefaultKey(t *testing.T) {
 	} {
 		var logs testenv.Records
 		g := testenv.NewGuard(t, memstore.New(), &core.Config{Logger: logs.Logger()})
-		job := core.Job{Key: "k:" + core.Fingerprint(nil), Kind: "k", Source: source, DefaultKey: true}
+		job := core.Job{Key: "k:" + core.Fingerprint(nil), Kind: "k", Source: source, DefaultKey: true, KeyHint: adapterHints[source]}
 		runTwice(t, g, job, 1)
 		skips := logs.Where("outcome", "duplicate")
 		require.Len(t, skips, 1, "source %q", source)

@@ -6,30 +6,37 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"runtime"
 	"time"
 
 	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/groupcommit"
+	"github.com/jobonce/jobonce/internal/heartbeat"
+	"github.com/jobonce/jobonce/internal/signal"
+	"github.com/jobonce/jobonce/internal/storecall"
 )
 
 // Guard runs each job at most once at a time and, once it succeeded, never
 // again within the retention window. It is safe for concurrent use.
 type Guard struct {
-	store   driver.Store
-	batch   driver.BatchStore
-	cfg     Config
-	metrics *metrics
-	skipped *firstSkips // the kinds skipped under a default key so far
+	// A call goes one way: the Guard makes a Claim (claim.go), the Claim
+	// runs its job and writes its done marker (work.go) through the store
+	// (internal/storecall), and reports its outcome (observe.go).
+
+	store *storecall.Store // calls the store; store.Driver is the store itself
+	cfg   Config
+	obs   *observer // reports outcomes: Config.Observer, the log, the metrics
 
 	// Group commit of concurrent claims and done markers on a BatchStore;
 	// nil when off.
-	groupCommit *groupCommit[storeOp, driver.ClaimReply]
+	groupCommit *groupcommit.Group[groupcommit.Op, driver.ClaimReply]
 
 	// The completion signal of a store that notifies (driver.Notifier);
 	// nil otherwise, and copies that wait for a running claim poll.
-	notifier driver.Notifier
-	signal   *signal
+	signal *signal.Signal
 
-	waiting *waiting // the copies waiting for a running copy
+	heartbeat *heartbeat.Config // nil when Config.DisableHeartbeat
+	waiting   *waiting          // the copies waiting for a running copy
 }
 
 // Job names one delivery of a job for Guard.Run and Guard.Claim.
@@ -63,6 +70,10 @@ type Job struct {
 	// for a default that names the delivery or occurrence (a FIFO
 	// MessageId, a periodic occurrence). Defaults to false.
 	DefaultKey bool
+	// KeyHint is what that Info record says of a DefaultKey: what the key
+	// is made of and the settings that key work by occurrence, in the
+	// words of the adapter that made it. Defaults to the zero KeyHint.
+	KeyHint KeyHint
 
 	// WaitUntil, when set, lets a copy that finds its job running wait, in
 	// its caller, for the running copy's outcome, until WaitUntil at most:
@@ -89,6 +100,20 @@ type Job struct {
 	HoldsWorker bool
 }
 
+// KeyHint names, in an adapter's words, what its default key is made of
+// and the settings that key work which repeats on purpose by occurrence,
+// for the Info record of a kind's first skip under that key
+// (Job.DefaultKey).
+type KeyHint struct {
+	// Key says what the default key is made of, such as "task type and
+	// payload hash". Defaults to "kind and payload hash".
+	Key string
+	// Settings names the settings that key such work by occurrence, such
+	// as "asynqonce: set Config.Key". Defaults to "give the job a Key that
+	// names each occurrence".
+	Settings string
+}
+
 // RunFunc is a job's function for Guard.Run: the result it returns is stored
 // with the done marker and handed to later duplicates.
 type RunFunc func(ctx context.Context) (result []byte, err error)
@@ -100,6 +125,78 @@ type Result struct {
 	// Value is the job's result: the one fn returned when it ran, or the one
 	// stored by the copy that ran, for a Duplicate.
 	Value []byte
+}
+
+// Outcome says what Guard.Do did with one delivery of a job.
+type Outcome uint8
+
+const (
+	// Ran: this copy claimed the key, the function succeeded, and the done
+	// marker was recorded.
+	Ran Outcome = iota + 1
+	// Duplicate: the key was already done; the function did not run.
+	Duplicate
+	// Running: another copy holds a live claim; the function did not run and
+	// the error is a *RunningError.
+	Running
+	// Conflict: the key is held or done with a different payload fingerprint;
+	// the function did not run and the error matches ErrConflict.
+	Conflict
+	// Failed: the function returned an error or panicked; the claim was
+	// released so a retry can run at once.
+	Failed
+	// LeaseLost: the function succeeded, but the claim's token was gone when
+	// the done marker was written (the lease expired; another copy may have run).
+	LeaseLost
+	// Unrecorded: the function succeeded, but the store failed to record the
+	// done marker after retries. The job counts as done for the framework.
+	Unrecorded
+	// Unguarded: the store was unreachable and FailOpen ran the function without
+	// a claim.
+	Unguarded
+	// Unavailable: the store was unreachable and the function did not run (fail
+	// closed); the error matches ErrStoreUnavailable.
+	Unavailable
+	// Rejected: the input was invalid (for example an empty key); nothing ran.
+	Rejected
+	// Canceled: the caller's context ended before the key's state was known
+	// (or before the job could start, releasing the claim); nothing ran, and
+	// the error matches the context's error (context.Canceled or
+	// context.DeadlineExceeded). It is not a store outage: FailOpen never runs
+	// such a job, and it is logged at Debug.
+	Canceled
+)
+
+var outcomeNames = [...]string{
+	0:           "unknown",
+	Ran:         "ran",
+	Duplicate:   "duplicate",
+	Running:     "running",
+	Conflict:    "conflict",
+	Failed:      "failed",
+	LeaseLost:   "lease_lost",
+	Unrecorded:  "unrecorded",
+	Unguarded:   "unguarded",
+	Unavailable: "unavailable",
+	Rejected:    "rejected",
+	Canceled:    "canceled",
+}
+
+// String returns the outcome's name in snake case, as used in logs and metrics.
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// Executed reports whether the job's function ran for this outcome.
+func (o Outcome) Executed() bool {
+	switch o {
+	case Ran, Failed, LeaseLost, Unrecorded, Unguarded:
+		return true
+	}
+	return false
 }
 
 // New returns a Guard that keeps its claims in store. cfg may be nil for the
@@ -122,28 +219,22 @@ func New(store driver.Store, cfg *Config) (*Guard, error) {
 		}
 		c.MaxResultSize = l.MaxResultSize() // the default, lowered to what the store holds
 	}
-	m, err := newMetrics(&c)
+	obs, err := newObserver(&c)
 	if err != nil {
 		return nil, fmt.Errorf("jobonce: core: Config.MeterProvider: %w", err)
 	}
-	g := &Guard{store: store, cfg: c, metrics: m, skipped: newFirstSkips(), waiting: newWaiting(c.WaitingShare)}
-	g.batch, _ = store.(driver.BatchStore)
-	if n, ok := store.(driver.Notifier); ok {
-		g.notifier, g.signal = n, newSignal(n, c.StoreTimeout, c.Logger)
+	g := &Guard{store: storecall.New(store, c.StoreTimeout, c.Logger), cfg: c, obs: obs, waiting: newWaiting(c.WaitingShare)}
+	if n := g.store.Notifier; n != nil {
+		g.signal = signal.New(n, c.StoreTimeout, c.Logger)
 		closeWhenUnreachable(g)
 	}
-	if g.batch != nil && !c.DisableGroupCommit {
-		g.groupCommit = newGroupCommit(g.batch, c.StoreTimeout)
+	if g.store.Batcher != nil && !c.DisableGroupCommit {
+		g.groupCommit = groupcommit.ForStore(g.store.Batcher, c.StoreTimeout)
+	}
+	if !c.DisableHeartbeat {
+		g.heartbeat = &heartbeat.Config{Extend: g.store.Extend, Lease: c.Lease, Timeout: c.StoreTimeout}
 	}
 	return g, nil
-}
-
-// StoredKey returns the key the store holds for a user key under this
-// Guard's configuration (Config.KeyPrefix and Config.PlainKeys), for tools
-// that inspect or release keys by hand. It returns an error matching
-// ErrInvalidKey when key is empty.
-func (g *Guard) StoredKey(key string) (string, error) {
-	return storedKey(g.cfg.KeyPrefix, key, g.cfg.PlainKeys)
 }
 
 // MaxResultSize returns the largest result the Guard stores with a done
@@ -154,3 +245,65 @@ func (g *Guard) MaxResultSize() int { return g.cfg.MaxResultSize }
 // Logger returns the Guard's logger (Config.Logger), for code that reports
 // alongside the Guard, such as an adapter's warnings.
 func (g *Guard) Logger() *slog.Logger { return g.cfg.Logger }
+
+// Do runs fn at most once at a time for key and, after fn succeeded, never
+// again while the done marker is retained.
+//
+//   - The key was free: fn runs with a context that is cancelled with cause
+//     ErrLeaseLost if the claim is lost. fn's error (or panic) releases the
+//     claim and comes back unchanged, with outcome Failed. Success records
+//     the done marker: Ran (or LeaseLost/Unrecorded when it could not be
+//     recorded; the error is nil all the same, since the effect happened).
+//   - Another copy runs: outcome Running and a *RunningError (ErrRunning).
+//   - Already done: outcome Duplicate and a nil error.
+//   - The store is unreachable: outcome Unavailable and an error matching
+//     ErrStoreUnavailable, or with FailOpen, fn runs unguarded (Unguarded).
+//   - An empty key: outcome Rejected and an error matching ErrInvalidKey.
+func (g *Guard) Do(ctx context.Context, key string, fn func(context.Context) error) (Outcome, error) {
+	if fn == nil {
+		res, err := g.run(ctx, Job{Key: key}, nil, "Guard.Do")
+		return res.Outcome, err
+	}
+	res, err := g.run(ctx, Job{Key: key}, func(ctx context.Context) ([]byte, error) {
+		return nil, fn(ctx)
+	}, "Guard.Do")
+	return res.Outcome, err
+}
+
+// Run is Do with a payload fingerprint and a stored result. A Duplicate's
+// Result.Value is the result stored by the copy that ran. Different payloads
+// under one key give Conflict and an error matching ErrConflict. A nil
+// error means the delivery is handled (acknowledge it); any other outcome
+// comes with an error.
+func (g *Guard) Run(ctx context.Context, job Job, fn RunFunc) (Result, error) {
+	return g.run(ctx, job, fn, "Guard.Run")
+}
+
+// run is Run; caller names the exported function, in errors.
+func (g *Guard) run(ctx context.Context, job Job, fn RunFunc, caller string) (Result, error) {
+	var c Claim
+	if fn == nil {
+		c = Claim{g: g, job: job} // rejected below without claiming
+		return c.run(ctx, nil, caller)
+	}
+	g.claimOne(ctx, &c, job)
+	return c.run(ctx, fn, caller)
+}
+
+// closeWhenUnreachable closes g's Listener once g is unreachable, so that a
+// Guard dropped without Close keeps no connection and no goroutine past a
+// garbage collection. No copy waits then: each holds its Guard.
+func closeWhenUnreachable(g *Guard) {
+	runtime.AddCleanup(g, func(s *signal.Signal) { go s.Close() }, g.signal)
+}
+
+// Close closes the Guard's completion signal: the Listener that copies
+// waiting for a running claim share (Job.WaitUntil), which otherwise stays
+// open for a minute after the last of them stopped waiting, or until the
+// Guard is garbage collected. It closes it at once when no copy waits, and
+// otherwise as the last one leaves; a later wait opens it again. It returns
+// the error of the Listener it closed (driver.Listener.Close). A Guard on a
+// store that does not notify has nothing to close.
+func (g *Guard) Close() error {
+	return g.signal.Close()
+}

@@ -2,10 +2,9 @@ package core
 
 import (
 	"crypto/sha256"
-	"encoding/ascii85"
 	"encoding/base64"
-	"fmt"
-	"strings"
+
+	"github.com/jobonce/jobonce/internal/storedkey"
 )
 
 // MaxKeyLen is the longest key stored as it is under Config.PlainKeys. A longer key is
@@ -14,89 +13,25 @@ import (
 // passes.
 const MaxKeyLen = 128
 
-// maxFingerprintLen is the longest fingerprint the Guard hands to its store
-// as it is. A longer one is stored as "#" and the unpadded base64url SHA-256
-// of it (44 bytes), so fingerprints of any length work on every store.
-const maxFingerprintLen = 64
-
-// hashBytes is how many bytes of SHA-256 hashedKey and Fingerprint keep:
-// 128 bits, so that at 10⁹ distinct keys a day two of them collide about
-// once in 10¹⁹ years.
-const hashBytes = 16
-
-// enqueueNamespace follows the prefix in Enqueue's markers. plainKey hashes
-// every key that starts with it (or with "#"), so no job key can be stored
-// under the name of an Enqueue marker.
-const enqueueNamespace = "enq#"
-
-// storedKey returns the key a store holds for a user key under prefix, as a
-// Guard derives it for leased claims and its transactional mode alike:
-// hashedKey by default, plainKey when plain is set (Config.PlainKeys). It returns an error matching
-// ErrInvalidKey when key is empty. Any bytes are allowed in key.
-func storedKey(prefix, key string, plain bool) (string, error) {
-	if plain {
-		return plainKey(prefix, key)
-	}
-	return hashedKey(prefix, key)
-}
-
-// plainKey returns prefix and key, readable in redis-cli. A key longer than
-// MaxKeyLen, or one that starts with "#" or "enq#" (names the Guard keeps for
-// hashed keys and Enqueue markers), is stored as "#" and its SHA-256 instead.
-// It returns an error matching ErrInvalidKey when key is empty.
-func plainKey(prefix, key string) (string, error) {
-	if key == "" {
-		return "", fmt.Errorf("%w: key is empty", ErrInvalidKey)
-	}
-	if len(key) <= MaxKeyLen && !strings.HasPrefix(key, "#") && !strings.HasPrefix(key, enqueueNamespace) {
-		return prefix + key, nil
-	}
-	return prefix + "#" + hash(key, sha256.Size), nil
-}
-
-// hashedKey returns the compact stored key the Guard uses by default: prefix
-// followed by 128 bits of the key's SHA-256 in Ascii85 (20 printable
-// characters, none of them a brace, so never a Redis Cluster hash tag).
-// Stored keys stay short, which keeps a Redis done marker under 150 bytes.
-// It returns an error matching ErrInvalidKey when key is empty.
-func hashedKey(prefix, key string) (string, error) {
-	if key == "" {
-		return "", fmt.Errorf("%w: key is empty", ErrInvalidKey)
-	}
-	sum := sha256.Sum256([]byte(key))
-	var enc [(hashBytes + 3) / 4 * 5]byte // ascii85.MaxEncodedLen(hashBytes), on the stack
-	n := ascii85.Encode(enc[:], sum[:hashBytes])
-	return prefix + string(enc[:n]), nil
-}
-
-// enqueueKey returns the stored key of Enqueue's marker for key: always
-// hashed, in a namespace no job key is stored in (see plainKey).
-func enqueueKey(prefix, key string) (string, error) {
-	if key == "" {
-		return "", fmt.Errorf("%w: key is empty", ErrInvalidKey)
-	}
-	return prefix + enqueueNamespace + hash(key, hashBytes), nil
-}
+// internal/storedkey derives the stored keys under the same bound: this
+// constant does not compile unless the two are equal.
+const _ = uint(MaxKeyLen-storedkey.MaxKeyLen) + uint(storedkey.MaxKeyLen-MaxKeyLen)
 
 // Fingerprint returns a short, stable fingerprint of a payload for default
 // keys and conflict detection: 128 bits of its SHA-256, unpadded base64url
 // (22 bytes). Adapters use it for their default keys and fingerprints.
 func Fingerprint(payload []byte) string {
 	sum := sha256.Sum256(payload)
-	return base64.RawURLEncoding.EncodeToString(sum[:hashBytes])
+	return base64.RawURLEncoding.EncodeToString(sum[:storedkey.HashBytes])
 }
 
-// storedFingerprint returns the fingerprint a store keeps for fp: fp itself
-// up to maxFingerprintLen bytes, else "#" and its SHA-256.
-func storedFingerprint(fp string) string {
-	if len(fp) <= maxFingerprintLen {
-		return fp
+// StoredKey returns the key the store holds for a user key under this
+// Guard's configuration (Config.KeyPrefix and Config.PlainKeys), for tools
+// that inspect or release keys by hand. It returns an error matching
+// ErrInvalidKey when key is empty.
+func (g *Guard) StoredKey(key string) (string, error) {
+	if stored, ok := storedkey.Key(g.cfg.KeyPrefix, key, g.cfg.PlainKeys); ok {
+		return stored, nil
 	}
-	return "#" + hash(fp, sha256.Size)
-}
-
-// hash returns the first n bytes of s's SHA-256, unpadded base64url.
-func hash(s string, n int) string {
-	sum := sha256.Sum256([]byte(s))
-	return base64.RawURLEncoding.EncodeToString(sum[:n])
+	return "", errEmptyKey
 }

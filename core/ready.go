@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/storecall"
 )
 
 // Ready reports whether the Guard's store can be used now, for a health or
@@ -19,20 +20,20 @@ import (
 // StoreTimeout; when ctx ends first, the error matches ctx's. A store that
 // does not implement driver.ReadyStore, such as memstore, is always ready.
 func (g *Guard) Ready(ctx context.Context) error {
-	store, ok := g.store.(driver.ReadyStore)
+	store, ok := g.store.Driver.(driver.ReadyStore)
 	if !ok {
 		return nil
 	}
 	sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
 	defer cancel()
-	err := g.storeReady(sctx, store)
+	err := g.store.Ready(sctx, store)
 	if err == nil {
 		err = g.probe(sctx)
 	}
 	if err == nil {
 		return nil
 	}
-	if cerr := ended(ctx); cerr != nil {
+	if cerr := storecall.Ended(ctx); cerr != nil {
 		return fmt.Errorf("jobonce: core: Ready: %w: %w", cerr, err)
 	}
 	if errors.Is(err, ErrStoreRisk) {
@@ -46,12 +47,12 @@ func (g *Guard) Ready(ctx context.Context) error {
 // Ready, of this Guard or another, is an answer too.
 func (g *Guard) probe(ctx context.Context) error {
 	key, token := probeKey(g.cfg.KeyPrefix), driver.NewToken()
-	reply, err := g.storeClaim(ctx, driver.ClaimRequest{Key: key, Token: token, Lease: g.cfg.Lease})
+	reply, err := g.store.Claim(ctx, driver.ClaimRequest{Key: key, Token: token, Lease: g.cfg.Lease})
 	if err != nil {
 		return fmt.Errorf("jobonce: core: Ready: a claim of the key %q failed: %w", key, err)
 	}
 	if reply.State == driver.StateClaimed {
-		if err := g.storeRelease(ctx, key, token); err != nil && !errors.Is(err, ErrLeaseLost) {
+		if err := g.store.TryRelease(ctx, key, token); err != nil && !errors.Is(err, ErrLeaseLost) {
 			return fmt.Errorf("jobonce: core: Ready: the release of the key %q failed: %w", key, err)
 		}
 	}

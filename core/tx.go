@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/jobctx"
+	"github.com/jobonce/jobonce/internal/storecall"
+	"github.com/jobonce/jobonce/internal/storedkey"
 )
 
 // TxGuard is a Guard's transactional mode, for jobs whose effect is a write
@@ -34,10 +37,10 @@ func NewTxGuard[TTx any](g *Guard) (*TxGuard[TTx], error) {
 	if g == nil {
 		return nil, errors.New("jobonce: core: NewTxGuard: Guard is nil")
 	}
-	s, ok := g.store.(driver.TxStore[TTx])
+	s, ok := g.store.Driver.(driver.TxStore[TTx])
 	if !ok {
 		var tx TTx
-		return nil, fmt.Errorf("jobonce: core: NewTxGuard: the Guard's store (%T) has no transactional mode for %T", g.store, &tx)
+		return nil, fmt.Errorf("jobonce: core: NewTxGuard: the Guard's store (%T) has no transactional mode for %T", g.store.Driver, &tx)
 	}
 	return &TxGuard[TTx]{g: g, store: s}, nil
 }
@@ -84,7 +87,7 @@ func (t *TxGuard[TTx]) Run(ctx context.Context, job Job, fn func(ctx context.Con
 // run is Run; caller names the exported function, in errors.
 func (t *TxGuard[TTx]) run(ctx context.Context, job Job, fn func(ctx context.Context, tx TTx) error, caller string) (Outcome, error) {
 	e := t.doInTx(ctx, job, fn, caller)
-	t.g.observe(ctx, e, job.DefaultKey)
+	t.g.obs.observe(ctx, e, job.skipHint())
 	if e.Outcome == Unguarded {
 		return Unguarded, nil // e.Err, if any, is the shadow mode's cause
 	}
@@ -106,14 +109,14 @@ func (t *TxGuard[TTx]) doInTx(ctx context.Context, job Job, fn func(ctx context.
 	cancel()
 	if err != nil {
 		// Also in shadow mode: the job cannot run without its transaction.
-		return g.storeFailure(ctx, "begin", err).withJob(&job)
+		return storeFailure(ctx, "begin", err).withJob(&job)
 	}
 	committed := false
 	defer func() {
 		if committed {
 			return
 		}
-		rctx, cancel := context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
+		rctx, cancel := context.WithTimeout(storecall.Detach(ctx), g.cfg.StoreTimeout)
 		defer cancel()
 		if err := t.rollback(rctx, tx); err != nil {
 			g.cfg.Logger.WarnContext(ctx, "jobonce: rollback failed; the database ends the transaction with its connection",
@@ -124,7 +127,7 @@ func (t *TxGuard[TTx]) doInTx(ctx context.Context, job Job, fn func(ctx context.
 	if e.Outcome != Ran && e.Outcome != Unguarded {
 		return e
 	}
-	sctx, cancel = context.WithTimeout(detach(ctx), g.cfg.StoreTimeout)
+	sctx, cancel = context.WithTimeout(storecall.Detach(ctx), g.cfg.StoreTimeout)
 	defer cancel()
 	if err := t.commit(sctx, tx); err != nil {
 		e.Outcome, e.Err = Failed, fmt.Errorf("jobonce: commit: %w", err)
@@ -143,7 +146,11 @@ func (t *TxGuard[TTx]) do(ctx context.Context, tx TTx, job Job, fn func(ctx cont
 	var cause error
 	var lag time.Duration
 	if !job.Unguarded {
-		key, err := storedKey(g.cfg.KeyPrefix, job.Key, g.cfg.PlainKeys)
+		key, ok := storedkey.Key(g.cfg.KeyPrefix, job.Key, g.cfg.PlainKeys)
+		var err error
+		if !ok {
+			err = errEmptyKey
+		}
 		if err != nil && !g.cfg.Shadow {
 			return job.event(Rejected, err)
 		}
@@ -153,19 +160,19 @@ func (t *TxGuard[TTx]) do(ctx context.Context, tx TTx, job Job, fn func(ctx cont
 			if err := ctx.Err(); err != nil {
 				return job.event(Canceled, fmt.Errorf("jobonce: record stopped by the caller's context: %w", err))
 			}
-			fp := storedFingerprint(job.Fingerprint)
+			fp := storedkey.Fingerprint(job.Fingerprint)
 			sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
 			reply, err := t.record(sctx, tx, driver.RecordRequest{Key: key, Fingerprint: fp, Retention: g.cfg.Retention})
 			cancel()
 			switch {
 			case err != nil:
-				e := g.storeFailure(ctx, "record", err).withJob(&job)
+				e := storeFailure(ctx, "record", err).withJob(&job)
 				if !g.cfg.Shadow || e.Outcome == Canceled {
 					return e
 				}
 				wouldSkip, cause = Unavailable, e.Err
 			default:
-				out, err := g.decide(job, fp, reply)
+				out, err := decide(&g.cfg, g.obs, job, fp, reply)
 				if out == Duplicate {
 					lag = lagOf(reply.Remaining, g.cfg.Retention)
 				}
@@ -195,13 +202,13 @@ func (t *TxGuard[TTx]) do(ctx context.Context, tx TTx, job Job, fn func(ctx cont
 			r := recover()
 			e := job.event(Failed, fmt.Errorf("jobonce: job panicked: %v", r))
 			e.Duration, e.WouldSkip, e.Lag = time.Since(start), wouldSkip, lag
-			g.observe(ctx, e, job.DefaultKey)
+			g.obs.observe(ctx, e, job.skipHint())
 			if r != nil {
 				panic(r)
 			}
 		}
 	}()
-	err := fn(g.withJob(ctx, job, fence), tx)
+	err := fn(jobctx.With(ctx, g.cfg.KeyPrefix, job.Key, fence), tx)
 	finished = true
 	var e Event
 	switch {
@@ -217,32 +224,32 @@ func (t *TxGuard[TTx]) do(ctx context.Context, tx TTx, job Job, fn func(ctx cont
 }
 
 // The TxGuard calls its store through these methods: a store method that
-// panics fails its call with an error (errStorePanicked).
+// panics fails its call with an error (storecall.ErrPanicked).
 
 func (t *TxGuard[TTx]) record(ctx context.Context, tx TTx, req driver.RecordRequest) (reply driver.ClaimReply, err error) {
-	defer storePanic(&err)
+	defer storecall.Recover(&err)
 	return t.store.RecordTx(ctx, tx, req)
 }
 
 func (t *TxGuard[TTx]) begin(ctx context.Context) (tx TTx, err error) {
-	defer storePanic(&err)
+	defer storecall.Recover(&err)
 	return t.store.BeginTx(ctx)
 }
 
 func (t *TxGuard[TTx]) commit(ctx context.Context, tx TTx) (err error) {
-	defer storePanic(&err)
+	defer storecall.Recover(&err)
 	return t.store.CommitTx(ctx, tx)
 }
 
 func (t *TxGuard[TTx]) rollback(ctx context.Context, tx TTx) (err error) {
-	defer storePanic(&err)
+	defer storecall.Recover(&err)
 	return t.store.RollbackTx(ctx, tx)
 }
 
 // storeFailure classifies a failed store step of the transactional mode:
 // Canceled (matching ctx.Err()) when the caller's context ended, else
 // Unavailable (ErrStoreUnavailable). Nothing ran.
-func (g *Guard) storeFailure(ctx context.Context, step string, err error) Event {
+func storeFailure(ctx context.Context, step string, err error) Event {
 	if cerr := ctx.Err(); cerr != nil {
 		return Event{Outcome: Canceled, Err: fmt.Errorf("jobonce: %s stopped by the caller's context: %w (%w)", step, cerr, err)}
 	}

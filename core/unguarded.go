@@ -4,18 +4,21 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jobonce/jobonce/internal/jobctx"
+	"github.com/jobonce/jobonce/internal/storecall"
 )
 
 // runUnguarded runs fn without a claim: cause is the store error under
 // which the Guard fails open (or shadow mode runs a delivery enforcement
 // would skip), or nil for a job unguarded by configuration. A run that
 // FailOpen made is counted in jobonce.fail_open too, whatever its outcome.
-func (g *Guard) runUnguarded(ctx context.Context, c *Claim, fn RunFunc, cause error) (Result, error) {
+func (c *Claim) runUnguarded(ctx context.Context, fn RunFunc, cause error) (Result, error) {
 	start := time.Now()
 	finished := false
 	report := func(out Outcome, err error, ran time.Duration) {
 		if cause != nil && c.wouldSkip == 0 {
-			g.metrics.recordFailOpen(ctx, out, c.job.Source, c.job.Kind)
+			c.g.obs.recordFailOpen(ctx, out, c.job.Source, c.job.Kind)
 		}
 		c.report(ctx, out, err, ran)
 	}
@@ -29,7 +32,7 @@ func (g *Guard) runUnguarded(ctx context.Context, c *Claim, fn RunFunc, cause er
 			}
 		}
 	}()
-	value, err := fn(g.withJob(ctx, c.job, 0))
+	value, err := fn(jobctx.With(ctx, c.g.cfg.KeyPrefix, c.job.Key, 0))
 	finished = true
 	c.ran = time.Since(start)
 	if err != nil {
@@ -44,19 +47,19 @@ func (g *Guard) runUnguarded(ctx context.Context, c *Claim, fn RunFunc, cause er
 // with outcome would (and error cause): without a claim, reported as
 // Unguarded (or Failed) with Event.WouldSkip set.
 func (c *Claim) runShadow(ctx context.Context, fn RunFunc, would Outcome, cause error) (Result, error) {
-	if ended(ctx) != nil {
+	if storecall.Ended(ctx) != nil {
 		return c.cancel(ctx)
 	}
 	c.wouldSkip = would
 	if would == Duplicate || would == Running || would == Conflict {
 		cause = nil // the store answered: this is no store failure
 	}
-	return c.g.runUnguarded(ctx, c, fn, cause)
+	return c.runUnguarded(ctx, fn, cause)
 }
 
 // cancel reports that the caller's context ended before a job that holds
 // no claim could run: Canceled, and nothing runs.
 func (c *Claim) cancel(ctx context.Context) (Result, error) {
-	c.err = fmt.Errorf("jobonce: job not run: stopped by the caller's context: %w", ended(ctx))
+	c.err = fmt.Errorf("jobonce: job not run: stopped by the caller's context: %w", storecall.Ended(ctx))
 	return c.decline(ctx, Canceled, c.err)
 }

@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/storecall"
 )
 
 // unreachable reports whether err, the failure of a store call made for a
@@ -29,10 +30,10 @@ import (
 // panicked, a reply the Guard cannot read, the caller's own cancellation,
 // and any error it does not know.
 func unreachable(ctx context.Context, err error) bool {
-	if err == nil || ended(ctx) != nil || reachedStore(err) {
+	if err == nil || storecall.Ended(ctx) != nil || reachedStore(err) {
 		return false
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errStoreStuck) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, storecall.ErrStuck) {
 		return true // the Guard's own StoreTimeout: ctx is live
 	}
 	if errors.Is(err, context.Canceled) {
@@ -54,6 +55,6 @@ func reachedStore(err error) bool {
 	var redisErr interface{ RedisError() }
 	var sqlErr interface{ SQLState() string }
 	return errors.As(err, &redisErr) || errors.As(err, &sqlErr) ||
-		errors.Is(err, ErrUnreplicated) || errors.Is(err, errStorePanicked) ||
-		errors.Is(err, errBatchReplies) || errors.Is(err, ErrInvalidKey)
+		errors.Is(err, ErrUnreplicated) || errors.Is(err, storecall.ErrPanicked) ||
+		errors.Is(err, storecall.ErrBatchReplies) || errors.Is(err, ErrInvalidKey)
 }

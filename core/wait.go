@@ -27,14 +27,6 @@ const (
 	maxPoll    = 200 * time.Millisecond
 )
 
-// waits reports whether the claim, answered, found its job running and,
-// should the wait be worth it, may wait for it (see waitUntil): Work may
-// then take that long.
-func (c *Claim) waits() bool {
-	return c.reply.State == driver.StateRunning && !c.g.cfg.Shadow &&
-		c.job.WaitUntil.After(time.Now())
-}
-
 // waitUntil returns when a claim that found its job running stops waiting
 // for the running copy, or zero when it does not wait: Job.WaitUntil,
 // unless the running copy is expected to end after it (see expectedEnd).
@@ -43,29 +35,10 @@ func (c *Claim) waitUntil() time.Time {
 	if !until.After(time.Now()) {
 		return time.Time{}
 	}
-	if end, known := c.g.expectedEnd(c.job, c.reply.Fence); known && end.After(until) {
+	if end, known := c.g.obs.expectedEnd(c.job, c.reply.Fence); known && end.After(until) {
 		return time.Time{} // a long job: back to the caller's own "later"
 	}
 	return until
-}
-
-// expectedEnd returns when the running claim whose fence is fence is
-// expected to end: its start (the fence, by the store's clock, or now
-// when it is later or unknown) plus the 90th percentile of the latest runs
-// of job's Source and Kind in this Guard. known is false before the Guard
-// has seen minRunSamples of them.
-func (g *Guard) expectedEnd(job Job, fence int64) (end time.Time, known bool) {
-	p90, known := g.metrics.runsOf(job.Source, job.Kind).p90()
-	if !known {
-		return time.Time{}, false
-	}
-	start := time.Now()
-	if fence > 0 {
-		if s := time.UnixMicro(fence); s.Before(start) {
-			start = s
-		}
-	}
-	return start.Add(p90), true
 }
 
 // waiting bounds the copies of a Guard that wait for a running copy at
@@ -125,11 +98,11 @@ func (c *Claim) await(ctx context.Context, until time.Time) claimState {
 	// Listener calls, as its context does: past it, the copy reads its key
 	// once and is answered.
 	jctx, jcancel := context.WithDeadline(ctx, until)
-	w := g.signal.join(jctx, c.key)
+	w := g.signal.Join(jctx, c.key)
 	jcancel()
-	defer w.leave()
+	defer w.Leave()
 	next := firstCheck
-	if !w.listening {
+	if !w.Listening() {
 		next = firstPoll
 	}
 	timer := time.NewTimer(min(next, time.Until(until)))
@@ -140,26 +113,26 @@ func (c *Claim) await(ctx context.Context, until time.Time) claimState {
 			c.reply = driver.ClaimReply{}
 			c.err = fmt.Errorf("jobonce: wait for the running copy stopped by the caller's context: %w", ctx.Err())
 			return claimCanceled
-		case <-w.wake:
+		case <-w.Wake():
 		case <-timer.C:
 			next *= 2
-			if !w.listening {
+			if !w.Listening() {
 				next = min(next, maxPoll)
 			}
 		}
 		c.reclaim(ctx)
 		if c.err != nil {
-			if g.stopped(ctx, c) {
+			if c.stopped(ctx) {
 				// The read may have claimed the key (the running copy had
 				// ended) though the caller's context cut its answer: a
 				// claim nobody renews would hold the key for its lease.
 				// The release is token-checked.
-				g.release(ctx, c.key, c.token)
+				c.release(ctx)
 				return claimCanceled
 			}
 			return claimFailed
 		}
-		if out, _ := g.decide(c.job, c.fp, c.reply); out != Running {
+		if out, _ := c.decide(); out != Running {
 			if out == 0 {
 				c.noteTakeover()
 			}
@@ -171,7 +144,7 @@ func (c *Claim) await(ctx context.Context, until time.Time) claimState {
 			return claimAnswered
 		}
 		d := min(next, left)
-		if w.listening && c.reply.Remaining > 0 {
+		if w.Listening() && c.reply.Remaining > 0 {
 			d = min(d, c.reply.Remaining) // the awaited mark lapses with the lease
 		}
 		timer.Reset(d)
@@ -187,9 +160,9 @@ func (c *Claim) reclaim(ctx context.Context) {
 	c.started = time.Now()
 	sctx, cancel := context.WithTimeout(ctx, g.cfg.StoreTimeout)
 	defer cancel()
-	if g.notifier == nil {
-		c.reply, c.err = g.storeClaim(sctx, c.claimRequest())
+	if g.store.Notifier == nil {
+		c.reply, c.err = g.store.Claim(sctx, c.claimRequest())
 		return
 	}
-	c.reply, c.err = g.storeAwait(sctx, c.claimRequest())
+	c.reply, c.err = g.store.Await(sctx, c.claimRequest())
 }

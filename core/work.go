@@ -7,6 +7,10 @@ import (
 	"time"
 
 	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/groupcommit"
+	"github.com/jobonce/jobonce/internal/heartbeat"
+	"github.com/jobonce/jobonce/internal/jobctx"
+	"github.com/jobonce/jobonce/internal/storecall"
 )
 
 // Runs reports whether the claim's answer lets Work call the job's
@@ -68,6 +72,18 @@ func (c *Claim) Work(ctx context.Context, fn RunFunc) (Result, error) {
 	return res, err
 }
 
+// run is Work followed by Finish, for one claim: Guard.Run, or Guard.Do
+// (caller names which, in errors).
+func (c *Claim) run(ctx context.Context, fn RunFunc, caller string) (Result, error) {
+	res, toMark, err := c.work(ctx, fn, caller)
+	if !toMark {
+		return res, err
+	}
+	out, cause := c.finish(ctx)
+	c.report(ctx, out, cause, c.ran)
+	return Result{Outcome: out, Value: c.value}, nil
+}
+
 // work runs fn when the claim holds the key, and reports the final outcome,
 // or toMark: fn succeeded under the claim, whose done marker is still to be
 // written. caller names the exported function, in errors.
@@ -79,7 +95,7 @@ func (c *Claim) work(ctx context.Context, fn RunFunc, caller string) (res Result
 	c.g.waiting.active.Add(1)
 	defer c.g.waiting.active.Add(-1)
 	if c.job.Unguarded {
-		res, err = c.g.runUnguarded(ctx, c, fn, nil)
+		res, err = c.runUnguarded(ctx, fn, nil)
 		return res, false, err
 	}
 	switch answer {
@@ -109,7 +125,7 @@ func (c *Claim) begin(ctx context.Context, fn RunFunc, caller string) (claimStat
 		err := fmt.Errorf("jobonce: core: %s: job function is nil", caller)
 		c.report(ctx, Rejected, err, 0)
 		if answer == claimAnswered && c.reply.State == driver.StateClaimed {
-			c.g.release(ctx, c.key, c.token)
+			c.release(ctx)
 		}
 		return 0, err
 	}
@@ -127,10 +143,10 @@ func (c *Claim) failed(ctx context.Context, fn RunFunc, answer claimState) (Resu
 	case errors.Is(c.err, ErrInvalidKey):
 		return c.skip(ctx, fn, Rejected, c.err)
 	case c.failsOpen(answer):
-		if ended(ctx) != nil {
+		if storecall.Ended(ctx) != nil {
 			return c.cancel(ctx)
 		}
-		return c.g.runUnguarded(ctx, c, fn, c.err)
+		return c.runUnguarded(ctx, fn, c.err)
 	}
 	return c.skip(ctx, fn, Unavailable, fmt.Errorf("%w: %w", ErrStoreUnavailable, c.err))
 }
@@ -150,7 +166,7 @@ func (c *Claim) answered(ctx context.Context, fn RunFunc) (res Result, toMark bo
 	return res, false, err
 }
 
-// decision decides the store's answer (see Guard.decide): 0 when the claim
+// decision decides the store's answer (see decide): 0 when the claim
 // holds the key, else the final outcome and its error. A claim that found
 // its job running and may wait (see waits and waitUntil), when the Guard
 // admits one more waiting copy (see waiting), first waits for the running
@@ -159,7 +175,7 @@ func (c *Claim) answered(ctx context.Context, fn RunFunc) (res Result, toMark bo
 // Unavailable (the store failed: failing closed even under FailOpen, as
 // the copy saw its job running). A claim never waits in shadow mode.
 func (c *Claim) decision(ctx context.Context) (Outcome, error) {
-	out, err := c.g.decide(c.job, c.fp, c.reply)
+	out, err := c.decide()
 	if out == Running {
 		c.noteRunning()
 	}
@@ -172,8 +188,8 @@ func (c *Claim) decision(ctx context.Context) (Outcome, error) {
 	}
 	answer := func() claimState {
 		defer c.g.waiting.leave(c.key)
-		waiting := c.g.metrics.startWaiting(ctx, c.job.Source, c.job.Kind)
-		defer c.g.metrics.stopWaiting(ctx, waiting)
+		waiting := c.g.obs.startWaiting(ctx, c.job.Source, c.job.Kind)
+		defer c.g.obs.stopWaiting(ctx, waiting)
 		return c.await(ctx, until)
 	}()
 	switch answer {
@@ -182,7 +198,7 @@ func (c *Claim) decision(ctx context.Context) (Outcome, error) {
 	case claimFailed:
 		return Unavailable, fmt.Errorf("%w: %w", ErrStoreUnavailable, c.err)
 	}
-	return c.g.decide(c.job, c.fp, c.reply)
+	return c.decide()
 }
 
 // runHeld runs fn under the claim, which holds the key, unless the
@@ -190,22 +206,21 @@ func (c *Claim) decision(ctx context.Context) (Outcome, error) {
 // came late (see answeredLate). fn's error releases the claim (Failed); its
 // success leaves the claim held, its done marker to be written (toMark).
 func (c *Claim) runHeld(ctx context.Context, fn RunFunc) (res Result, toMark bool, err error) {
-	g := c.g
-	if g.stopped(ctx, c) { // released
+	if c.stopped(ctx) { // released
 		res, err = c.decline(ctx, Canceled, c.err)
 		return res, false, err
 	}
-	if after := time.Since(c.started); after >= g.cfg.Lease/2 {
+	if after := time.Since(c.started); after >= c.g.cfg.Lease/2 {
 		res, err = c.answeredLate(ctx, fn, after)
 		return res, false, err
 	}
 	value, err := c.call(ctx, fn)
 	if err != nil {
-		g.release(ctx, c.key, c.token)
+		c.release(ctx)
 		c.report(ctx, Failed, err, c.ran)
 		return Result{Outcome: Failed, Value: value}, false, err
 	}
-	c.value, c.unstored = value, g.checkResult(value)
+	c.value, c.unstored = value, c.checkResult(value)
 	return Result{Outcome: Ran, Value: value}, true, nil
 }
 
@@ -215,13 +230,12 @@ func (c *Claim) runHeld(ctx context.Context, fn RunFunc) (res Result, toMark boo
 // fails closed, as for an outage (Unavailable; Canceled if ctx ended
 // meanwhile).
 func (c *Claim) answeredLate(ctx context.Context, fn RunFunc, after time.Duration) (Result, error) {
-	g := c.g
-	g.release(ctx, c.key, c.token)
+	c.release(ctx)
 	c.reply = driver.ClaimReply{} // released: stopped must not release it again
-	if g.stopped(ctx, c) {
+	if c.stopped(ctx) {
 		return c.decline(ctx, Canceled, c.err)
 	}
-	err := fmt.Errorf("%w: the claim was answered %s after it was sent, past half its lease (%s)", ErrStoreUnavailable, after.Round(time.Millisecond), g.cfg.Lease)
+	err := fmt.Errorf("%w: the claim was answered %s after it was sent, past half its lease (%s)", ErrStoreUnavailable, after.Round(time.Millisecond), c.g.cfg.Lease)
 	return c.skip(ctx, fn, Unavailable, err)
 }
 
@@ -244,9 +258,9 @@ func (c *Claim) skip(ctx context.Context, fn RunFunc, out Outcome, err error) (R
 // is released. A panic is reported as Failed and raised again.
 func (c *Claim) call(ctx context.Context, fn RunFunc) (value []byte, err error) {
 	g := c.g
-	jobCtx, cancel := context.WithCancelCause(g.withJob(ctx, c.job, c.reply.Fence))
-	c.hb = g.startHeartbeat(jobCtx, c.key, c.token, c.started, cancel)
-	c.held = g.metrics.hold(ctx, c.job.Source, c.job.Kind)
+	jobCtx, cancel := context.WithCancelCause(jobctx.With(ctx, g.cfg.KeyPrefix, c.job.Key, c.reply.Fence))
+	c.hb = heartbeat.Start(jobCtx, g.heartbeat, c.key, c.token, c.started, cancel)
+	c.held = g.obs.hold(ctx, c.job.Source, c.job.Kind)
 	start := time.Now()
 	finished := false
 	defer func() {
@@ -260,7 +274,7 @@ func (c *Claim) call(ctx context.Context, fn RunFunc) (value []byte, err error) 
 			return // fn's error: runHeld releases and reports it
 		}
 		r := recover()
-		g.release(ctx, c.key, c.token)
+		c.release(ctx)
 		c.state, c.final = claimFinished, Failed
 		c.report(ctx, Failed, fmt.Errorf("jobonce: job panicked: %v", r), c.ran)
 		if r != nil {
@@ -274,10 +288,64 @@ func (c *Claim) call(ctx context.Context, fn RunFunc) (value []byte, err error) 
 
 // checkResult returns an error matching ErrResultTooLarge, naming its size
 // and the limit, when a job's result is larger than Config.MaxResultSize.
-func (g *Guard) checkResult(result []byte) error {
-	if len(result) <= g.cfg.MaxResultSize {
+func (c *Claim) checkResult(result []byte) error {
+	limit := c.g.cfg.MaxResultSize
+	if len(result) <= limit {
 		return nil
 	}
 	return fmt.Errorf("%w: the job's result is %d bytes, over Config.MaxResultSize (%d bytes); its done marker was written without it, so duplicates get no result",
-		ErrResultTooLarge, len(result), g.cfg.MaxResultSize)
+		ErrResultTooLarge, len(result), limit)
+}
+
+// completeRequest returns the request that writes the claim's done marker,
+// with the job's result unless it is too large to store.
+func (c *Claim) completeRequest() driver.CompleteRequest {
+	result := c.value
+	if c.unstored != nil {
+		result = nil
+	}
+	return driver.CompleteRequest{Key: c.key, Token: c.token, Fingerprint: c.fp, Result: result, Retention: c.g.cfg.Retention, Fence: c.reply.Fence}
+}
+
+// finish writes the done marker (see complete), then stops the heartbeat
+// that kept the claim alive meanwhile.
+func (c *Claim) finish(ctx context.Context) (Outcome, error) {
+	defer c.stopHeartbeat(ctx)
+	return c.complete(ctx)
+}
+
+// complete writes the done marker, through the group commit when there is
+// one, retrying store failures on its own (storecall.Store.CompleteWithin); every attempt shares one
+// StoreTimeout (a marker in a shared round trip that hangs may wait one
+// more, as any call of the group commit). It runs even when ctx is
+// cancelled: the effect happened.
+func (c *Claim) complete(ctx context.Context) (Outcome, error) {
+	g := c.g
+	req := c.completeRequest()
+	sctx, cancel := context.WithTimeout(storecall.Detach(ctx), g.cfg.StoreTimeout)
+	defer cancel()
+	var err error
+	if g.groupCommit != nil {
+		// Queued behind round trips that others' calls keep busy, a marker
+		// waits half its time at most, then makes its own round trip.
+		_, err = g.groupCommit.DoWithin(sctx, groupcommit.Complete(req), g.cfg.StoreTimeout/2)
+		if err == nil || storecall.MarkerFinal(err) || sctx.Err() != nil {
+			return completeOutcome(err), err
+		}
+	}
+	err = g.store.CompleteWithin(sctx, req, err)
+	return completeOutcome(err), err
+}
+
+// completeOutcome returns the outcome of a job that succeeded under its
+// claim, whose done marker's write ended with err.
+func completeOutcome(err error) Outcome {
+	switch {
+	case err == nil:
+		return Ran
+	case errors.Is(err, ErrLeaseLost):
+		return LeaseLost
+	default:
+		return Unrecorded
+	}
 }

@@ -158,5 +158,13 @@ func (m *middleware) job(ctx context.Context, t *asynq.Task) core.Job {
 	if m.cfg.Key != nil {
 		key = m.cfg.Key(t)
 	}
-	return jobkey.Job(source, t.Type(), t.Payload(), key, m.cfg.Key != nil, fp)
+	job := jobkey.Job(source, t.Type(), t.Payload(), key, m.cfg.Key != nil, fp)
+	if job.DefaultKey {
+		job.KeyHint = keyHint
+	}
+	return job
 }
+
+// keyHint is what the first skip under the default key says of it.
+var keyHint = core.KeyHint{Key: "task type and payload hash",
+	Settings: "asynqonce: set Config.Key, or list the task type in Config.PeriodicTypes (tasks of an asynq.Scheduler, or of EnqueueOnce once per window) or Config.UnguardedTypes"}

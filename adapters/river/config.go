@@ -120,8 +120,16 @@ func (c *Config) job(row *rivertype.JobRow, args any) (job core.Job, unusable er
 			return jobkey.Occurrence(source, row.Kind, occurrence, fp), unusable
 		}
 	}
-	return jobkey.Job(source, row.Kind, row.EncodedArgs, key, named, fp), nil
+	job = jobkey.Job(source, row.Kind, row.EncodedArgs, key, named, fp)
+	if job.DefaultKey {
+		job.KeyHint = keyHint
+	}
+	return job, nil
 }
+
+// keyHint is what the first skip under the default key says of it.
+var keyHint = core.KeyHint{Key: "kind and args hash",
+	Settings: "riveronce: set Config.Key, give the args a OnceKey (Keyer), or exempt the kind with Config.Skip"}
 
 // namedKey returns the key that Config.Key, the args (Keyer) or the job's
 // metadata give, in that order, and whether one did. An empty key given is

@@ -37,7 +37,7 @@ func TestDefaultKey(t *testing.T) {
 	var cfg Config
 	job := keyed(cfg.job(row(1, "sort", `{"n":1}`), nil))
 	fp := core.Fingerprint([]byte(`{"n":1}`))
-	require.Equal(t, core.Job{Key: "sort:" + fp, Kind: "sort", Source: "river", DefaultKey: true}, job, "the key holds the fingerprint")
+	require.Equal(t, core.Job{Key: "sort:" + fp, Kind: "sort", Source: "river", DefaultKey: true, KeyHint: keyHint}, job, "the key holds the fingerprint")
 	require.Equal(t, job, keyed(cfg.job(row(2, "sort", `{"n":1}`), nil)), "copies share the key")
 	require.NotEqual(t, job.Key, keyed(cfg.job(row(1, "sort", `{"n":2}`), nil)).Key)
 	require.NotEqual(t, job.Key, keyed(cfg.job(row(1, "other", `{"n":1}`), nil)).Key)

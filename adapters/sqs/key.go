@@ -42,8 +42,15 @@ func (o *options) job(m types.Message) (job core.Job, err error) {
 	if o.Fingerprint != nil {
 		fp = func() string { return o.Fingerprint(m) }
 	}
-	return jobkey.Job("sqs", o.queueName, body(m), key, named, fp), nil
+	job = jobkey.Job("sqs", o.queueName, body(m), key, named, fp)
+	if job.DefaultKey {
+		job.KeyHint = keyHint
+	}
+	return job, nil
 }
+
+// keyHint is what the first skip under the default key says of it.
+var keyHint = core.KeyHint{Key: "queue and body hash", Settings: "sqsonce: set Config.KeyAttribute or Config.Key"}
 
 // key returns the key that Config.Key, the key attribute or (on a FIFO
 // queue) the message id gives, in that order, and whether one did. A FIFO

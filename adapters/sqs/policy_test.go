@@ -139,13 +139,13 @@ func TestKey(t *testing.T) {
 	body := "ship order 1"
 	m := types.Message{Body: aws.String(body)}
 	o := testOptions(t, nil)
-	require.Equal(t, core.Job{Key: "orders:" + core.Fingerprint([]byte(body)), Kind: "orders", Source: "sqs", DefaultKey: true}, mustJob(t, o, m),
+	require.Equal(t, core.Job{Key: "orders:" + core.Fingerprint([]byte(body)), Kind: "orders", Source: "sqs", DefaultKey: true, KeyHint: keyHint}, mustJob(t, o, m),
 		"the default key holds the body's fingerprint; none is stored")
 
 	fifo := m
 	fifo.MessageId = aws.String("id-1")
 	fifo.Attributes = map[string]string{"MessageDeduplicationId": "dedup-1", attrGroup: "g"}
-	require.Equal(t, core.Job{Key: "orders:" + core.Fingerprint([]byte(body)), Kind: "orders", Source: "sqs", DefaultKey: true}, mustJob(t, o, fifo),
+	require.Equal(t, core.Job{Key: "orders:" + core.Fingerprint([]byte(body)), Kind: "orders", Source: "sqs", DefaultKey: true, KeyHint: keyHint}, mustJob(t, o, fifo),
 		"a standard queue's message is keyed by its body")
 	fo := testOptionsFor(t, testFIFOQueueURL, nil)
 	require.Equal(t, core.Job{Key: "orders.fifo:id:id-1", Fingerprint: core.Fingerprint([]byte(body)), Kind: "orders.fifo", Source: "sqs"}, mustJob(t, fo, fifo))

@@ -48,9 +48,13 @@ func (m *middleware) job(msg *message.Message, handler, topic string) (job core.
 		return core.Job{Key: key, Fingerprint: fp, Kind: handler, Source: source}, ""
 	}
 	sum := core.Fingerprint(msg.Payload)
-	job = core.Job{Key: jobkey.WatermillKey(handler, topic, sum), Fingerprint: fp, Kind: handler, Source: source, DefaultKey: true}
+	job = core.Job{Key: jobkey.WatermillKey(handler, topic, sum), Fingerprint: fp, Kind: handler, Source: source, DefaultKey: true, KeyHint: keyHint}
 	if m.cfg.LegacyDefaultKeys {
 		legacyKey = jobkey.WatermillLegacyKey(handler, sum)
 	}
 	return job, legacyKey
 }
+
+// keyHint is what the first skip under the default key says of it.
+var keyHint = core.KeyHint{Key: "handler, topic and payload hash",
+	Settings: "watermillonce: set Config.Key (the message UUID, a metadata field), or exempt messages with Config.Skip"}

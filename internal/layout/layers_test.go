@@ -1,6 +1,8 @@
 package layout
 
 import (
+	"go/ast"
+	"go/types"
 	"os/exec"
 	"strings"
 	"testing"
@@ -41,4 +43,96 @@ func TestStoresImportOnlyDriver(t *testing.T) {
 		}
 		t.Errorf("a store depends on %s: stores import core/driver alone of jobonce's core packages", dep)
 	}
+}
+
+// aboveCore are the internal packages that stand on core: the adapters'
+// rules for jobs and keys, and the test support (testenv, and pgtest
+// beside it). Every other internal package lies beneath core.
+var aboveCore = map[string]bool{
+	module + "/internal/jobkey":  true,
+	module + "/internal/testenv": true,
+	module + "/internal/pgtest":  true,
+}
+
+// TestInternalPackagesStandBeneathCore pins STYLE.md points 13 and 17: the
+// mechanisms core uses (the group commit, the heartbeat, the completion
+// signal, the store calls, the stored keys, the job context) live in
+// internal packages that import core/driver at most, never core, so they
+// take what they need to call back as functions.
+func TestInternalPackagesStandBeneathCore(t *testing.T) {
+	out, err := exec.Command("go", "list", module+"/internal/...").CombinedOutput()
+	require.NoError(t, err, "go list: %s", out)
+	pkgs := strings.Fields(string(out))
+	for _, want := range []string{"groupcommit", "heartbeat", "signal", "storecall", "storedkey", "jobctx"} {
+		require.Contains(t, pkgs, module+"/internal/"+want)
+	}
+	for _, pkg := range pkgs {
+		if aboveCore[pkg] {
+			continue
+		}
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkg).CombinedOutput()
+		require.NoError(t, err, "go list: %s", out)
+		for _, dep := range strings.Fields(string(out)) {
+			if (dep == module+"/core" || strings.HasPrefix(dep, module+"/core/")) && dep != module+"/core/driver" {
+				t.Errorf("%s depends on %s: an internal package beneath core imports core/driver at most", pkg, dep)
+			}
+		}
+	}
+}
+
+// TestClaimCallsNoGuardMethod pins STYLE.md point 17 inside core: calls go
+// Guard → Claim → store, so no method of Claim (nor a function literal in
+// one) calls a method of Guard; what a Claim shares with its Guard it
+// reaches through the Guard's fields (its store, its observer, its
+// configuration).
+func TestClaimCallsNoGuardMethod(t *testing.T) {
+	pkg, files, info := typeCheck(t, module+"/core")
+	guard := pkg.Scope().Lookup("Guard")
+	require.NotNil(t, guard, "core declares Guard")
+	claimMethods := 0
+	for _, f := range files {
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Recv == nil || fn.Body == nil || receiverName(fn) != "Claim" {
+				continue
+			}
+			claimMethods++
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				s := info.Selections[sel]
+				if s == nil || s.Kind() != types.MethodVal {
+					return true
+				}
+				recv := s.Recv()
+				if p, ok := recv.(*types.Pointer); ok {
+					recv = p.Elem()
+				}
+				if named, ok := recv.(*types.Named); ok && named.Obj() == guard {
+					t.Errorf("%s: Claim.%s calls Guard.%s: calls go Guard → Claim → store, never back up",
+						info.FileSet().Position(call.Pos()), fn.Name.Name, sel.Sel.Name)
+				}
+				return true
+			})
+		}
+	}
+	require.Greater(t, claimMethods, 10, "the walk found Claim's methods")
+}
+
+// receiverName returns the name of fn's receiver type, without its star.
+func receiverName(fn *ast.FuncDecl) string {
+	expr := fn.Recv.List[0].Type
+	if star, ok := expr.(*ast.StarExpr); ok {
+		expr = star.X
+	}
+	if id, ok := expr.(*ast.Ident); ok {
+		return id.Name
+	}
+	return ""
 }

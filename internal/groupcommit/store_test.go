@@ -1,4 +1,4 @@
-package core
+package groupcommit
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/internal/storecall"
 
 	"github.com/jobonce/jobonce/core/driver"
 )
@@ -63,12 +65,12 @@ func TestGroupCommitFailsEveryCallOfAMisshapedBatch(t *testing.T) {
 	}
 	for name, shape := range shapes {
 		t.Run(name, func(t *testing.T) {
-			s := &shapeStore{gate: make(chan struct{}), entered: make(chan struct{}, groupRoundTrips), shape: shape}
-			c := newGroupCommit(s, 5*time.Second)
+			s := &shapeStore{gate: make(chan struct{}), entered: make(chan struct{}, RoundTrips), shape: shape}
+			c := ForStore(s, 5*time.Second)
 			var wg sync.WaitGroup
-			for range groupRoundTrips { // fill every round trip in flight
+			for range RoundTrips { // fill every round trip in flight
 				wg.Go(func() {
-					_, _ = c.do(context.Background(), storeOp{claim: driver.ClaimRequest{Key: "first"}, isClaim: true})
+					_, _ = c.Do(context.Background(), Op{claim: driver.ClaimRequest{Key: "first"}, isClaim: true})
 				})
 				<-s.entered
 			}
@@ -80,10 +82,10 @@ func TestGroupCommitFailsEveryCallOfAMisshapedBatch(t *testing.T) {
 			answers := make(chan answer, 4)
 			for i := range 4 {
 				isClaim := i%2 == 0
-				op := storeOp{isClaim: isClaim, claim: driver.ClaimRequest{Key: fmt.Sprint("k", i)},
+				op := Op{isClaim: isClaim, claim: driver.ClaimRequest{Key: fmt.Sprint("k", i)},
 					complete: driver.CompleteRequest{Key: fmt.Sprint("k", i)}}
 				wg.Go(func() {
-					r, err := c.do(context.Background(), op)
+					r, err := c.Do(context.Background(), op)
 					answers <- answer{isClaim, r, err}
 				})
 			}
@@ -92,7 +94,7 @@ func TestGroupCommitFailsEveryCallOfAMisshapedBatch(t *testing.T) {
 			wg.Wait()
 			close(answers)
 			for a := range answers {
-				require.ErrorIs(t, a.err, errBatchReplies, "claim=%v reply=%+v", a.claim, a.reply)
+				require.ErrorIs(t, a.err, storecall.ErrBatchReplies, "claim=%v reply=%+v", a.claim, a.reply)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package core
+package groupcommit
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/internal/storecall"
 )
 
 func double(_ context.Context, in []int) ([]int, []error) {
@@ -36,7 +38,7 @@ func (h *hung) one(_ context.Context, v int) (int, error) {
 }
 
 // waitQueued waits until n calls are queued behind the round trip in flight.
-func waitQueued[I, O any](t *testing.T, c *groupCommit[I, O], n int) {
+func waitQueued[I, O any](t *testing.T, c *Group[I, O], n int) {
 	t.Helper()
 	require.Eventually(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == n },
 		5*time.Second, time.Millisecond)
@@ -44,7 +46,7 @@ func waitQueued[I, O any](t *testing.T, c *groupCommit[I, O], n int) {
 
 func TestGroupCommitAnswersEveryCallOnce(t *testing.T) {
 	var rounds, biggest atomic.Int64
-	c := &groupCommit[int, int]{timeout: time.Second, one: func(_ context.Context, v int) (int, error) {
+	c := &Group[int, int]{timeout: time.Second, one: func(_ context.Context, v int) (int, error) {
 		rounds.Add(1)
 		time.Sleep(time.Millisecond) // a round trip takes time, so calls queue behind it
 		return v * 2, nil
@@ -60,7 +62,7 @@ func TestGroupCommitAnswersEveryCallOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range callers {
 		wg.Go(func() {
-			v, err := c.do(context.Background(), i)
+			v, err := c.Do(context.Background(), i)
 			require.NoError(t, err)
 			require.Equal(t, i*2, v)
 		})
@@ -76,26 +78,26 @@ func TestGroupCommitAnswersEveryCallOnce(t *testing.T) {
 // success, and nobody is left waiting.
 func TestGroupCommitFailsEveryCallOfAPanickingRound(t *testing.T) {
 	h := newHung()
-	c := &groupCommit[int, int]{timeout: 10 * time.Second, one: func(ctx context.Context, v int) (int, error) {
+	c := &Group[int, int]{timeout: 10 * time.Second, one: func(ctx context.Context, v int) (int, error) {
 		if v < 0 {
 			panic("store exploded")
 		}
 		return h.one(ctx, v)
 	}, send: func(context.Context, []int) ([]int, []error) { panic("store exploded") }}
-	go c.do(context.Background(), 0)
+	go c.Do(context.Background(), 0)
 	<-h.entered
 	errs := make(chan error, 3)
 	for i := range 3 {
-		go func() { _, err := c.do(context.Background(), i+1); errs <- err }()
+		go func() { _, err := c.Do(context.Background(), i+1); errs <- err }()
 	}
 	waitQueued(t, c, 3)
 	close(h.release)
 	for range 3 {
-		require.ErrorIs(t, <-errs, errStorePanicked)
+		require.ErrorIs(t, <-errs, storecall.ErrPanicked)
 	}
-	_, err := c.do(context.Background(), -1)
-	require.ErrorIs(t, err, errStorePanicked, "a lone call's panic is its error")
-	v, err := c.do(context.Background(), 2)
+	_, err := c.Do(context.Background(), -1)
+	require.ErrorIs(t, err, storecall.ErrPanicked, "a lone call's panic is its error")
+	v, err := c.Do(context.Background(), 2)
 	require.NoError(t, err, "the next call leads a round trip of its own")
 	require.Equal(t, 4, v)
 	require.Zero(t, c.inFlight)
@@ -103,20 +105,20 @@ func TestGroupCommitFailsEveryCallOfAPanickingRound(t *testing.T) {
 
 func TestGroupCommitFailsABatchWithMissingReplies(t *testing.T) {
 	h := newHung()
-	c := &groupCommit[int, int]{timeout: 10 * time.Second, one: h.one,
+	c := &Group[int, int]{timeout: 10 * time.Second, one: h.one,
 		send: func(_ context.Context, in []int) ([]int, []error) {
 			return make([]int, len(in)-1), make([]error, len(in)-1)
 		}}
-	go c.do(context.Background(), 0)
+	go c.Do(context.Background(), 0)
 	<-h.entered
 	errs := make(chan error, 2)
 	for i := range 2 {
-		go func() { _, err := c.do(context.Background(), i+1); errs <- err }()
+		go func() { _, err := c.Do(context.Background(), i+1); errs <- err }()
 	}
 	waitQueued(t, c, 2)
 	close(h.release)
-	require.ErrorIs(t, <-errs, errBatchReplies)
-	require.ErrorIs(t, <-errs, errBatchReplies)
+	require.ErrorIs(t, <-errs, storecall.ErrBatchReplies)
+	require.ErrorIs(t, <-errs, storecall.ErrBatchReplies)
 }
 
 // A call queued behind a hung round trip is answered within its own
@@ -126,19 +128,19 @@ func TestGroupCommitAnswersWithinEachCallersBound(t *testing.T) {
 	h := newHung()
 	defer close(h.release)
 	const timeout = 200 * time.Millisecond
-	c := &groupCommit[int, int]{timeout: timeout, one: h.one, send: double}
-	go c.do(context.Background(), 0)
+	c := &Group[int, int]{timeout: timeout, one: h.one, send: double}
+	go c.Do(context.Background(), 0)
 	<-h.entered
 
 	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := c.do(short, 1)
+	_, err := c.Do(short, 1)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "its own deadline, not the hung neighbour's")
 	require.Less(t, time.Since(start), timeout)
 
 	start = time.Now()
-	v, err := c.do(context.Background(), 2)
+	v, err := c.Do(context.Background(), 2)
 	require.NoError(t, err, "the store is healthy for this call")
 	require.Equal(t, 4, v)
 	require.Less(t, time.Since(start), 2*timeout+500*time.Millisecond)
@@ -150,34 +152,34 @@ func TestGroupCommitAnswersWithinEachCallersBound(t *testing.T) {
 // A call that makes a round trip on its own is bounded by timeout even
 // under a context without a deadline.
 func TestGroupCommitBoundsALoneRoundTrip(t *testing.T) {
-	c := &groupCommit[int, int]{timeout: 50 * time.Millisecond, one: func(ctx context.Context, _ int) (int, error) {
+	c := &Group[int, int]{timeout: 50 * time.Millisecond, one: func(ctx context.Context, _ int) (int, error) {
 		<-ctx.Done()
 		return 0, ctx.Err()
 	}, send: double}
 	start := time.Now()
-	_, err := c.do(context.Background(), 1)
+	_, err := c.Do(context.Background(), 1)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Less(t, time.Since(start), time.Second)
 }
 
 // A call in a shared round trip that never returns gives up after two
-// timeouts with errStoreStuck.
+// timeouts with storecall.ErrStuck.
 func TestGroupCommitGivesUpOnAStuckSharedRound(t *testing.T) {
 	first, stuck := newHung(), make(chan struct{})
 	defer close(stuck)
 	const timeout = 100 * time.Millisecond
-	c := &groupCommit[int, int]{timeout: timeout, one: first.one,
+	c := &Group[int, int]{timeout: timeout, one: first.one,
 		send: func(context.Context, []int) ([]int, []error) { <-stuck; return nil, nil }}
-	go c.do(context.Background(), 0)
+	go c.Do(context.Background(), 0)
 	<-first.entered
 	errs := make(chan error, 2)
 	for i := range 2 {
-		go func() { _, err := c.do(context.Background(), i+1); errs <- err }()
+		go func() { _, err := c.Do(context.Background(), i+1); errs <- err }()
 	}
 	waitQueued(t, c, 2)
 	close(first.release) // the queue's round trip now starts, and sticks
 	start := time.Now()
-	require.ErrorIs(t, <-errs, errStoreStuck, "the follower gives up")
+	require.ErrorIs(t, <-errs, storecall.ErrStuck, "the follower gives up")
 	require.Less(t, time.Since(start), 2*timeout+500*time.Millisecond)
 	select {
 	case err := <-errs:
@@ -189,21 +191,21 @@ func TestGroupCommitGivesUpOnAStuckSharedRound(t *testing.T) {
 func TestGroupCommitDetachesSharedRoundTrips(t *testing.T) {
 	h := newHung()
 	var sawCancelled atomic.Bool
-	c := &groupCommit[int, int]{timeout: 10 * time.Second, one: h.one, send: func(ctx context.Context, in []int) ([]int, []error) {
+	c := &Group[int, int]{timeout: 10 * time.Second, one: h.one, send: func(ctx context.Context, in []int) ([]int, []error) {
 		if ctx.Err() != nil {
 			sawCancelled.Store(true)
 		}
 		return double(ctx, in)
 	}}
-	go c.do(context.Background(), 0)
+	go c.Do(context.Background(), 0)
 	<-h.entered // the first round trip is in flight
 	leaderCtx, cancelLeader := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { _, _ = c.do(leaderCtx, 1) })
+	wg.Go(func() { _, _ = c.Do(leaderCtx, 1) })
 	waitQueued(t, c, 1)
 	for i := range 3 {
 		wg.Go(func() {
-			v, err := c.do(context.Background(), i+2)
+			v, err := c.Do(context.Background(), i+2)
 			require.NoError(t, err)
 			require.Equal(t, (i+2)*2, v)
 		})
@@ -223,7 +225,7 @@ func TestGroupCommitDetachesSharedRoundTrips(t *testing.T) {
 func TestGroupCommitBatchesCallsThatFindEverySlotInFlight(t *testing.T) {
 	var rounds, alone, calls atomic.Int64
 	slow := func() { time.Sleep(time.Millisecond) } // a round trip's latency, not a synchronisation
-	c := &groupCommit[int, int]{timeout: 10 * time.Second, slots: groupRoundTrips,
+	c := &Group[int, int]{timeout: 10 * time.Second, slots: RoundTrips,
 		one: func(_ context.Context, v int) (int, error) {
 			rounds.Add(1)
 			alone.Add(1)
@@ -235,7 +237,7 @@ func TestGroupCommitBatchesCallsThatFindEverySlotInFlight(t *testing.T) {
 			slow()
 			return double(ctx, in)
 		}}
-	v, err := c.do(context.Background(), 1)
+	v, err := c.Do(context.Background(), 1)
 	require.NoError(t, err)
 	require.Equal(t, 2, v)
 	require.EqualValues(t, 1, alone.Load(), "a call to an idle store goes at once, alone")
@@ -245,7 +247,7 @@ func TestGroupCommitBatchesCallsThatFindEverySlotInFlight(t *testing.T) {
 		for range n {
 			wg.Go(func() {
 				for i := range 50 {
-					v, err := c.do(context.Background(), i)
+					v, err := c.Do(context.Background(), i)
 					require.NoError(t, err)
 					require.Equal(t, 2*i, v)
 					calls.Add(1)
@@ -255,11 +257,11 @@ func TestGroupCommitBatchesCallsThatFindEverySlotInFlight(t *testing.T) {
 		wg.Wait()
 	}
 	rounds.Store(0)
-	callers(groupRoundTrips)
+	callers(RoundTrips)
 	require.Equal(t, calls.Load(), rounds.Load(), "as many callers as slots: each call goes at once")
 	rounds.Store(0)
 	calls.Store(0)
-	callers(2 * groupRoundTrips)
+	callers(2 * RoundTrips)
 	t.Logf("%d calls in %d round trips", calls.Load(), rounds.Load())
 	require.Less(t, rounds.Load(), calls.Load()*3/4, "calls shared round trips")
 	require.Zero(t, c.inFlight)
@@ -271,12 +273,12 @@ func TestGroupCommitBatchesCallsThatFindEverySlotInFlight(t *testing.T) {
 func TestGroupCommitGoesBesideARoundTripThatHangs(t *testing.T) {
 	h := newHung()
 	const timeout = 10 * time.Second
-	c := &groupCommit[int, int]{timeout: timeout, slots: groupRoundTrips, one: h.one, send: double}
-	go c.do(context.Background(), 0)
+	c := &Group[int, int]{timeout: timeout, slots: RoundTrips, one: h.one, send: double}
+	go c.Do(context.Background(), 0)
 	<-h.entered
 	start := time.Now()
 	for i := 1; i <= 3; i++ {
-		v, err := c.do(context.Background(), i)
+		v, err := c.Do(context.Background(), i)
 		require.NoError(t, err)
 		require.Equal(t, 2*i, v)
 	}

@@ -1,4 +1,4 @@
-package core
+package groupcommit
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/jobonce/jobonce/internal/storecall"
 )
 
 // Callers that leave by cancellation or timeout while the lead is handed
@@ -18,14 +20,14 @@ import (
 // and the group commit ends idle, with one round trip in flight at a time or
 // more.
 func TestGroupCommitChurn(t *testing.T) {
-	for _, slots := range []int{1, groupRoundTrips} {
+	for _, slots := range []int{1, RoundTrips} {
 		t.Run(fmt.Sprint("slots=", slots), func(t *testing.T) { churn(t, slots) })
 	}
 }
 
 func churn(t *testing.T, slots int) {
 	var inFlight, sending, most atomic.Int32
-	c := &groupCommit[int, int]{timeout: 3 * time.Millisecond, slots: slots,
+	c := &Group[int, int]{timeout: 3 * time.Millisecond, slots: slots,
 		one: func(ctx context.Context, v int) (int, error) {
 			inFlight.Add(1)
 			defer inFlight.Add(-1)
@@ -48,14 +50,14 @@ func churn(t *testing.T, slots int) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(4000))*time.Microsecond)
 			defer cancel()
-			v, err := c.do(ctx, i)
+			v, err := c.Do(ctx, i)
 			switch {
 			case err == nil:
 				require.Equal(t, 2*i, v)
 				ok.Add(1)
 			case errors.Is(err, context.DeadlineExceeded):
 				canceled.Add(1)
-			case errors.Is(err, errStoreStuck):
+			case errors.Is(err, storecall.ErrStuck):
 				stuck.Add(1)
 			default:
 				t.Errorf("unexpected %v", err)

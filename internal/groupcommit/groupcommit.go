@@ -1,20 +1,23 @@
-package core
+// Package groupcommit gathers concurrent store calls into shared round
+// trips, as golang.org/x/sync/singleflight gathers calls of one key: Group
+// is the primitive, ForStore the group commit of claims and done markers on
+// a driver.BatchStore.
+package groupcommit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/storecall"
 )
 
 const (
 	// maxBatch bounds how many calls share one store round trip.
 	maxBatch = 128
-	// groupRoundTrips is how many round trips a Guard's group commit has in
+	// RoundTrips is how many round trips a Guard's group commit has in
 	// flight at most. Up to that many calls go at once, each alone; only
 	// the calls that find every round trip in flight queue, and share the
 	// next to end. Measured side by side on Redis (BenchmarkClaimComplete-
@@ -22,21 +25,17 @@ const (
 	// and 16 goroutines as one in flight (calls batched whenever a round
 	// trip was in flight), and no slower at 64; one round trip that hangs
 	// holds nobody up while another slot is free.
-	groupRoundTrips = 4
+	RoundTrips = 4
 )
 
-var (
-	// errStorePanicked fails every call of a round trip whose store call panicked.
-	errStorePanicked = errors.New("jobonce: store call panicked")
-	// errStoreStuck fails a call whose shared round trip outlived its bound
-	// (a store that does not honour its context).
-	errStoreStuck = errors.New("jobonce: store call did not return within StoreTimeout")
-	// errBatchReplies fails every call of a batch the store answered with the
-	// wrong number of replies.
-	errBatchReplies = errors.New("jobonce: store answered a batch with the wrong number of replies")
-)
+// New returns a Group whose round trips for one call are one and for
+// several send, each bounded by timeout, with up to slots round trips in
+// flight (0 means 1).
+func New[I, O any](one func(context.Context, I) (O, error), send func(context.Context, []I) ([]O, []error), timeout time.Duration, slots int) *Group[I, O] {
+	return &Group[I, O]{one: one, send: send, timeout: timeout, slots: slots}
+}
 
-// groupCommit gathers concurrent store calls into shared round trips: a
+// Group gathers concurrent store calls into shared round trips: a
 // call that finds a round trip slot free goes at once, alone;
 // calls that arrive while every slot is in flight queue, and when a round
 // trip ends, the head of the queue leads the next in its slot, for the
@@ -49,12 +48,12 @@ var (
 //     call whose context ends leaves the queue with its context's error; one
 //     whose round trip has not started within timeout leaves the queue and
 //     makes a round trip of its own; one whose shared round trip outlives the
-//     bound gets errStoreStuck. A caller that left is never answered later.
+//     bound gets storecall.ErrStuck. A caller that left is never answered later.
 //   - A round trip is bounded by timeout: alone, under the caller's context;
 //     shared, under a context detached from any one caller's cancellation.
 //   - Success is explicit: a round trip that panics or answers with the
 //     wrong number of replies fails every call in it.
-type groupCommit[I, O any] struct {
+type Group[I, O any] struct {
 	one     func(ctx context.Context, in I) (O, error)       // a round trip for one call
 	send    func(ctx context.Context, in []I) ([]O, []error) // a round trip for several
 	timeout time.Duration                                    // bounds a round trip
@@ -65,13 +64,15 @@ type groupCommit[I, O any] struct {
 	queue    []*pending[I, O] // calls waiting for the next round trip
 }
 
-// A pending call's state, guarded by groupCommit.mu.
+// callState is where a pending call is, guarded by Group.mu.
+type callState uint8
+
 const (
-	queued    = iota // in the queue
-	leading          // at the head of the queue, to send the next batch
-	inRound          // in a round trip led by another call
-	answered         // out and err are set
-	abandoned        // its caller left; nobody reads the answer
+	queued    callState = iota // in the queue
+	leading                    // at the head of the queue, to send the next batch
+	inRound                    // in a round trip led by another call
+	answered                   // out and err are set
+	abandoned                  // its caller left; nobody reads the answer
 )
 
 type pending[I, O any] struct {
@@ -79,18 +80,18 @@ type pending[I, O any] struct {
 	in    I
 	out   O
 	err   error
-	state int
+	state callState
 	wake  chan struct{} // signalled once: leading or answered
 }
 
-// do sends in, alone or with others, and returns its answer.
-func (c *groupCommit[I, O]) do(ctx context.Context, in I) (O, error) {
-	return c.doWithin(ctx, in, c.timeout)
+// Do sends in, alone or with others, and returns its answer.
+func (c *Group[I, O]) Do(ctx context.Context, in I) (O, error) {
+	return c.DoWithin(ctx, in, c.timeout)
 }
 
-// doWithin is do for a call that, queued, waits at most patience for a
+// DoWithin is Do for a call that, queued, waits at most patience for a
 // round trip to take it, then makes its own.
-func (c *groupCommit[I, O]) doWithin(ctx context.Context, in I, patience time.Duration) (O, error) {
+func (c *Group[I, O]) DoWithin(ctx context.Context, in I, patience time.Duration) (O, error) {
 	c.mu.Lock()
 	if c.inFlight < max(c.slots, 1) {
 		c.inFlight++
@@ -130,7 +131,7 @@ func (c *groupCommit[I, O]) doWithin(ctx context.Context, in I, patience time.Du
 				return c.alone(ctx, in)
 			case giveUpStuck:
 				var zero O
-				return zero, errStoreStuck
+				return zero, storecall.ErrStuck
 			case waitMore:
 				bound.Reset(next)
 			}
@@ -139,18 +140,20 @@ func (c *groupCommit[I, O]) doWithin(ctx context.Context, in I, patience time.Du
 	}
 }
 
-// What a queued call does when its timer fires (see check).
+// verdict is what a queued call does when its timer fires (see check).
+type verdict uint8
+
 const (
-	waitMore    = iota // wait again, for the duration check returned
-	woken              // its wake signal is sent: read it
-	goAlone            // it left the queue: make a round trip of its own
-	giveUpStuck        // it gave up on a round trip led by another call
+	waitMore    verdict = iota // wait again, for the duration check returned
+	woken                      // its wake signal is sent: read it
+	goAlone                    // it left the queue: make a round trip of its own
+	giveUpStuck                // it gave up on a round trip led by another call
 )
 
 // check decides, when p's timer fires, whether p leaves the queue (giveUp
 // has passed), gives up on the round trip it is in (stuck has passed), or
 // waits more.
-func (c *groupCommit[I, O]) check(p *pending[I, O], giveUp, stuck time.Time) (time.Duration, int) {
+func (c *Group[I, O]) check(p *pending[I, O], giveUp, stuck time.Time) (time.Duration, verdict) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
@@ -174,7 +177,7 @@ func (c *groupCommit[I, O]) check(p *pending[I, O], giveUp, stuck time.Time) (ti
 
 // designate makes the head of the queue lead a round trip in a slot already
 // counted. c.mu is held.
-func (c *groupCommit[I, O]) designate() {
+func (c *Group[I, O]) designate() {
 	head := c.queue[0]
 	head.state = leading
 	head.wake <- struct{}{}
@@ -199,7 +202,7 @@ func putBound(t *time.Timer) {
 
 // leave takes a queued call out of the queue. It reports false when the call
 // is no longer queued.
-func (c *groupCommit[I, O]) leave(p *pending[I, O]) bool {
+func (c *Group[I, O]) leave(p *pending[I, O]) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p.state != queued {
@@ -212,11 +215,11 @@ func (c *groupCommit[I, O]) leave(p *pending[I, O]) bool {
 
 // alone makes a round trip for one call, under its context bounded by
 // timeout. It never panics.
-func (c *groupCommit[I, O]) alone(ctx context.Context, in I) (out O, err error) {
+func (c *Group[I, O]) alone(ctx context.Context, in I) (out O, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			var zero O
-			out, err = zero, fmt.Errorf("%w: %v", errStorePanicked, r)
+			out, err = zero, fmt.Errorf("%w: %v", storecall.ErrPanicked, r)
 		}
 	}()
 	if d, ok := ctx.Deadline(); !ok || time.Until(d) > c.timeout {
@@ -229,7 +232,7 @@ func (c *groupCommit[I, O]) alone(ctx context.Context, in I) (out O, err error) 
 
 // lead sends batch, whose first call is the caller's, answers every call in
 // it, and hands its turn to the head of the queue or gives it up.
-func (c *groupCommit[I, O]) lead(batch []*pending[I, O]) {
+func (c *Group[I, O]) lead(batch []*pending[I, O]) {
 	if len(batch) == 1 {
 		c.leadAlone(batch[0])
 		return
@@ -249,7 +252,7 @@ func (c *groupCommit[I, O]) lead(batch []*pending[I, O]) {
 }
 
 // leadAlone is lead for a batch of the caller's call alone.
-func (c *groupCommit[I, O]) leadAlone(p *pending[I, O]) {
+func (c *Group[I, O]) leadAlone(p *pending[I, O]) {
 	out, err := c.alone(p.ctx, p.in)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -259,7 +262,7 @@ func (c *groupCommit[I, O]) leadAlone(p *pending[I, O]) {
 
 // handOff ends a round trip: it makes the head of the queue lead the next
 // round trip in its slot, or gives the slot up. c.mu is held.
-func (c *groupCommit[I, O]) handOff() {
+func (c *Group[I, O]) handOff() {
 	if len(c.queue) == 0 || c.queue[0].state == leading {
 		c.inFlight--
 		return
@@ -272,7 +275,7 @@ func (c *groupCommit[I, O]) handOff() {
 
 // take removes the next batch from the queue: the leading call, at its
 // head, and up to maxBatch-1 calls behind it.
-func (c *groupCommit[I, O]) take() []*pending[I, O] {
+func (c *Group[I, O]) take() []*pending[I, O] {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := min(len(c.queue), maxBatch)
@@ -293,105 +296,13 @@ func (c *groupCommit[I, O]) take() []*pending[I, O] {
 
 // roundTrip sends a batch of several calls, bounded by timeout under the
 // leader's values but not its cancellation, which must not fail the others'
-// calls. It returns one answer per call (see sendBatch).
-func (c *groupCommit[I, O]) roundTrip(batch []*pending[I, O]) ([]O, []error) {
+// calls. It returns one answer per call (see storecall.Batch).
+func (c *Group[I, O]) roundTrip(batch []*pending[I, O]) ([]O, []error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), c.timeout)
 	defer cancel()
 	in := make([]I, len(batch))
 	for i, p := range batch {
 		in[i] = p.in
 	}
-	return sendBatch(ctx, c.send, in)
-}
-
-// sendBatch calls send and returns one answer per request. It never panics:
-// a send that panics, or answers with the wrong number of replies, fails
-// every request, so no request can mistake a missing answer for success.
-func sendBatch[I, O any](ctx context.Context, send func(context.Context, []I) ([]O, []error), in []I) (outs []O, errs []error) {
-	defer func() {
-		if r := recover(); r != nil {
-			outs, errs = failAll[O](len(in), fmt.Errorf("%w: %v", errStorePanicked, r))
-		}
-	}()
-	outs, errs = send(ctx, in)
-	if len(outs) != len(in) || len(errs) != len(in) {
-		return failAll[O](len(in), fmt.Errorf("%w: %d requests, %d replies, %d errors", errBatchReplies, len(in), len(outs), len(errs)))
-	}
-	return outs, errs
-}
-
-func failAll[O any](n int, err error) ([]O, []error) {
-	errs := make([]error, n)
-	for i := range errs {
-		errs[i] = err
-	}
-	return make([]O, n), errs
-}
-
-// storeOp is one call of the group commit: a claim, or a done marker.
-type storeOp struct {
-	claim    driver.ClaimRequest
-	complete driver.CompleteRequest
-	isClaim  bool
-}
-
-// newGroupCommit returns the group commit of a Guard on a BatchStore: claims
-// and done markers share its round trips.
-func newGroupCommit(bs driver.BatchStore, timeout time.Duration) *groupCommit[storeOp, driver.ClaimReply] {
-	return &groupCommit[storeOp, driver.ClaimReply]{timeout: timeout, slots: groupRoundTrips,
-		one: func(ctx context.Context, op storeOp) (driver.ClaimReply, error) {
-			if op.isClaim {
-				return bs.Claim(ctx, op.claim)
-			}
-			return driver.ClaimReply{}, bs.Complete(ctx, op.complete)
-		},
-		send: func(ctx context.Context, ops []storeOp) ([]driver.ClaimReply, []error) {
-			var claims []driver.ClaimRequest
-			var completes []driver.CompleteRequest
-			for _, op := range ops {
-				if op.isClaim {
-					claims = append(claims, op.claim)
-				} else {
-					completes = append(completes, op.complete)
-				}
-			}
-			replies, claimErrs, completeErrs := bs.Batch(ctx, completes, claims)
-			if len(replies) != len(claims) || len(claimErrs) != len(claims) || len(completeErrs) != len(completes) {
-				return nil, nil // sendBatch fails every call
-			}
-			outs, errs := make([]driver.ClaimReply, len(ops)), make([]error, len(ops))
-			var j, k int
-			for i, op := range ops {
-				if op.isClaim {
-					outs[i], errs[i] = replies[j], claimErrs[j]
-					j++
-				} else {
-					errs[i] = completeErrs[k]
-					k++
-				}
-			}
-			return outs, errs
-		}}
-}
-
-// claimBatch claims reqs in one round trip of bs.
-func claimBatch(bs driver.BatchStore) func(context.Context, []driver.ClaimRequest) ([]driver.ClaimReply, []error) {
-	return func(ctx context.Context, reqs []driver.ClaimRequest) ([]driver.ClaimReply, []error) {
-		replies, errs, completeErrs := bs.Batch(ctx, nil, reqs)
-		if len(completeErrs) != 0 {
-			return nil, nil // sendBatch fails every call
-		}
-		return replies, errs
-	}
-}
-
-// completeBatch writes the done markers of reqs in one round trip of bs.
-func completeBatch(bs driver.BatchStore) func(context.Context, []driver.CompleteRequest) ([]struct{}, []error) {
-	return func(ctx context.Context, reqs []driver.CompleteRequest) ([]struct{}, []error) {
-		replies, claimErrs, errs := bs.Batch(ctx, reqs, nil)
-		if len(replies) != 0 || len(claimErrs) != 0 {
-			return nil, nil // sendBatch fails every call
-		}
-		return make([]struct{}, len(reqs)), errs
-	}
+	return storecall.Batch(ctx, c.send, in)
 }

@@ -1,4 +1,7 @@
-package core
+// Package heartbeat keeps a claim alive while its job runs: it renews the
+// claim's lease through an extend function every third of the lease, and
+// ends the job's context when the lease is lost.
+package heartbeat
 
 import (
 	"context"
@@ -10,15 +13,15 @@ import (
 	"github.com/jobonce/jobonce/core/driver"
 )
 
-// heartbeat extends a claim's lease every Lease/3 while the job runs and
+// Heartbeat extends a claim's lease every Lease/3 while the job runs and
 // until its done marker is written. It uses a timer rather than a goroutine,
-// so a job shorter than Lease/3 costs no store call; stop waits for a beat in
+// so a job shorter than Lease/3 costs no store call; Stop waits for a beat in
 // flight, so nothing outlives the job, for at most StoreTimeout, so a store
 // call that ignores its context cannot hold the caller. A stopped
-// heartbeat with no beat pending or in flight is used again (heartbeats),
+// heartbeat with no beat pending or in flight is used again (see heartbeats),
 // with its timer.
-type heartbeat struct {
-	g        *Guard
+type Heartbeat struct {
+	cfg      *Config
 	ctx      context.Context // the job's context, for its values only
 	key      string
 	token    driver.Token
@@ -34,23 +37,33 @@ type heartbeat struct {
 // heartbeats holds stopped heartbeats that no beat refers to any more.
 var heartbeats sync.Pool
 
-// startHeartbeat starts the heartbeat of the claim of key under token,
-// whose lease runs from started, for a job whose context is ctx (for its
-// values only) and whose cancel ends it when the lease is lost. It returns
-// nil when Config.DisableHeartbeat is set.
-func (g *Guard) startHeartbeat(ctx context.Context, key string, token driver.Token, started time.Time, cancel context.CancelCauseFunc) *heartbeat {
-	if g.cfg.DisableHeartbeat {
+// Config is what the heartbeats of a Guard share.
+type Config struct {
+	// Extend renews the lease of the claim of key under token for lease.
+	Extend func(ctx context.Context, key string, token driver.Token, lease time.Duration) error
+	// Lease is the claim's lease.
+	Lease time.Duration
+	// Timeout bounds each renewal, and Stop's wait for one in flight.
+	Timeout time.Duration
+}
+
+// Start starts the heartbeat of the claim of key under token, whose lease
+// runs from started, for a job whose context is ctx (for its values only)
+// and whose cancel ends it, with cause driver.driver.ErrLeaseLost, when the lease
+// is lost. It returns nil, a heartbeat that does nothing, when cfg is nil.
+func Start(ctx context.Context, cfg *Config, key string, token driver.Token, started time.Time, cancel context.CancelCauseFunc) *Heartbeat {
+	if cfg == nil {
 		return nil
 	}
-	h, _ := heartbeats.Get().(*heartbeat)
+	h, _ := heartbeats.Get().(*Heartbeat)
 	if h == nil {
-		h = new(heartbeat)
+		h = new(Heartbeat)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.g, h.ctx, h.key, h.token, h.cancel = g, ctx, key, token, cancel
-	h.deadline, h.stopped = started.Add(g.cfg.Lease-safeMargin(g.cfg.Lease)), false
-	first := time.Until(started.Add(g.cfg.Lease / 3))
+	h.cfg, h.ctx, h.key, h.token, h.cancel = cfg, ctx, key, token, cancel
+	h.deadline, h.stopped = started.Add(cfg.Lease-safeMargin(cfg.Lease)), false
+	first := time.Until(started.Add(cfg.Lease / 3))
 	if h.timer == nil {
 		h.timer = time.AfterFunc(first, h.beat)
 	} else {
@@ -59,8 +72,8 @@ func (g *Guard) startHeartbeat(ctx context.Context, key string, token driver.Tok
 	return h
 }
 
-// stop ends the heartbeat and waits for a beat in flight. It is nil-safe.
-func (h *heartbeat) stop() {
+// Stop ends the heartbeat and waits for a beat in flight. It is nil-safe.
+func (h *Heartbeat) Stop() {
 	if h == nil {
 		return
 	}
@@ -74,7 +87,7 @@ func (h *heartbeat) stop() {
 	// refers to h any more, so it can serve another job.
 	inflight := h.inflight
 	if h.timer.Stop() && inflight == nil {
-		h.g, h.ctx, h.cancel = nil, nil, nil
+		h.cfg, h.ctx, h.cancel = nil, nil, nil
 		h.mu.Unlock()
 		heartbeats.Put(h)
 		return
@@ -83,7 +96,7 @@ func (h *heartbeat) stop() {
 	if inflight == nil {
 		return
 	}
-	wait := time.NewTimer(h.g.cfg.StoreTimeout)
+	wait := time.NewTimer(h.cfg.Timeout)
 	defer wait.Stop()
 	select {
 	case <-inflight:
@@ -91,7 +104,7 @@ func (h *heartbeat) stop() {
 	}
 }
 
-func (h *heartbeat) beat() {
+func (h *Heartbeat) beat() {
 	h.mu.Lock()
 	if h.stopped {
 		h.mu.Unlock()
@@ -107,10 +120,10 @@ func (h *heartbeat) beat() {
 		close(inflight)
 	}()
 
-	lease := h.g.cfg.Lease
+	lease := h.cfg.Lease
 	sent := time.Now()
 	until := h.deadline
-	if limit := sent.Add(h.g.cfg.StoreTimeout); limit.Before(until) {
+	if limit := sent.Add(h.cfg.Timeout); limit.Before(until) {
 		until = limit
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(h.ctx), until)
@@ -120,9 +133,9 @@ func (h *heartbeat) beat() {
 	// itself: h may serve another job by the time it runs.
 	jobCancel := h.cancel
 	expiry := time.AfterFunc(time.Until(h.deadline), func() {
-		jobCancel(fmt.Errorf("%w: the lease ran out while its renewal was pending", ErrLeaseLost))
+		jobCancel(fmt.Errorf("%w: the lease ran out while its renewal was pending", driver.ErrLeaseLost))
 	})
-	err := h.g.storeExtend(ctx, h.key, h.token, lease)
+	err := h.cfg.Extend(ctx, h.key, h.token, lease)
 	expiry.Stop()
 	cancel()
 	var next time.Duration
@@ -130,13 +143,13 @@ func (h *heartbeat) beat() {
 	case err == nil:
 		h.deadline = sent.Add(lease - safeMargin(lease))
 		next = lease / 3
-	case errors.Is(err, ErrLeaseLost):
+	case errors.Is(err, driver.ErrLeaseLost):
 		h.cancel(err)
 		return
 	default:
 		left := time.Until(h.deadline)
 		if left <= 0 {
-			h.cancel(fmt.Errorf("%w: store unreachable until the lease ran out: %w", ErrLeaseLost, err))
+			h.cancel(fmt.Errorf("%w: store unreachable until the lease ran out: %w", driver.ErrLeaseLost, err))
 			return
 		}
 		next = min(lease/10, left)

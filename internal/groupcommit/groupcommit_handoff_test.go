@@ -1,4 +1,4 @@
-package core
+package groupcommit
 
 import (
 	"context"
@@ -24,7 +24,7 @@ func TestGroupCommitLeavesNoCallQueuedWhileASlotIsFree(t *testing.T) {
 	prev := runtime.GOMAXPROCS(1)
 	defer runtime.GOMAXPROCS(prev)
 	const timeout = 3 * time.Second
-	const slots = groupRoundTrips
+	const slots = RoundTrips
 	const queued = maxBatch + 2
 	for attempt := range 10 {
 		var gates [slots]chan struct{}
@@ -34,7 +34,7 @@ func TestGroupCommitLeavesNoCallQueuedWhileASlotIsFree(t *testing.T) {
 		entered := make(chan struct{}, slots)
 		bigEntered, releaseBig := make(chan struct{}), make(chan struct{})
 		var bigOnce sync.Once
-		c := &groupCommit[int, int]{timeout: timeout, slots: slots,
+		c := &Group[int, int]{timeout: timeout, slots: slots,
 			one: func(_ context.Context, v int) (int, error) {
 				if v < slots { // the round trips in flight
 					entered <- struct{}{}
@@ -56,14 +56,14 @@ func TestGroupCommitLeavesNoCallQueuedWhileASlotIsFree(t *testing.T) {
 		var answered atomic.Int32 // calls answered; those of the hung batch wait for releaseBig
 		for v := range slots {
 			wg.Go(func() {
-				_, _ = c.do(context.Background(), v)
+				_, _ = c.Do(context.Background(), v)
 				answered.Add(1)
 			})
 			<-entered
 		}
 		for v := slots; v < queued+slots; v++ {
 			wg.Go(func() {
-				_, _ = c.do(context.Background(), v)
+				_, _ = c.Do(context.Background(), v)
 				answered.Add(1)
 			})
 		}
@@ -83,7 +83,7 @@ func TestGroupCommitLeavesNoCallQueuedWhileASlotIsFree(t *testing.T) {
 		inFlight, queueLen := c.inFlight, len(c.queue)
 		headState := -1
 		if queueLen > 0 {
-			headState = c.queue[0].state
+			headState = int(c.queue[0].state)
 		}
 		c.mu.Unlock()
 		// The calls not in the hung batch (the two round trips' callers and

@@ -1,21 +1,24 @@
-package core
+// Package signal is the completion signal: one driver.Listener shared by
+// the copies of a Guard that wait for a running claim of their key, which
+// wakes each copy when its key's claim may have ended.
+package signal
 
 import (
 	"context"
 	"log/slog"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/jobonce/jobonce/core/driver"
+	"github.com/jobonce/jobonce/internal/storecall"
 )
 
-// signal is a Guard's completion signal: one driver.Listener, shared by
+// Signal is a Guard's completion signal: one driver.Listener, shared by
 // every copy of the Guard that waits for a running claim. The first copy to
 // wait opens it; it stays open for listenerIdle after the last copy left,
 // so that a trickle of waits does not open a connection each, and is then
-// closed, ending its goroutines (Guard.Close closes it sooner).
+// closed, ending its goroutines (Close closes it sooner).
 //
 // A key is added to the Listener once, by the first copy that waits for it,
 // and removed when the last one leaves. A copy that joins a key whose
@@ -24,10 +27,10 @@ import (
 // its notification with the others. So a copy's reads of an unchanged key
 // do not grow with the copies that wait beside it: each notification of
 // the key (listening begun or resumed, the running claim ended) wakes each
-// of its copies once, and a key notified more than notifyBurst times in a
-// row is notified at most once per notifyEvery, the notifications held back
+// of its copies once, and a key notified more than NotifyBurst times in a
+// row is notified at most once per NotifyEvery, the notifications held back
 // delivered together, so that forged notifications cost each copy a read
-// per notifyEvery at most.
+// per NotifyEvery at most.
 //
 // A Listener that cannot be opened is logged at Warn, once until one opens;
 // meanwhile copies poll.
@@ -36,7 +39,7 @@ import (
 // context: a copy whose context ends while another opens or adds polls
 // instead of listening, and a copy that leaves while another holds the
 // Listener leaves its Remove to that one.
-type signal struct {
+type Signal struct {
 	notifier driver.Notifier
 	timeout  time.Duration // bounds each call to the Listener
 	idle     time.Duration // how long the Listener outlives the last copy
@@ -56,7 +59,7 @@ type signal struct {
 	all       budget              // the notifications of every key ("")
 	idleTimer *time.Timer         // closes the Listener once idle; nil while copies wait
 	idleGen   uint64              // bumped whenever the count leaves zero, so a stale timer does nothing
-	closeNow  bool                // Guard.Close was called while copies waited
+	closeNow  bool                // Close was called while copies waited
 	removes   []string            // keys nobody waits for, to be removed by the Listener's holder
 }
 
@@ -66,20 +69,22 @@ const (
 	reopenAfter = time.Second
 	// listenerIdle is how long the Listener stays open once no copy waits.
 	listenerIdle = time.Minute
-	// notifyBurst and notifyEvery bound how often one key's notifications
-	// wake its copies: notifyBurst at once, then one per notifyEvery.
-	notifyBurst = 4
-	notifyEvery = 50 * time.Millisecond
+	// NotifyBurst and NotifyEvery bound how often one key's notifications
+	// wake its copies: NotifyBurst at once, then one per NotifyEvery.
+	NotifyBurst = 4
+	NotifyEvery = 50 * time.Millisecond
 )
 
-func newSignal(n driver.Notifier, timeout time.Duration, logger *slog.Logger) *signal {
-	return &signal{notifier: n, timeout: timeout, idle: listenerIdle, logger: logger, sem: make(chan struct{}, 1),
+// New returns the completion signal of notifier n, each Listener call
+// bounded by timeout, logging to logger.
+func New(n driver.Notifier, timeout time.Duration, logger *slog.Logger) *Signal {
+	return &Signal{notifier: n, timeout: timeout, idle: listenerIdle, logger: logger, sem: make(chan struct{}, 1),
 		keys: make(map[string]*keyWait), all: newBudget()}
 }
 
 // keyWait is the copies waiting for one key and the key's listening.
 type keyWait struct {
-	waiters   []*waiter
+	waiters   []*Waiter
 	adding    chan struct{} // closed when the Add under way ends; nil when none is
 	listening bool          // the Listener's Add of the key succeeded
 	heard     bool          // a notification came since the Add began: listening has begun
@@ -87,7 +92,7 @@ type keyWait struct {
 }
 
 // budget bounds how often notifications wake copies: a token bucket of
-// notifyBurst, refilled one per notifyEvery, and the timer of a
+// NotifyBurst, refilled one per NotifyEvery, and the timer of a
 // notification held back.
 type budget struct {
 	tokens float64
@@ -95,11 +100,11 @@ type budget struct {
 	held   *time.Timer
 }
 
-func newBudget() budget { return budget{tokens: notifyBurst} }
+func newBudget() budget { return budget{tokens: NotifyBurst} }
 
-// waiter is one copy waiting for the running claim of its key.
-type waiter struct {
-	s    *signal
+// Waiter is one copy waiting for the running claim of its key.
+type Waiter struct {
+	s    *Signal
 	key  string
 	wake chan struct{} // signalled when the key's state is to be read again
 	// listening: the key's notifications come (its Add succeeded), the
@@ -108,13 +113,13 @@ type waiter struct {
 	listening bool
 }
 
-// join registers a copy waiting for key and, when the store notifies,
+// Join registers a copy waiting for key and, when the store notifies,
 // listens to key for it. It waits for another copy's Listener call only
 // while ctx lasts (the copy then polls), and its own call lasts the timeout
 // at most. On a nil signal (a store that does not notify) it returns a
-// waiter that polls. Call leave when the wait ends.
-func (s *signal) join(ctx context.Context, key string) *waiter {
-	w := &waiter{s: s, key: key, wake: make(chan struct{}, 1)}
+// Waiter that polls. Call Leave when the wait ends.
+func (s *Signal) Join(ctx context.Context, key string) *Waiter {
+	w := &Waiter{s: s, key: key, wake: make(chan struct{}, 1)}
 	if s == nil {
 		return w
 	}
@@ -165,7 +170,7 @@ func (s *signal) join(ctx context.Context, key string) *waiter {
 
 // add adds key to the Listener, opening it first if need be, and reports
 // whether it succeeded.
-func (s *signal) add(ctx context.Context, key string) bool {
+func (s *Signal) add(ctx context.Context, key string) bool {
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -174,7 +179,7 @@ func (s *signal) add(ctx context.Context, key string) bool {
 	defer s.release()
 	// The Listener is shared: opening or adding to it is bounded by the
 	// timeout alone, not by the copy's cancellation.
-	ctx, cancel := context.WithTimeout(detach(ctx), s.timeout)
+	ctx, cancel := context.WithTimeout(storecall.Detach(ctx), s.timeout)
 	defer cancel()
 	if s.listener == nil {
 		if time.Since(s.failed) < reopenAfter {
@@ -195,18 +200,18 @@ func (s *signal) add(ctx context.Context, key string) bool {
 	return s.listener.Add(ctx, key) == nil
 }
 
-// leave ends w's wait: the last copy waiting for its key stops listening to
+// Leave ends w's wait: the last copy waiting for its key stops listening to
 // it, and once no copy waits the Listener closes after s.idle. It never
 // waits for another copy's Listener call: when one holds the Listener, the
 // Remove is left to it (see release).
-func (w *waiter) leave() {
+func (w *Waiter) Leave() {
 	s := w.s
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	k := s.keys[w.key]
-	k.waiters = slices.DeleteFunc(k.waiters, func(x *waiter) bool { return x == w })
+	k.waiters = slices.DeleteFunc(k.waiters, func(x *Waiter) bool { return x == w })
 	if len(k.waiters) == 0 {
 		delete(s.keys, w.key)
 		k.stop()
@@ -235,9 +240,9 @@ func (w *waiter) leave() {
 
 // release does what copies that left while the Listener was held left to
 // do, the Removes of keys nobody waits for any more (a key left listened to
-// costs a notification nobody reads) and the close Guard.Close asked for,
+// costs a notification nobody reads) and the close Close asked for,
 // then lets go of the Listener. The semaphore is held.
-func (s *signal) release() {
+func (s *Signal) release() {
 	for {
 		s.mu.Lock()
 		removes := slices.DeleteFunc(s.removes, func(key string) bool {
@@ -269,7 +274,7 @@ func (s *signal) release() {
 }
 
 // closeListener closes the Listener. The semaphore is held.
-func (s *signal) closeListener() error {
+func (s *Signal) closeListener() error {
 	if s.listener == nil {
 		return nil
 	}
@@ -280,7 +285,7 @@ func (s *signal) closeListener() error {
 
 // startIdle starts the timer that closes the Listener once it has been
 // idle for s.idle. s.mu is held and no copy waits.
-func (s *signal) startIdle() {
+func (s *Signal) startIdle() {
 	since := s.idleGen
 	s.idleTimer = time.AfterFunc(s.idle, func() {
 		s.sem <- struct{}{}
@@ -298,7 +303,7 @@ func (s *signal) startIdle() {
 }
 
 // stopIdle stops the idle timer as a copy begins to wait. s.mu is held.
-func (s *signal) stopIdle() {
+func (s *Signal) stopIdle() {
 	s.idleGen++
 	if s.idleTimer != nil {
 		s.idleTimer.Stop()
@@ -306,9 +311,9 @@ func (s *signal) stopIdle() {
 	}
 }
 
-// close closes the Listener now when no copy waits, and otherwise as the
+// Close closes the Listener now when no copy waits, and otherwise as the
 // last copy leaves, and returns the error of a Listener it closed.
-func (s *signal) close() error {
+func (s *Signal) Close() error {
 	if s == nil {
 		return nil
 	}
@@ -337,7 +342,7 @@ func (s *signal) close() error {
 // notify wakes the copies waiting for key, or every copy for "". A key's
 // notifications beyond its budget (and those of every key beyond the
 // signal's) are held back and delivered together when the budget allows.
-func (s *signal) notify(key string) {
+func (s *Signal) notify(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if key == "" {
@@ -389,14 +394,14 @@ func (b *budget) spend(mu *sync.Mutex, wake func()) {
 // it is spent, takes nothing and returns how long until it allows one.
 func (b *budget) take(now time.Time) time.Duration {
 	if !b.filled.IsZero() {
-		b.tokens = min(notifyBurst, b.tokens+float64(now.Sub(b.filled))/float64(notifyEvery))
+		b.tokens = min(NotifyBurst, b.tokens+float64(now.Sub(b.filled))/float64(NotifyEvery))
 	}
 	b.filled = now
 	if b.tokens >= 1 {
 		b.tokens--
 		return 0
 	}
-	return max(time.Duration((1-b.tokens)*float64(notifyEvery)), time.Microsecond)
+	return max(time.Duration((1-b.tokens)*float64(NotifyEvery)), time.Microsecond)
 }
 
 // stop drops a notification held back.
@@ -415,27 +420,21 @@ func (k *keyWait) wakeAll() {
 
 // poke asks w to read its key's state again, without blocking: a poke that
 // finds one pending is the same request.
-func (w *waiter) poke() {
+func (w *Waiter) poke() {
 	select {
 	case w.wake <- struct{}{}:
 	default:
 	}
 }
 
-// closeWhenUnreachable closes g's Listener once g is unreachable, so that a
-// Guard dropped without Close keeps no connection and no goroutine past a
-// garbage collection. No copy waits then: each holds its Guard.
-func closeWhenUnreachable(g *Guard) {
-	runtime.AddCleanup(g, func(s *signal) { go s.close() }, g.signal)
-}
+// Wake returns the channel that is signalled when w's key is to be read
+// again.
+func (w *Waiter) Wake() <-chan struct{} { return w.wake }
 
-// Close closes the Guard's completion signal: the Listener that copies
-// waiting for a running claim share (Job.WaitUntil), which otherwise stays
-// open for a minute after the last of them stopped waiting, or until the
-// Guard is garbage collected. It closes it at once when no copy waits, and
-// otherwise as the last one leaves; a later wait opens it again. It returns
-// the error of the Listener it closed (driver.Listener.Close). A Guard on a
-// store that does not notify has nothing to close.
-func (g *Guard) Close() error {
-	return g.signal.close()
-}
+// Listening reports whether w's key's notifications come (its Add
+// succeeded); otherwise the copy polls.
+func (w *Waiter) Listening() bool { return w.listening }
+
+// SetIdle sets how long the Listener stays open once no copy waits; call
+// it before the first wait.
+func (s *Signal) SetIdle(d time.Duration) { s.idle = d }
