@@ -71,6 +71,8 @@ func TestUnreachableAllowsOnlyTransportFailures(t *testing.T) {
 		{"no error", ctx, nil, false},
 		{"a Redis answer (OOM, READONLY…)", ctx, redisAnswer, false},
 		{"a Redis answer, wrapped", ctx, fmt.Errorf("claim: %w", redisAnswer), false},
+		{"a server's answer with an SQLSTATE (as pgconn.PgError)", ctx, sqlStateError("53100"), false},
+		{"a server's answer with an SQLSTATE, beside a broken connection", ctx, fmt.Errorf("pgstore: %w: %w", sqlStateError("57014"), io.ErrUnexpectedEOF), false},
 		{"an unacknowledged write", ctx, fmt.Errorf("%w: 0 of 1 replicas within 100ms", core.ErrUnreplicated), false},
 		{"an unacknowledged write whose wait broke", ctx, fmt.Errorf("%w: WAIT: %w", core.ErrUnreplicated, io.EOF), false},
 		{"a store panic", ctx, fmt.Errorf("%w: boom", core.ErrStorePanicked), false},
@@ -239,3 +241,12 @@ func TestFailOpenRunsUnguardedWhenTheStoreCannotBeReached(t *testing.T) {
 	require.Equal(t, core.Unguarded, out)
 	require.True(t, ran)
 }
+
+// sqlStateError is an error a database server answered, carrying its
+// SQLSTATE the way pgconn.PgError does (core knows no database client).
+type sqlStateError string
+
+func (e sqlStateError) Error() string {
+	return "ERROR: the server answered (SQLSTATE " + string(e) + ")"
+}
+func (e sqlStateError) SQLState() string { return string(e) }

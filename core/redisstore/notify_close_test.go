@@ -57,6 +57,7 @@ func stallingProxy(t *testing.T, stall *atomic.Bool, kill chan struct{}) string 
 // new connections hang, closes within a second and a little, and its
 // goroutines end with the client's read timeout.
 func TestListenerCloseIsBoundedWhileItsConnectionIsMadeAgain(t *testing.T) {
+	testenv.Short(t)
 	var stall atomic.Bool
 	kill := make(chan struct{})
 	baseline := runtime.NumGoroutine()

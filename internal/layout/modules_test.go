@@ -29,13 +29,17 @@ type framework struct {
 // frameworks are the hosts, clients and test-only modules that must stay
 // out of the module graph of a user who does not import them. A module
 // belongs to the first that names a prefix of its path: the Lambda runtime
-// comes before the AWS SDK, whose prefix it shares.
+// and each AWS service come before the AWS SDK, whose prefix they share,
+// and Watermill's backends before Watermill.
 var frameworks = []framework{
 	{"River", []string{"github.com/riverqueue/"}, []string{"adapters/river"}, false},
 	{"pgx", []string{"github.com/jackc/"}, []string{"core/pgstore", "adapters/river"}, false},
 	{"the Lambda runtime", []string{"github.com/aws/aws-lambda-go"}, []string{"adapters/lambda"}, false},
+	{"the SQS client", []string{"github.com/aws/aws-sdk-go-v2/service/sqs"}, []string{"adapters/sqs", "adapters/lambda"}, false},
+	{"the DynamoDB client", []string{"github.com/aws/aws-sdk-go-v2/service/dynamodb"}, []string{"core/dynamostore"}, false},
 	{"the AWS SDK", []string{"github.com/aws/"}, []string{"adapters/sqs", "adapters/lambda", "core/dynamostore"}, false},
 	{"Asynq", []string{"github.com/hibiken/asynq"}, []string{"adapters/asynq"}, false},
+	{"a Watermill backend", []string{"github.com/ThreeDotsLabs/watermill-"}, nil, false},
 	{"Watermill", []string{"github.com/ThreeDotsLabs/"}, []string{"adapters/watermill"}, false},
 	{"a NATS client", []string{"github.com/nats-io/"}, nil, false},
 	{"an AMQP client", []string{"github.com/rabbitmq/", "github.com/streadway/amqp"}, nil, false},
@@ -109,7 +113,8 @@ func TestGoWorkListsEveryModule(t *testing.T) {
 // its module graph no framework, client or test-only module that package
 // does not need. Each case is a module of its own in a temporary
 // directory, replacing jobonce's modules with the local ones, tidied
-// offline from the module cache the workspace's build filled.
+// through the environment's module proxy (tidy also loads the tests of the
+// packages it pulls in, whose modules no build of the workspace fetches).
 func TestEachPackageBringsOnlyItsFramework(t *testing.T) {
 	root, dirs := workModules(t)
 	var replaces []string
@@ -166,8 +171,8 @@ type moduleGraph struct {
 	edges map[string][]string
 }
 
-// userGraph builds a module that imports pkg alone, tidies it offline and
-// returns its module graph.
+// userGraph builds a module that imports pkg alone, tidies it and returns
+// its module graph.
 func userGraph(t *testing.T, pkg string, replaces []string) moduleGraph {
 	t.Helper()
 	dir := t.TempDir()
@@ -179,8 +184,7 @@ func userGraph(t *testing.T, pkg string, replaces []string) moduleGraph {
 	env := append(os.Environ(),
 		"GOWORK=off",       // the user's module alone, not the workspace
 		"GOFLAGS=-mod=mod", // tidy may write go.mod and go.sum
-		"GOPROXY=off",      // from the module cache only: nothing is fetched
-		"GOSUMDB=off",      // the cache's modules were checked when they were downloaded
+		"GOSUMDB=off",      // the graph is read, never built: no checksum database is needed
 		"GOTOOLCHAIN=local",
 	)
 	run := func(args ...string) string {
