@@ -403,3 +403,61 @@ func TestListenerOfAGuardGarbageCollectedCloses(t *testing.T) {
 		return st.closed.Load() == 1
 	}, 10*time.Second, 10*time.Millisecond, "the Listener of the dropped Guard closed")
 }
+
+// panickyListener is a memstore whose Listener panics in Listen, or in Add:
+// reached is closed once the panicking call is made.
+type panickyListener struct {
+	*memstore.Store
+	inListen bool
+	reached  chan struct{}
+	once     sync.Once
+}
+
+func (s *panickyListener) Listen(ctx context.Context, notify func(string)) (driver.Listener, error) {
+	if s.inListen {
+		s.once.Do(func() { close(s.reached) })
+		panic("Listen panicked")
+	}
+	l, err := s.Store.Listen(ctx, notify)
+	return panickyAdd{l, s}, err
+}
+
+type panickyAdd struct {
+	driver.Listener
+	s *panickyListener
+}
+
+func (a panickyAdd) Add(context.Context, string) error {
+	a.s.once.Do(func() { close(a.s.reached) })
+	panic("Add panicked")
+}
+
+// A Listener call that panics is a store call that panics: the waiting copy
+// that made it polls, as when Listen fails, and learns the running copy's
+// outcome; nothing takes its goroutine down.
+func TestListenerPanicIsAFailedListen(t *testing.T) {
+	for _, inListen := range []bool{true, false} {
+		t.Run(fmt.Sprint("inListen=", inListen), func(t *testing.T) {
+			st := &panickyListener{Store: memstore.New(), inListen: inListen, reached: make(chan struct{})}
+			g := testenv.NewGuard(t, st, nil)
+			started := make(chan struct{})
+			holder := make(chan core.Outcome, 1)
+			go func() {
+				out, _ := g.Do(context.Background(), "k", func(context.Context) error {
+					close(started)
+					<-st.reached // the waiting copy has made the call that panics
+					return nil
+				})
+				holder <- out
+			}()
+			<-started
+			var res core.Result
+			require.NotPanics(t, func() {
+				res, _ = g.Run(context.Background(), core.Job{Key: "k", WaitUntil: time.Now().Add(time.Minute)},
+					func(context.Context) ([]byte, error) { return nil, errors.New("must not run") })
+			})
+			require.Equal(t, core.Ran, <-holder)
+			require.Equal(t, core.Duplicate, res.Outcome)
+		})
+	}
+}

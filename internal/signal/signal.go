@@ -185,7 +185,7 @@ func (s *Signal) add(ctx context.Context, key string) bool {
 		if time.Since(s.failed) < reopenAfter {
 			return false
 		}
-		l, err := s.notifier.Listen(ctx, s.notify)
+		l, err := s.listen(ctx)
 		if err != nil || l == nil {
 			s.failed = time.Now()
 			if !s.warned {
@@ -197,7 +197,20 @@ func (s *Signal) add(ctx context.Context, key string) bool {
 		}
 		s.listener, s.warned = l, false
 	}
-	return s.listener.Add(ctx, key) == nil
+	return listenerCall(func() error { return s.listener.Add(ctx, key) }) == nil
+}
+
+// listen opens a Listener; a Listen that panics failed.
+func (s *Signal) listen(ctx context.Context) (l driver.Listener, err error) {
+	defer storecall.Recover(&err)
+	return s.notifier.Listen(ctx, s.notify)
+}
+
+// listenerCall runs one call of the Listener's; one that panics failed, as
+// a store call that panics does, and the copy that made it polls.
+func listenerCall(call func() error) (err error) {
+	defer storecall.Recover(&err)
+	return call()
 }
 
 // Leave ends w's wait: the last copy waiting for its key stops listening to
@@ -263,7 +276,7 @@ func (s *Signal) release() {
 		if s.listener != nil && len(removes) > 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 			for _, key := range removes {
-				_ = s.listener.Remove(ctx, key)
+				_ = listenerCall(func() error { return s.listener.Remove(ctx, key) })
 			}
 			cancel()
 		}
@@ -278,7 +291,7 @@ func (s *Signal) closeListener() error {
 	if s.listener == nil {
 		return nil
 	}
-	err := s.listener.Close() // a Listener that failed to close has no goroutine left either, within its bound
+	err := listenerCall(s.listener.Close) // a Listener that failed to close has no goroutine left either, within its bound
 	s.listener = nil
 	return err
 }
