@@ -123,8 +123,10 @@ func TestRescueWhileRunning(t *testing.T) {
 	testenv.Short(t)
 	t.Parallel()
 	pool, schema := riverSchema(t)
-	// The lease is far shorter than the job: only the heartbeat keeps it.
-	g := testenv.RedisGuard(t, &core.Config{Lease: 600 * time.Millisecond})
+	// The lease is shorter than the job (which runs until the rescued copy has
+	// snoozed twice, seconds): only the heartbeat keeps it. At 2 s, renewed
+	// every 667 ms, a loaded machine's pauses do not lapse it.
+	g := testenv.RedisGuard(t, &core.Config{Lease: 2 * time.Second})
 	worker := &longWorker{pool: pool, started: make(chan struct{}), release: make(chan struct{})}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, MustWrap[longArgs](g, worker, nil))
