@@ -509,9 +509,9 @@ func (w *wrapper) respond(ctx context.Context, recs []*record) (events.SQSEventR
 }
 
 // hide sets each record's visibility to its delay, in batch calls of up to
-// maxBatch records of one queue, each within sqsTimeout and the
-// invocation's deadline. A record whose change failed is logged; it comes
-// back when its visibility lapses.
+// maxBatch records of one queue, hideCalls at once, all within sqsTimeout
+// and half of Config.Margin before the invocation's deadline. A record
+// whose change failed is logged; it comes back when its visibility lapses.
 func (w *wrapper) hide(ctx context.Context, recs []*record) {
 	if len(recs) == 0 {
 		return
@@ -562,6 +562,11 @@ func (w *wrapper) hide(ctx context.Context, recs []*record) {
 	select {
 	case <-done:
 	case <-budget.Done():
+		select {
+		case <-done: // the calls ended as the budget did
+			return
+		default:
+		}
 		// A call that ignores its context is left to end on its own; its
 		// records are listed, and come back when their visibility lapses.
 		w.log.WarnContext(ctx, "jobonce: lambdaonce: visibility changes outlasted their time (10 s, or half of Config.Margin before the deadline); the records not changed come back when their visibility lapses",
