@@ -24,3 +24,6 @@ func EnqueueKey(prefix, key string) (string, error) {
 	}
 	return "", errEmptyKey
 }
+
+// Executed reports whether the job's function ran for outcome o.
+func Executed(o Outcome) bool { return o.executed() }

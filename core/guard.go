@@ -190,8 +190,8 @@ func (o Outcome) String() string {
 	return "unknown"
 }
 
-// Executed reports whether the job's function ran for this outcome.
-func (o Outcome) Executed() bool {
+// executed reports whether the job's function ran for this outcome.
+func (o Outcome) executed() bool {
 	switch o {
 	case Ran, Failed, LeaseLost, Unrecorded, Unguarded:
 		return true

@@ -83,9 +83,9 @@ func TestOutcomes(t *testing.T) {
 		require.NotEqual(t, "unknown", o.String(), "outcome %d has a name", o)
 	}
 	require.Equal(t, "unknown", core.Outcome(200).String())
-	require.False(t, core.Canceled.Executed())
-	require.True(t, core.Failed.Executed())
-	require.False(t, core.Duplicate.Executed())
+	require.False(t, core.Executed(core.Canceled))
+	require.True(t, core.Executed(core.Failed))
+	require.False(t, core.Executed(core.Duplicate))
 }
 
 func TestRunningError(t *testing.T) {

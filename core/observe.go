@@ -309,7 +309,7 @@ func (o *observer) opts(out Outcome, source, kind string) *attrOpts {
 func (o *observer) record(ctx context.Context, e *Event) {
 	set := o.opts(e.Outcome, e.Source, e.Kind)
 	o.outcomes.Add(ctx, 1, set.add...)
-	if e.Outcome.Executed() {
+	if e.Outcome.executed() {
 		o.duration.Record(ctx, e.Duration.Seconds(), set.rec...)
 	}
 	if e.Outcome == Ran {

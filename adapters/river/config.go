@@ -17,7 +17,7 @@ type Config struct {
 	// Key returns the key that names a job's effect. Copies of a job that
 	// share a key run once. An empty key is invalid (core.ErrInvalidKey):
 	// the worker does not run and the job is cancelled (river.JobCancel), as
-	// in every adapter; exempt jobs with Skip instead. Defaults to nil: the
+	// in every adapter; exempt jobs with Unguarded instead. Defaults to nil: the
 	// key a job's args give through Keyer, else for a job of River's
 	// periodic job enqueuer a key naming its occurrence (see the package
 	// doc), else Kind + ":" + core.Fingerprint of the encoded args.
@@ -31,11 +31,11 @@ type Config struct {
 	// periodic occurrence is one job whatever its args.
 	Fingerprint func(job *rivertype.JobRow) string
 
-	// Skip reports jobs that run without the guard, such as kinds that are
+	// Unguarded reports jobs that run without the guard, such as kinds that are
 	// idempotent already. They are reported to the Guard's Observer, log and
 	// metrics as core.Unguarded, under their kind; they have no key, so no
 	// idempotency key or fence either. Defaults to nil: every job is guarded.
-	Skip func(job *rivertype.JobRow) bool
+	Unguarded func(job *rivertype.JobRow) bool
 
 	// WaitRunning is how long a copy that finds its job running elsewhere
 	// waits in its worker slot for that copy's outcome, within its job's
@@ -107,7 +107,7 @@ func (c *Config) waitUntil(ctx context.Context) time.Time {
 // is keyed by its job ID rather than its occurrence (see periodicKey), for
 // the caller to log.
 func (c *Config) job(row *rivertype.JobRow, args any) (job core.Job, unusable error) {
-	if c.Skip != nil && c.Skip(row) {
+	if c.Unguarded != nil && c.Unguarded(row) {
 		return core.Job{Kind: row.Kind, Source: source, Unguarded: true}, nil // no key: no idempotency key either
 	}
 	key, named := c.namedKey(row, args)
@@ -129,7 +129,7 @@ func (c *Config) job(row *rivertype.JobRow, args any) (job core.Job, unusable er
 
 // keyHint is what the first skip under the default key says of it.
 var keyHint = core.KeyHint{Key: "kind and args hash",
-	Settings: "riveronce: set Config.Key, give the args a OnceKey (Keyer), or exempt the kind with Config.Skip"}
+	Settings: "riveronce: set Config.Key, give the args a OnceKey (Keyer), or exempt the kind with Config.Unguarded"}
 
 // namedKey returns the key that Config.Key, the args (Keyer) or the job's
 // metadata give, in that order, and whether one did. An empty key given is

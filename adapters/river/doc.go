@@ -22,7 +22,7 @@
 //
 //	riveronce.MustMiddleware(guard, &riveronce.Config{Key: func(j *rivertype.JobRow) string { return j.Kind + ":" + strconv.FormatInt(j.ID, 10) }}) // every insert runs once
 //	func (a ReportArgs) OnceKey() string { return "report:" + a.Day }                                                                           // the args name their key (Keyer)
-//	riveronce.MustMiddleware(guard, &riveronce.Config{Skip: func(j *rivertype.JobRow) bool { return j.Kind == "cache_refresh" }})                 // runs unguarded
+//	riveronce.MustMiddleware(guard, &riveronce.Config{Unguarded: func(j *rivertype.JobRow) bool { return j.Kind == "cache_refresh" }})                 // runs unguarded
 //
 // Wrap guards one worker; register its result with
 // river.AddWorker. Each returns an error for a nil argument; MustMiddleware,
@@ -155,6 +155,6 @@
 // copy that meets the record of a transaction still open snoozes; a copy that
 // finds it committed completes without running. The outcomes are the
 // Guard's, logged, counted and observed as its own. Do not guard such jobs
-// with the middleware as well (exclude them with Config.Skip): the worker
+// with the middleware as well (exclude them with Config.Unguarded): the worker
 // returns ErrGuardedTwice.
 package riveronce

@@ -72,7 +72,7 @@ func holds(ctx context.Context, key string) bool {
 // Inside a claim of the same job (a Wrap whose job the middleware claimed,
 // which River's order of middleware avoids), run claims its own key too
 // when it differs, and that inner claim decides; a key the job holds
-// already, or a job Config.Skip exempts, just runs.
+// already, or a job Config.Unguarded exempts, just runs.
 func (r *runner) run(ctx context.Context, row *rivertype.JobRow, args any, work func(context.Context) error) error {
 	job, unusable := r.cfg.job(row, args)
 	r.periodic.log(ctx, r.g.Logger(), row, unusable)

@@ -30,8 +30,8 @@ type TxWorker[T river.JobArgs] interface {
 // ErrGuardedTwice is returned (as an ordinary error, so River retries) by a
 // transactional worker whose job is also guarded by the middleware: both
 // would claim the same key. Exclude the transactional kinds from the
-// middleware with Config.Skip.
-var ErrGuardedTwice = errors.New("jobonce: riveronce: transactional River worker is also guarded by the middleware; exclude its kind with Config.Skip")
+// middleware with Config.Unguarded.
+var ErrGuardedTwice = errors.New("jobonce: riveronce: transactional River worker is also guarded by the middleware; exclude its kind with Config.Unguarded")
 
 // commitHook, when set by a test, runs after the job's completion is written
 // in the transaction and before the commit.

@@ -212,10 +212,10 @@ func TestMiddlewareOutcomes(t *testing.T) {
 		require.Zero(t, runs.Load())
 	})
 
-	t.Run("Skip", func(t *testing.T) {
+	t.Run("Unguarded", func(t *testing.T) {
 		t.Parallel()
 		var outs testenv.Outcomes
-		mw := MustMiddleware(testenv.MemGuard(t, &core.Config{Observer: outs.Observe}), &Config{Skip: func(job *rivertype.JobRow) bool { return job.Kind == "free" }})
+		mw := MustMiddleware(testenv.MemGuard(t, &core.Config{Observer: outs.Observe}), &Config{Unguarded: func(job *rivertype.JobRow) bool { return job.Kind == "free" }})
 		var runs atomic.Int32
 		require.NoError(t, mw.Work(ctx, row(1, "free", `{}`), count(&runs)))
 		require.NoError(t, mw.Work(ctx, row(2, "free", `{}`), count(&runs)))
@@ -349,7 +349,7 @@ func fakeTxGuard(t testing.TB) *core.TxGuard[pgx.Tx] {
 func TestSkippedKindIsStillWrapped(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	skip := &Config{Skip: func(job *rivertype.JobRow) bool { return job.Kind == "riveronce_noop" }}
+	skip := &Config{Unguarded: func(job *rivertype.JobRow) bool { return job.Kind == "riveronce_noop" }}
 	mw := MustMiddleware(testenv.MemGuard(t, nil), skip)
 
 	var runs atomic.Int32

@@ -35,7 +35,7 @@ type wrapped[T river.JobArgs] struct {
 //     hint; a snooze does not use one of the job's attempts;
 //   - the key is done or held with a different fingerprint (core.ErrConflict),
 //     or the key is empty (core.ErrInvalidKey): river.JobCancel;
-//   - Config.Skip reports the job: w runs unguarded (core.Unguarded);
+//   - Config.Unguarded reports the job: w runs unguarded (core.Unguarded);
 //   - the store cannot be reached: an error matching core.ErrStoreUnavailable
 //     and w does not run (fail closed); River retries it as a failed attempt;
 //   - w fails or panics: the claim is released and w's error (or panic) goes

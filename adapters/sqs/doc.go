@@ -105,7 +105,7 @@
 // pass SQS's 12-hour limit, or when maxReceiveCount is unknown: Run reads it
 // from the queue's RedrivePolicy (Poller.MaxReceiveCount overrides), and a
 // queue without a redrive policy never dead-letters anything, so there the
-// group is handed back as before.
+// group is handed back.
 //
 // # Keys
 //

@@ -27,7 +27,7 @@ type Config struct {
 	// unless Key names the topic (message.SubscribeTopicFromCtx). An empty
 	// key is invalid (core.ErrInvalidKey): the handler does not run and the
 	// message goes to the poison path (IsPoison), as in every adapter;
-	// exempt messages with Skip instead. Defaults to nil: the handler's name,
+	// exempt messages with Unguarded instead. Defaults to nil: the handler's name,
 	// the subscribed topic and core.Fingerprint of the payload, each but the
 	// last after its length ("7:process:6:orders:" and the fingerprint), so
 	// copies with equal payloads on one topic share a key.
@@ -40,12 +40,12 @@ type Config struct {
 	// when Key is set; the default key holds it already, so none is stored.
 	Fingerprint func(msg *message.Message) string
 
-	// Skip reports messages that run without the guard, such as those of a
+	// Unguarded reports messages that run without the guard, such as those of a
 	// handler that is idempotent already. They are reported to the Guard's
 	// Observer, log and metrics as core.Unguarded under their handler's
 	// name; they have no key, so no idempotency key or fence either.
 	// Defaults to nil: every message is guarded.
-	Skip func(msg *message.Message) bool
+	Unguarded func(msg *message.Message) bool
 
 	// WaitRunning is how long a copy that finds its job running elsewhere
 	// waits in its handler for that copy to finish, before it is nacked

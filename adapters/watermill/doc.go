@@ -31,7 +31,7 @@
 // Config.LegacyDefaultKeys bridges the upgrade from default keys without
 // the topic (docs/watermill.md). An empty key is invalid, as in every jobonce adapter:
 // the handler does not run and the message goes to the poison queue,
-// reported as core.Rejected. A message Config.Skip exempts runs unguarded,
+// reported as core.Rejected. A message Config.Unguarded exempts runs unguarded,
 // reported as core.Unguarded. Copies under one named key with different
 // payloads are a conflict: the message goes to the poison queue. DefaultKey
 // computes the default key of a message, and "jobonce key watermill" its
@@ -40,7 +40,7 @@
 // A done key skips every later message with that key for the Guard's
 // Retention (24h by default). Messages that legitimately repeat with equal
 // payloads need a key that tells them apart (the UUID, when the producer
-// sets a new one per message and reuses it on retries), or Config.Skip.
+// sets a new one per message and reuses it on retries), or Config.Unguarded.
 //
 // # What happens to a message
 //

@@ -21,7 +21,7 @@ func DefaultKey(msg *message.Message, handler, topic string) string {
 }
 
 // job returns the message's job, handled by handler from topic: unguarded
-// when Config.Skip says so; else keyed by the handler's name and Config.Key
+// when Config.Unguarded says so; else keyed by the handler's name and Config.Key
 // (the name's length, ":", the name, ":" and the key, so that no two
 // handlers' keys meet however their names and keys are cut), or by default
 // by the handler, the topic and the payload (jobkey.WatermillKey), and
@@ -30,7 +30,7 @@ func DefaultKey(msg *message.Message, handler, topic string) string {
 // legacyKey is the earlier release's form of a default key under
 // Config.LegacyDefaultKeys, else "".
 func (m *middleware) job(msg *message.Message, handler, topic string) (job core.Job, legacyKey string) {
-	if m.cfg.Skip != nil && m.cfg.Skip(msg) {
+	if m.cfg.Unguarded != nil && m.cfg.Unguarded(msg) {
 		return core.Job{Kind: handler, Source: source, Unguarded: true}, "" // no key: no idempotency key either
 	}
 	var fp string
@@ -57,4 +57,4 @@ func (m *middleware) job(msg *message.Message, handler, topic string) (job core.
 
 // keyHint is what the first skip under the default key says of it.
 var keyHint = core.KeyHint{Key: "handler, topic and payload hash",
-	Settings: "watermillonce: set Config.Key (the message UUID, a metadata field), or exempt messages with Config.Skip"}
+	Settings: "watermillonce: set Config.Key (the message UUID, a metadata field), or exempt messages with Config.Unguarded"}

@@ -25,7 +25,7 @@ import (
 
 // TestKeyPolicy: the policy every adapter shares. An empty key is invalid:
 // the handler does not run and the message goes to the poison path,
-// reported as Rejected. A message Config.Skip exempts runs every time,
+// reported as Rejected. A message Config.Unguarded exempts runs every time,
 // reported as Unguarded.
 func TestKeyPolicy(t *testing.T) {
 	t.Parallel()

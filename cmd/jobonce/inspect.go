@@ -46,10 +46,7 @@ type target struct {
 // readKey opens the store, reads the key c.keys[0] names and prints it. The
 // caller closes t.store.
 func readKey(ctx context.Context, c *invocation) (*target, error) {
-	namer, err := newKeyNamer(c.opt.prefix, c.opt.plain)
-	if err != nil {
-		return nil, err
-	}
+	namer := newKeyNamer(c.opt.prefix, c.opt.plain)
 	l, err := namer.resolve(c.keys[0])
 	if err != nil {
 		return nil, err

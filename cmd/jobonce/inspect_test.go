@@ -12,8 +12,7 @@ import (
 // storedKeyOf returns the key a Guard under prefix stores key under.
 func storedKeyOf(t *testing.T, prefix, key string, plain bool) string {
 	t.Helper()
-	n, err := newKeyNamer(prefix, plain)
-	require.NoError(t, err)
+	n := newKeyNamer(prefix, plain)
 	stored, err := n.derive(key, plain)
 	require.NoError(t, err)
 	return stored

@@ -84,10 +84,7 @@ func runKey(_ context.Context, c *invocation) error {
 	if key == "" {
 		return fmt.Errorf("key: the key is empty: %w, which the adapter rejects", core.ErrInvalidKey)
 	}
-	namer, err := newKeyNamer(c.opt.prefix, c.opt.plain)
-	if err != nil {
-		return err
-	}
+	namer := newKeyNamer(c.opt.prefix, c.opt.plain)
 	stored, err := namer.derive(key, c.opt.plain)
 	if err != nil {
 		return fmt.Errorf("key: %w", err)

@@ -110,9 +110,9 @@ func openPostgres(ctx context.Context, rawURL, schema, table string) (*pgKeys, e
 	}
 	c := pool.Config().ConnConfig
 	return &pgKeys{
-		pool: pool, store: store, table: store.Table(), schemaSet: schema != "",
+		pool: pool, store: store, table: t.quoted(), schemaSet: schema != "",
 		host: c.Host + ":" + strconv.Itoa(int(c.Port)), database: c.Database,
-		inspectQ: loadSQL("inspect", store.Table()), forgetQ: loadSQL("forget", store.Table()),
+		inspectQ: loadSQL("inspect", t.quoted()), forgetQ: loadSQL("forget", t.quoted()),
 	}, nil
 }
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/jobonce/jobonce/core"
-	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/internal/storedkey"
 )
 
 // storedForm returns a stored key as the commands print it: 0x and its bytes
@@ -37,29 +37,19 @@ func parseStoredForm(s string) (string, bool) {
 type keyNamer struct {
 	prefix string // the Guard's prefix, its default filled in
 	plain  bool
-	hashed *core.Guard
-	plainG *core.Guard
 }
 
-func newKeyNamer(prefix string, plain bool) (*keyNamer, error) {
-	n := &keyNamer{prefix: cmp.Or(prefix, defaultPrefix), plain: plain}
-	var err error
-	// The Guards only derive keys: their store is never called.
-	if n.hashed, err = core.New(memstore.New(), &core.Config{KeyPrefix: prefix}); err != nil {
-		return nil, fmt.Errorf("-prefix: %w", err)
-	}
-	if n.plainG, err = core.New(memstore.New(), &core.Config{KeyPrefix: prefix, PlainKeys: true}); err != nil {
-		return nil, fmt.Errorf("-prefix: %w", err)
-	}
-	return n, nil
+func newKeyNamer(prefix string, plain bool) *keyNamer {
+	return &keyNamer{prefix: cmp.Or(prefix, defaultPrefix), plain: plain}
 }
 
-// derive returns the stored key of key, hashed or plain.
+// derive returns the stored key of key, hashed or plain, as core.Guard
+// stores it.
 func (n *keyNamer) derive(key string, plain bool) (string, error) {
-	if plain {
-		return n.plainG.StoredKey(key)
+	if stored, ok := storedkey.Key(n.prefix, key, plain); ok {
+		return stored, nil
 	}
-	return n.hashed.StoredKey(key)
+	return "", fmt.Errorf("%w: key is empty", core.ErrInvalidKey)
 }
 
 // lookup is the stored key a command reads for KEY, and how it got it.

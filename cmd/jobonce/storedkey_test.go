@@ -12,8 +12,7 @@ import (
 )
 
 func TestAStoredFormReadsBackAsTheStoredKey(t *testing.T) {
-	n, err := newKeyNamer("", false)
-	require.NoError(t, err)
+	n := newKeyNamer("", false)
 	for _, key := range []string{"job-1", "it's \"$HOME\" `x` \\", "\x00\xff", strings.Repeat("k", 300)} {
 		for _, plain := range []bool{false, true} {
 			stored, err := n.derive(key, plain)
@@ -40,8 +39,7 @@ func TestAStoredFormReadsBackAsTheStoredKey(t *testing.T) {
 }
 
 func TestAKeyThatLooksHexButLacksThePrefixIsTheApplicationsKey(t *testing.T) {
-	n, err := newKeyNamer("app:", false)
-	require.NoError(t, err)
+	n := newKeyNamer("app:", false)
 	l, err := n.resolve("0xdeadbeef")
 	require.NoError(t, err)
 	require.False(t, l.asStored)

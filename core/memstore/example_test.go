@@ -24,10 +24,8 @@ func ExampleNew() {
 		})
 		fmt.Println(out, err)
 	}
-	fmt.Println("keys held:", store.Len()) // the done marker
 	// Output:
 	// sending the email
 	// ran <nil>
 	// duplicate <nil>
-	// keys held: 1
 }

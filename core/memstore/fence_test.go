@@ -37,5 +37,5 @@ func TestFencesOutliveTheirKeys(t *testing.T) {
 	*clock = clock.Add(-time.Hour)
 	_, third := claim("k", time.Minute)
 	require.Equal(t, second+1, third, "the clock stepped back")
-	require.Equal(t, 1101, s.Len())
+	require.Equal(t, 1101, s.len())
 }

@@ -171,8 +171,8 @@ func (s *Store) Release(ctx context.Context, key string, token driver.Token) err
 	return nil
 }
 
-// Len returns the number of live entries (claims and done markers).
-func (s *Store) Len() int {
+// len returns the number of live entries (claims and done markers).
+func (s *Store) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()

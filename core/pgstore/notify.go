@@ -37,10 +37,6 @@ func channelName(schema, table string) string {
 	return "jobonce:" + hex.EncodeToString(sum[:12])
 }
 
-// Channel returns the channel on which the store notifies the end of a
-// claim that a copy awaits, for LISTEN.
-func (s *Store) Channel() string { return s.channel }
-
 // Await implements driver.Notifier: Claim, with a key found running marked
 // awaited in the same READ COMMITTED transaction, in one round trip. A key
 // whose row another transaction holds past the lock wait is reported

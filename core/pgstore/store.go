@@ -88,9 +88,6 @@ func (s *Store) Ready(ctx context.Context) error {
 	return nil
 }
 
-// Table returns the keys table's name as quoted in SQL.
-func (s *Store) Table() string { return s.table }
-
 func uuid(t driver.Token) pgtype.UUID { return pgtype.UUID{Bytes: t, Valid: true} }
 
 // checkDuration rejects a lease or retention under 1ms with an error naming

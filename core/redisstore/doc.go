@@ -27,10 +27,10 @@
 // "\x00awaited" after a hash tag the key has, else "{key}\x00awaited"), and the
 // complete or release that ends the claim deletes the mark and publishes
 // the key on a channel named after it (SPUBLISH on Cluster, so the message
-// stays on the key's primary). A claim nobody awaits is ended as before,
-// with no publish: the scripts only read the mark's absence. A Listener
-// subscribes to the keys of a Guard's waiting copies on one connection per
-// node (per primary on Cluster, per shard on a Ring), read by a goroutine
+// stays on the key's primary). A claim nobody awaits ends with no publish:
+// the scripts only read the mark's absence. A Listener subscribes to the
+// keys of a Guard's waiting copies on one connection per node (per primary
+// on Cluster, per shard on a Ring), read by a goroutine
 // of its own until Close, and notifies a key again when its subscription
 // is confirmed anew after a reconnection. Values do not change: workers of
 // the earlier release neither set nor read marks, which costs a copy that
@@ -46,8 +46,8 @@
 // marker ("w" and 8 bytes of the writer's token, then "d", "D" or "L", the
 // fingerprint and the stored result) whose TTL is the retention and which a
 // claim reports as the marker's remaining retention. Markers without the
-// writer, as the previous release wrote them, are read too, and
-// Config.LegacyMarkers writes them, for a rolling upgrade from that release.
+// writer's id are read too, and Config.LegacyMarkers writes them, for a
+// rolling upgrade from a release that wrote no id.
 // Fingerprints and results may be of any length and hold any bytes; a nil
 // result comes back nil and an empty one empty. Every duplicate's claim reads
 // the stored result whole, so a core.Guard stores results of up to

@@ -14,8 +14,7 @@ import (
 // slot that expires with the running claim's lease; complete.lua and
 // release.lua delete a mark they find and publish the key on a channel
 // named after it (SPUBLISH on Redis Cluster, where the channel lives on the
-// key's primary), so a claim nobody waits for ends as before, without a
-// publish. Claim and done marker values do not change: a worker of an
+// key's primary), so a claim nobody waits for ends without a publish. Claim and done marker values do not change: a worker of an
 // earlier release ignores marks and never publishes, which costs a waiting
 // copy latency only.
 

@@ -102,16 +102,13 @@ type Config struct {
 	// the Guard's StoreTimeout. Defaults to 1s.
 	WaitTimeout time.Duration
 
-	// LegacyMarkers writes done markers as the previous release wrote them
-	// and reads them: without the writer's id. Markers of either format are
-	// read. Set it for the first step of a rolling upgrade from that
-	// release, whose workers read a marker that names its writer as a store
-	// failure (failing closed, or, under core.Config.FailOpen, running the
-	// job again), and deploy again without it once every worker runs this
-	// release. Under it, a complete sent again after its reply was lost, or
-	// after core.ErrUnreplicated, cannot tell its own marker from another
-	// copy's and answers driver.ErrLeaseLost, as the previous release did: the
-	// job reports LeaseLost. Defaults to false.
+	// LegacyMarkers writes done markers without the writer's id; markers of
+	// either format are read. Set it for the first step of a rolling upgrade
+	// from a release whose workers read a marker naming its writer as a
+	// store failure, and deploy again without it once every worker runs this
+	// release. Under it, a complete sent again after a lost reply or
+	// core.ErrUnreplicated cannot tell its own marker from another copy's:
+	// it answers driver.ErrLeaseLost. Defaults to false.
 	LegacyMarkers bool
 }
 

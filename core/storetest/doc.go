@@ -27,8 +27,8 @@
 //   - a call with a done context fails with an error wrapping the context's
 //     error and changes nothing; a batch call answers every request so.
 //
-// The package is public for the authors of stores: Run (and RunStore,
-// RunGuard and RunNotifier, its parts) is the conformance suite, and
+// The package is public for the authors of stores: Run is the conformance
+// suite (the Notifier cases run for a store that implements it), and
 // RunChaos with ChaosOptions is the chaos harness, which runs jobs through a
 // Guard on a store whose calls fail, hang and answer late, and checks the
 // recorded history against the run-once semantics. jobonce's own stores run

@@ -18,8 +18,8 @@ import (
 	"github.com/jobonce/jobonce/core/driver"
 )
 
-// RunGuard runs the Guard's behavioural cases on top of the store.
-func RunGuard(t *testing.T, newStore NewStore) {
+// runGuard runs the Guard's behavioural cases on top of the store.
+func runGuard(t *testing.T, newStore NewStore) {
 	cases := []struct {
 		name string
 		fn   func(t *testing.T, s *suite)

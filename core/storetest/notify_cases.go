@@ -12,9 +12,9 @@ import (
 	"github.com/jobonce/jobonce/core/driver"
 )
 
-// RunNotifier runs the cases of driver.Notifier's contract: stores made by
+// runNotifier runs the cases of driver.Notifier's contract: stores made by
 // newStore must implement it.
-func RunNotifier(t *testing.T, newStore NewStore) {
+func runNotifier(t *testing.T, newStore NewStore) {
 	cases := []struct {
 		name string
 		fn   func(t *testing.T, s *suite, n driver.Notifier)

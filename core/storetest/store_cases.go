@@ -18,8 +18,8 @@ import (
 	"github.com/jobonce/jobonce/internal/batchcall"
 )
 
-// RunStore runs the Store contract cases.
-func RunStore(t *testing.T, newStore NewStore) {
+// runStore runs the cases of driver.Store's contract.
+func runStore(t *testing.T, newStore NewStore) {
 	cases := []struct {
 		name string
 		fn   func(t *testing.T, s *suite)

@@ -17,10 +17,10 @@ type NewStore func(t *testing.T) driver.Store
 
 // Run runs the whole suite against stores made by newStore.
 func Run(t *testing.T, newStore NewStore) {
-	t.Run("Store", func(t *testing.T) { RunStore(t, newStore) })
-	t.Run("Guard", func(t *testing.T) { RunGuard(t, newStore) })
+	t.Run("Store", func(t *testing.T) { runStore(t, newStore) })
+	t.Run("Guard", func(t *testing.T) { runGuard(t, newStore) })
 	if _, ok := newStore(t).(driver.Notifier); ok {
-		t.Run("Notifier", func(t *testing.T) { RunNotifier(t, newStore) })
+		t.Run("Notifier", func(t *testing.T) { runNotifier(t, newStore) })
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 // effects stands for the system a job acts on, and counts the effects made
 // on it per job. A request with an idempotency key is treated as an API that
 // accepts one does (Stripe's Idempotency-Key header): a key it has already
-// applied is absorbed, answered as before with no second effect.
+// applied is absorbed, answered with its first reply and no second effect.
 type effects struct {
 	made     []atomic.Int32 // per job
 	applied  sync.Map       // idempotency keys already applied

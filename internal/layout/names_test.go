@@ -19,6 +19,11 @@ import (
 // what a test pins (STYLE.md point 15).
 var history = regexp.MustCompile(`(?i)attack|hardening|regression|proof`)
 
+// pastTense matches the words by which a comment of the product tells its
+// history ("as the previous release did") instead of its contract; the
+// CHANGELOG tells history.
+var pastTense = regexp.MustCompile(`(?i)previous release|as before|used to be|formerly`)
+
 // historyComment matches the same in a test file's comments.
 var historyComment = regexp.MustCompile(`(?i)attack|review found|hardening|regression`)
 
@@ -26,7 +31,7 @@ var historyComment = regexp.MustCompile(`(?i)attack|review found|hardening|regre
 // examples and bench modules too): no file name, no function in a test
 // file, no subtest name given to t.Run as a literal and no test file's
 // comment says how a defect was found (an attack, a review, a regression,
-// a hardening, a proof).
+// a hardening, a proof), and no comment in the code tells its history.
 func TestNamesSayWhatTheyTest(t *testing.T) {
 	root := filepath.Join("..", "..")
 	_, err := os.Stat(filepath.Join(root, "go.mod"))
@@ -46,9 +51,13 @@ func TestNamesSayWhatTheyTest(t *testing.T) {
 		if history.MatchString(d.Name()) {
 			t.Errorf("%s: the name tells how a defect was found: name the file for the code it tests", rel)
 		}
-		if strings.HasSuffix(path, "_test.go") && rel != filepath.Join("internal", "layout", "names_test.go") {
+		switch {
+		case rel == filepath.Join("internal", "layout", "names_test.go"):
+		case strings.HasSuffix(path, "_test.go"):
 			files++
 			checkTestFile(t, path, rel)
+		case strings.HasSuffix(path, ".go"):
+			checkComments(t, path)
 		}
 		return nil
 	})
@@ -84,4 +93,15 @@ func checkTestFile(t *testing.T, path, rel string) {
 		}
 		return true
 	})
+}
+
+func checkComments(t *testing.T, path string) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+	require.NoError(t, err)
+	for _, cg := range f.Comments {
+		if m := pastTense.FindString(cg.Text()); m != "" {
+			t.Errorf("%s: a comment says %q: say what the code does; history goes to CHANGELOG.md", fset.Position(cg.Pos()), m)
+		}
+	}
 }

@@ -142,8 +142,8 @@ func Blocking(runs *atomic.Int64, started chan<- struct{}, release <-chan struct
 
 // KeyByID keys messages by their "id" metadata and skips those marked "free".
 var KeyByID = &watermillonce.Config{
-	Key:  func(m *message.Message) string { return m.Metadata.Get("id") },
-	Skip: func(m *message.Message) bool { return m.Metadata.Get("free") == "1" },
+	Key:       func(m *message.Message) string { return m.Metadata.Get("id") },
+	Unguarded: func(m *message.Message) bool { return m.Metadata.Get("free") == "1" },
 }
 
 // FlakyPublisher fails its first Fails calls with Err, then passes every
