@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +16,8 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/internal/stall"
+	"github.com/jobonce/jobonce/internal/testenv"
 )
 
 // awaitCounter is a memstore that counts its Await calls: a copy admitted
@@ -302,4 +307,446 @@ func TestWaitingCopyStoppedWhileItsReadClaimsLeavesTheKeyFree(t *testing.T) {
 	require.NoError(t, err, "the key is free: nobody holds it")
 	require.Equal(t, core.Ran, res.Outcome)
 	require.True(t, ran)
+}
+
+// hangingNotifier is a memstore whose Listener calls named in hang wait for
+// their context to end (a subscription connection that cannot be made), and
+// which counts its Await calls and the Listeners it opened and closed.
+type hangingNotifier struct {
+	*memstore.Store
+	hang           map[string]bool // "Listen", "Add", "Remove"; "Refuse": Listen fails at once
+	opened, closed atomic.Int32
+	awaits         atomic.Int64
+	listens        atomic.Int32
+	notify         atomic.Pointer[func(string)] // the last Listener's
+}
+
+func (s *hangingNotifier) Await(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
+	s.awaits.Add(1)
+	return s.Store.Await(ctx, req)
+}
+
+// forge notifies key as the last Listener opened would.
+func (s *hangingNotifier) forge(key string) {
+	if n := s.notify.Load(); n != nil {
+		(*n)(key)
+	}
+}
+
+func (s *hangingNotifier) Listen(ctx context.Context, notify func(string)) (driver.Listener, error) {
+	s.listens.Add(1)
+	if s.hang["Listen"] {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if s.hang["Refuse"] {
+		return nil, errors.New("refused")
+	}
+	s.notify.Store(&notify)
+	l, err := s.Store.Listen(ctx, notify)
+	if err != nil {
+		return nil, err
+	}
+	s.opened.Add(1)
+	return &hangingListener{Listener: l, s: s}, nil
+}
+
+type hangingListener struct {
+	driver.Listener
+	s *hangingNotifier
+}
+
+func (l *hangingListener) Add(ctx context.Context, key string) error {
+	if l.s.hang["Add"] {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return l.Listener.Add(ctx, key)
+}
+
+func (l *hangingListener) Remove(ctx context.Context, key string) error {
+	if l.s.hang["Remove"] {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return l.Listener.Remove(ctx, key)
+}
+
+func (l *hangingListener) Close() error {
+	l.s.closed.Add(1)
+	return l.Listener.Close()
+}
+
+// TestWaitersAreAnsweredWithinTheirContextWhileTheListenerHangs: eight
+// copies that find their jobs running wait with 100 ms contexts while the
+// Listener's calls hang for their whole StoreTimeout (500 ms): each is
+// answered with its context's error within its context and one
+// StoreTimeout, not one after another, and once all have left the Listener
+// is closed and no goroutine is left.
+func TestWaitersAreAnsweredWithinTheirContextWhileTheListenerHangs(t *testing.T) {
+	const (
+		n       = 8
+		within  = 100 * time.Millisecond
+		timeout = 500 * time.Millisecond
+		slack   = 300 * time.Millisecond
+	)
+	for _, hang := range [][]string{{"Add"}, {"Listen"}, {"Add", "Remove"}} {
+		t.Run(fmt.Sprint(hang), func(t *testing.T) {
+			baseline := runtime.NumGoroutine()
+			st := &hangingNotifier{Store: memstore.New(), hang: map[string]bool{}}
+			for _, h := range hang {
+				st.hang[h] = true
+			}
+			g, err := core.New(st, &core.Config{StoreTimeout: timeout, WaitingShare: 1})
+			require.NoError(t, err)
+
+			release := make(chan struct{})
+			var holders sync.WaitGroup
+			for i := range n {
+				started := make(chan struct{})
+				holders.Go(func() {
+					_, _ = g.Run(context.Background(), core.Job{Key: fmt.Sprint("k", i)}, func(context.Context) ([]byte, error) {
+						close(started)
+						<-release
+						return nil, nil
+					})
+				})
+				<-started
+			}
+
+			took := make([]time.Duration, n)
+			errs := make([]error, n)
+			var waiters sync.WaitGroup
+			for i := range n {
+				waiters.Go(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), within)
+					defer cancel()
+					start := time.Now()
+					_, errs[i] = g.Run(ctx, core.Job{Key: fmt.Sprint("k", i), WaitUntil: time.Now().Add(20 * time.Second)},
+						func(context.Context) ([]byte, error) { return nil, nil })
+					took[i] = time.Since(start)
+				})
+			}
+			waiters.Wait()
+			close(release)
+			holders.Wait()
+			require.NoError(t, g.Close())
+
+			for i := range n {
+				require.ErrorIs(t, errs[i], context.DeadlineExceeded, "waiter %d", i)
+				require.Less(t, took[i], within+timeout+slack, "waiter %d answered after %v (all: %v)", i, took[i], took)
+			}
+			require.Equal(t, st.opened.Load(), st.closed.Load(), "Close closed every Listener opened, once nobody waits")
+			deadline := time.Now().Add(5 * time.Second)
+			for runtime.NumGoroutine() > baseline && time.Now().Before(deadline) {
+				runtime.Gosched()
+				time.Sleep(10 * time.Millisecond)
+			}
+			require.LessOrEqual(t, runtime.NumGoroutine(), baseline, "goroutines left after the waits")
+		})
+	}
+}
+
+// TestWaitersAreAnsweredByTheirWaitWhileTheListenerHangs: eight copies on
+// eight keys, whose contexts never end, wait 100 ms (Job.WaitUntil) for
+// their running copies while each Listener Add hangs for its whole
+// StoreTimeout (500 ms): each is answered Running within its wait and one
+// StoreTimeout (its own Add), not after the Adds of the copies before it,
+// one after another (the last took eight StoreTimeouts).
+func TestWaitersAreAnsweredByTheirWaitWhileTheListenerHangs(t *testing.T) {
+	const (
+		n       = 8
+		wait    = 100 * time.Millisecond
+		timeout = 500 * time.Millisecond
+		slack   = 300 * time.Millisecond
+	)
+	st := &hangingNotifier{Store: memstore.New(), hang: map[string]bool{"Add": true}}
+	g, err := core.New(st, &core.Config{StoreTimeout: timeout, WaitingShare: 1})
+	require.NoError(t, err)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprint("k", i)
+	}
+	release := make(chan struct{})
+	holders := holdKeys(g, release, keys...)
+	probe := stall.Start()
+	took := make([]time.Duration, n)
+	outs := make([]core.Outcome, n)
+	var waiters sync.WaitGroup
+	for i := range n {
+		waiters.Go(func() {
+			start := time.Now()
+			res, _ := g.Run(context.Background(), core.Job{Key: keys[i], WaitUntil: start.Add(wait)},
+				func(context.Context) ([]byte, error) { return nil, nil })
+			end := time.Now()
+			took[i], outs[i] = end.Sub(start)-probe.Within(start, end), res.Outcome
+		})
+	}
+	waiters.Wait()
+	probe.Stop()
+	close(release)
+	holders.Wait()
+	require.NoError(t, g.Close())
+	for i := range n {
+		require.Equal(t, core.Running, outs[i], "copy %d", i)
+		require.Less(t, took[i], wait+timeout+slack, "copy %d answered after %v, stalls excepted (all: %v)", i, took[i], took)
+	}
+}
+
+// holdKeys runs, on g, a job on each of keys that blocks until release is
+// closed, and returns once all run.
+func holdKeys(g *core.Guard, release chan struct{}, keys ...string) *sync.WaitGroup {
+	var holders sync.WaitGroup
+	for _, key := range keys {
+		started := make(chan struct{})
+		holders.Go(func() {
+			_, _ = g.Run(context.Background(), core.Job{Key: key}, func(context.Context) ([]byte, error) {
+				close(started)
+				<-release
+				return nil, nil
+			})
+		})
+		<-started
+	}
+	return &holders
+}
+
+// waitAll runs, on g, n copies of the jobs on keys (copy i on keys[i%len]),
+// each waiting for its running copy, and returns their results once all
+// returned; release is closed once they all wait (each read its key).
+func waitAll(t *testing.T, g *core.Guard, st *hangingNotifier, n int, release chan struct{}, keys ...string) []core.Result {
+	t.Helper()
+	before := st.awaits.Load()
+	var waiters sync.WaitGroup
+	results := make([]core.Result, n)
+	for i := range n {
+		waiters.Go(func() {
+			results[i], _ = g.Run(context.Background(), core.Job{Key: keys[i%len(keys)], WaitUntil: time.Now().Add(10 * time.Second), HoldsWorker: true},
+				func(context.Context) ([]byte, error) { return nil, nil })
+		})
+	}
+	require.Eventually(t, func() bool { return st.awaits.Load() >= before+int64(n) }, 10*time.Second, time.Millisecond, "the copies began to wait")
+	close(release)
+	waiters.Wait()
+	return results
+}
+
+// TestListenerOutlivesTheLastWaiterUntilIdle: copies waiting on several
+// keys share one Listener, which stays open when the last of them leaves,
+// so that the next wait uses it without opening another, and closes once
+// it has been idle for the Guard's idle time.
+func TestListenerOutlivesTheLastWaiterUntilIdle(t *testing.T) {
+	st := &hangingNotifier{Store: memstore.New(), hang: map[string]bool{}}
+	g, err := core.New(st, &core.Config{StoreTimeout: time.Second})
+	require.NoError(t, err)
+	core.SetListenerIdle(g, 50*time.Millisecond)
+
+	release := make(chan struct{})
+	holders := holdKeys(g, release, "k0", "k1", "k2")
+	for _, res := range waitAll(t, g, st, 6, release, "k0", "k1", "k2") {
+		require.Equal(t, core.Duplicate, res.Outcome)
+	}
+	holders.Wait()
+	require.EqualValues(t, 1, st.opened.Load(), "the waiting copies shared one Listener")
+	require.Eventually(t, func() bool { return st.closed.Load() == 1 }, 10*time.Second, time.Millisecond,
+		"the Listener closed once idle")
+
+	release = make(chan struct{})
+	holders = holdKeys(g, release, "k3")
+	waitAll(t, g, st, 1, release, "k3")
+	holders.Wait()
+	require.EqualValues(t, 2, st.opened.Load(), "a wait after the Listener closed opens another")
+	require.NoError(t, g.Close())
+	require.EqualValues(t, 2, st.closed.Load())
+}
+
+// TestListenerStaysOpenBetweenWaitsUntilClose: with the default idle time,
+// a wait after the last copy left reuses its Listener, Close closes it at
+// once when nobody waits, and Close while a copy waits closes it as that
+// copy leaves.
+func TestListenerStaysOpenBetweenWaitsUntilClose(t *testing.T) {
+	baseline := runtime.NumGoroutine()
+	st := &hangingNotifier{Store: memstore.New(), hang: map[string]bool{}}
+	g, err := core.New(st, &core.Config{StoreTimeout: time.Second})
+	require.NoError(t, err)
+	for i := range 3 {
+		release := make(chan struct{})
+		holders := holdKeys(g, release, fmt.Sprint("a", i))
+		waitAll(t, g, st, 2, release, fmt.Sprint("a", i))
+		holders.Wait()
+	}
+	require.EqualValues(t, 1, st.opened.Load(), "one Listener for waits one after another")
+	require.Zero(t, st.closed.Load(), "kept open between waits")
+	require.NoError(t, g.Close())
+	require.EqualValues(t, 1, st.closed.Load(), "Close closed it at once")
+
+	release := make(chan struct{})
+	holders := holdKeys(g, release, "b")
+	var waiters sync.WaitGroup
+	before := st.awaits.Load()
+	waiters.Go(func() {
+		_, _ = g.Run(context.Background(), core.Job{Key: "b", WaitUntil: time.Now().Add(10 * time.Second)},
+			func(context.Context) ([]byte, error) { return nil, nil })
+	})
+	require.Eventually(t, func() bool { return st.awaits.Load() > before }, 10*time.Second, time.Millisecond)
+	require.NoError(t, g.Close())
+	require.EqualValues(t, 1, st.closed.Load(), "not while a copy waits")
+	close(release)
+	waiters.Wait()
+	holders.Wait()
+	require.EqualValues(t, 2, st.opened.Load())
+	require.EqualValues(t, 2, st.closed.Load(), "closed as the last copy left")
+	requireGoroutines(t, baseline)
+}
+
+// requireGoroutines waits, for up to 5s, until no more than n goroutines
+// run.
+func requireGoroutines(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > n && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.LessOrEqual(t, runtime.NumGoroutine(), n, "goroutines left")
+}
+
+// TestForgedNotificationsCostEachCopyBoundedReads: a copy waiting for a key
+// whose notifications come without end (forged: any role may NOTIFY a
+// PostgreSQL channel), and those of every key, reads the key notifyBurst
+// times for each, then once per notifyEvery at most, and its outcome is the
+// running copy's.
+func TestForgedNotificationsCostEachCopyBoundedReads(t *testing.T) {
+	st := &hangingNotifier{Store: memstore.New(), hang: map[string]bool{}}
+	g, err := core.New(st, &core.Config{StoreTimeout: time.Second})
+	require.NoError(t, err)
+	release := make(chan struct{})
+	holders := holdKeys(g, release, "forged")
+	stored, err := g.StoredKey("forged")
+	require.NoError(t, err)
+	var waiters sync.WaitGroup
+	var res core.Result
+	waiters.Go(func() {
+		res, _ = g.Run(context.Background(), core.Job{Key: "forged", WaitUntil: time.Now().Add(20 * time.Second)},
+			func(context.Context) ([]byte, error) { return []byte("ran twice"), nil })
+	})
+	require.Eventually(t, func() bool { return st.awaits.Load() >= 1 }, 10*time.Second, time.Millisecond)
+	start, before := time.Now(), st.awaits.Load()
+	for st.awaits.Load() < before+20 && time.Since(start) < 500*time.Millisecond {
+		st.forge(stored)
+		st.forge("") // every key: as a Listener that connected again says
+	}
+	elapsed := time.Since(start)
+	reads := st.awaits.Load() - before
+	bound := 2*(int64(core.NotifyBurst)+1+int64(elapsed/core.NotifyEvery)) + int64(elapsed/time.Second)
+	t.Logf("%d reads in %s of forged notifications (bound %d)", reads, elapsed.Round(time.Millisecond), bound)
+	require.LessOrEqual(t, reads, bound)
+	close(release)
+	waiters.Wait()
+	holders.Wait()
+	require.Equal(t, core.Duplicate, res.Outcome, "a forged notification never changes an outcome")
+	require.NoError(t, g.Close())
+}
+
+// TestListenerThatCannotOpenIsLoggedOnce: a store whose Listener cannot be
+// opened is polled by the copies that wait, and the Guard says so at Warn
+// once, not at each attempt to open it.
+func TestListenerThatCannotOpenIsLoggedOnce(t *testing.T) {
+	st := &hangingNotifier{Store: memstore.New(), hang: map[string]bool{"Refuse": true}}
+	var warnings testenv.Warnings
+	g, err := core.New(st, &core.Config{StoreTimeout: time.Second, Logger: warnings.Logger()})
+	require.NoError(t, err)
+	release := make(chan struct{})
+	holders := holdKeys(g, release, "refused")
+	for st.listens.Load() < 2 { // a second attempt comes a second after the first failed
+		res, err := g.Run(context.Background(), core.Job{Key: "refused", WaitUntil: time.Now().Add(50 * time.Millisecond)},
+			func(context.Context) ([]byte, error) { return nil, nil })
+		require.ErrorIs(t, err, core.ErrRunning)
+		require.Equal(t, core.Running, res.Outcome, "the copy polled until its wait ended")
+	}
+	close(release)
+	holders.Wait()
+	var said int
+	for _, m := range warnings.Messages() {
+		if strings.Contains(m, "could not listen") {
+			said++
+		}
+	}
+	require.Equal(t, 1, said, "%q", warnings.Messages())
+}
+
+// TestListenerOfAGuardGarbageCollectedCloses: a Guard dropped without Close
+// leaves no Listener open once it is garbage collected.
+func TestListenerOfAGuardGarbageCollectedCloses(t *testing.T) {
+	st := &hangingNotifier{Store: memstore.New(), hang: map[string]bool{}}
+	func() {
+		g, err := core.New(st, &core.Config{StoreTimeout: time.Second})
+		require.NoError(t, err)
+		release := make(chan struct{})
+		holders := holdKeys(g, release, "dropped")
+		waitAll(t, g, st, 1, release, "dropped")
+		holders.Wait()
+	}()
+	require.EqualValues(t, 1, st.opened.Load())
+	require.Eventually(t, func() bool {
+		runtime.GC()
+		return st.closed.Load() == 1
+	}, 10*time.Second, 10*time.Millisecond, "the Listener of the dropped Guard closed")
+}
+
+// panickyListener is a memstore whose Listener panics in Listen, or in Add:
+// reached is closed once the panicking call is made.
+type panickyListener struct {
+	*memstore.Store
+	inListen bool
+	reached  chan struct{}
+	once     sync.Once
+}
+
+func (s *panickyListener) Listen(ctx context.Context, notify func(string)) (driver.Listener, error) {
+	if s.inListen {
+		s.once.Do(func() { close(s.reached) })
+		panic("Listen panicked")
+	}
+	l, err := s.Store.Listen(ctx, notify)
+	return panickyAdd{l, s}, err
+}
+
+type panickyAdd struct {
+	driver.Listener
+	s *panickyListener
+}
+
+func (a panickyAdd) Add(context.Context, string) error {
+	a.s.once.Do(func() { close(a.s.reached) })
+	panic("Add panicked")
+}
+
+// A Listener call that panics is a store call that panics: the waiting copy
+// that made it polls, as when Listen fails, and learns the running copy's
+// outcome; nothing takes its goroutine down.
+func TestListenerPanicIsAFailedListen(t *testing.T) {
+	for _, inListen := range []bool{true, false} {
+		t.Run(fmt.Sprint("inListen=", inListen), func(t *testing.T) {
+			st := &panickyListener{Store: memstore.New(), inListen: inListen, reached: make(chan struct{})}
+			g := testenv.NewGuard(t, st, nil)
+			started := make(chan struct{})
+			holder := make(chan core.Outcome, 1)
+			go func() {
+				out, _ := g.Do(context.Background(), "k", func(context.Context) error {
+					close(started)
+					<-st.reached // the waiting copy has made the call that panics
+					return nil
+				})
+				holder <- out
+			}()
+			<-started
+			var res core.Result
+			require.NotPanics(t, func() {
+				res, _ = g.Run(context.Background(), core.Job{Key: "k", WaitUntil: time.Now().Add(time.Minute)},
+					func(context.Context) ([]byte, error) { return nil, errors.New("must not run") })
+			})
+			require.Equal(t, core.Ran, <-holder)
+			require.Equal(t, core.Duplicate, res.Outcome)
+		})
+	}
 }
