@@ -14,10 +14,8 @@ import (
 )
 
 // ErrAlreadyEnqueued reports that EnqueueOnce enqueued nothing because the
-// key was enqueued already: within its window (the Guard's marker), or by a
-// task still in its queue under the key's task ID (asynq.ErrTaskIDConflict).
-// The error EnqueueOnce returns for it also matches asynq.ErrDuplicateTask,
-// so code written for Asynq's own Unique option keeps working.
+// key was enqueued already. The error EnqueueOnce returns for it also
+// matches asynq.ErrDuplicateTask, as Asynq's Unique option does.
 var ErrAlreadyEnqueued = errors.New("jobonce: asynqonce: task already enqueued for this key")
 
 var (
@@ -25,46 +23,33 @@ var (
 	errTaskIDTaken     = fmt.Errorf("%w: its task ID is taken in the queue (%w; %w)", ErrAlreadyEnqueued, asynq.ErrDuplicateTask, asynq.ErrTaskIDConflict)
 )
 
-// Enqueuer enqueues Asynq tasks; *asynq.Client satisfies it.
+// Enqueuer enqueues Asynq tasks. *asynq.Client satisfies it.
 type Enqueuer interface {
 	EnqueueContext(ctx context.Context, task *asynq.Task, opts ...asynq.Option) (*asynq.TaskInfo, error)
 }
 
 // EnqueueOnce enqueues task through client at most once per key within
-// window, using Guard.Enqueue: the key is claimed while the task is
-// enqueued and marked for the window once it is; if enqueueing fails, the
-// claim is released at once, so an outage never blocks the key for the
-// whole window (unlike Asynq's Unique option, which also cannot take a
-// custom key). An empty key means DefaultKey(task).
+// window, using Guard.Enqueue. An empty key means DefaultKey(task). When
+// enqueueing fails, the key is released at once, so a retry can enqueue it.
 //
-// The task is enqueued with an asynq.TaskID that names the key's window:
-// "jobonce-", core.Fingerprint of the key, "-" and the number of whole
-// windows from the Unix epoch to the publish, by this process's clock
-// (TaskInfo.ID). A publish after the window has passed is thus a new task
-// with a new ID, which runs under Config.PeriodicTypes (keyed by task ID),
-// while a retry after an ambiguous failure, such as a reply lost to a
-// timeout after Asynq had enqueued the task, carries the same ID and finds
-// the task, enqueuing no second one: unless the retry falls into the next
-// window period (a chance of its delay over window), when it is a new task.
-// Asynq keeps a task ID taken while its task exists in any state (pending,
-// scheduled, active, retry, archived, and completed while a Retention
-// option keeps it), per queue. An asynq.TaskID in opts is kept instead, the
-// same in every window: while its task exists, EnqueueOnce enqueues nothing,
-// even past the window, and under Config.PeriodicTypes every task it
-// enqueues is one occurrence. A TaskID given to asynq.NewTask is replaced
-// by the key's, since EnqueueOnce sees only opts.
+// The task gets an asynq.TaskID that names the key and the window period.
+// So a retry after a lost reply finds the task and enqueues no second one.
+// An asynq.TaskID in opts is kept instead. docs/asynq.md explains these
+// task IDs.
 //
-// It returns ErrAlreadyEnqueued (also matching asynq.ErrDuplicateTask) when
-// the key was enqueued within the window, or when a task with its task ID is
-// in the queue (then matching asynq.ErrTaskIDConflict too, and the marker is
-// kept for the window); an error matching core.ErrRunning, with a
-// core.RetryAfter hint, while another call is enqueueing the key (nothing is
-// enqueued: try again after the hint); an error matching
-// core.ErrStoreUnavailable when the store cannot be reached (nothing is
-// enqueued unless the Guard fails open);
-// an error matching ctx.Err() when ctx ends before the store answered
-// (nothing is enqueued); and the client's error unchanged when enqueueing
-// fails.
+// It returns:
+//   - ErrAlreadyEnqueued when the key was enqueued within the window, or
+//     when its task ID is taken in the queue (then the error also matches
+//     asynq.ErrTaskIDConflict);
+//   - an error matching core.ErrRunning, with a core.RetryAfter hint, while
+//     another call enqueues the key;
+//   - an error matching core.ErrStoreUnavailable when the store fails
+//     (core.Config.FailOpen may enqueue the task anyway);
+//   - an error matching ctx.Err() when ctx ends before the store answers;
+//   - the client's error, unchanged, when enqueueing fails;
+//   - an error for a nil Guard, client or task, or a window under 1ms.
+//
+// After any error but the client's, nothing was enqueued.
 func EnqueueOnce(ctx context.Context, g *core.Guard, client Enqueuer, task *asynq.Task, key string, window time.Duration, opts ...asynq.Option) (*asynq.TaskInfo, error) {
 	switch {
 	case g == nil:

@@ -12,46 +12,33 @@ import (
 	"github.com/jobonce/jobonce/internal/nilcheck"
 )
 
-// NewMiddleware returns an Asynq middleware that runs each job once through
-// g: use it with mux.Use, or call it on a handler directly, since an
-// asynq.MiddlewareFunc is a func(asynq.Handler) asynq.Handler. cfg may be nil
-// for the defaults. Set IsFailure and RetryDelay in the server's asynq.Config
-// as well, so copies that find their job running are retried without being
-// charged a retry, after the Guard's RetryAfter hint: when a copy sent back
-// as running comes back showing that Asynq charged it a retry without asking
-// IsFailure, or brought it back more than 7s after its hint without asking
-// RetryDelay (a RetryDelayFunc of your own that
-// returns core.RetryAfter's hint is as good), the middleware logs it once at
-// Warn on the Guard's Logger, naming the missing field.
+// NewMiddleware returns an Asynq middleware that runs each task once per
+// key through g. Use it with mux.Use, or call it on a handler: mw(h). cfg
+// may be nil for the defaults. Set IsFailure and RetryDelay in the server's
+// asynq.Config too.
 //
 // For each task the middleware derives a key (Config.Key) and claims it:
 //
-//   - The key was free: the handler runs. Its error (or panic) releases the
-//     claim and goes back to Asynq unchanged, so Asynq's retry policy applies.
-//     Success records the done marker, with the result given to SetResult.
-//   - Already done: the handler does not run; the task is acknowledged, and a
-//     stored result is written to the task's ResultWriter.
-//   - Another copy runs: the copy waits in its worker slot, up to
-//     Config.WaitRunning within the task's deadline, for that copy's
-//     outcome, woken the moment it is written (then it is a duplicate, or
-//     runs if the claim was released), when the Guard lets it wait (one
-//     copy of a key, core.Config.WaitingShare of the tasks in progress); a
-//     copy of a kind expected to run longer does not wait. Otherwise an
-//     error matching core.ErrRunning, for which IsFailure is false and
-//     RetryDelay gives the Guard's RetryAfter hint. A copy with no retries
-//     left, which Asynq would archive, waits up to its task's deadline
-//     instead.
-//   - A different payload under the key: an error matching core.ErrConflict
-//     and asynq.SkipRetry, so Asynq archives the task at once.
-//   - The store is unreachable: an error matching core.ErrStoreUnavailable,
-//     which Asynq retries (fail closed); nothing is acknowledged.
-//   - The task's context ended before the claim was answered (or while a
-//     copy waited): the handler does not run, even when the Guard fails
-//     open, and the error matches ctx.Err(). It is not a store outage, and
-//     IsFailure reports false for it (see IsFailure for what Asynq does).
+//   - The key is free: the handler runs. Its error or panic releases the
+//     claim and goes back to Asynq unchanged. Success records the done
+//     marker, with the result given to SetResult.
+//   - The key is done: the handler does not run, and the task is
+//     acknowledged. A stored result is written to its ResultWriter.
+//   - Another copy runs: the copy waits for its outcome when the Guard lets
+//     it (Config.WaitRunning). Otherwise, or if the job still runs, the
+//     error matches core.ErrRunning, and IsFailure reports false for it. A
+//     copy with no retries left waits up to its deadline instead.
+//   - The key holds a different payload (core.ErrConflict), or is empty
+//     (core.ErrInvalidKey): the error also matches asynq.SkipRetry, so Asynq
+//     archives the task.
+//   - The store fails: the handler does not run, unless the Guard fails
+//     open. The error matches core.ErrStoreUnavailable, and Asynq retries
+//     the task.
+//   - The task's context ends before the claim is answered: the handler does
+//     not run, and the error matches ctx.Err().
 //
-// NewMiddleware returns an error, naming the problem, for a nil Guard or an
-// invalid Config; MustMiddleware is the one-line form for mux.Use.
+// docs/asynq.md has the details of each case. NewMiddleware returns an
+// error for a nil Guard or an invalid Config.
 func NewMiddleware(g *core.Guard, cfg *Config) (asynq.MiddlewareFunc, error) {
 	if g == nil {
 		return nil, errors.New("jobonce: asynqonce: NewMiddleware: Guard is nil")
@@ -67,8 +54,8 @@ func NewMiddleware(g *core.Guard, cfg *Config) (asynq.MiddlewareFunc, error) {
 	return m.wrap, nil
 }
 
-// MustMiddleware is NewMiddleware for the one-line mux.Use(...) form: it
-// panics, with NewMiddleware's error, when g is nil or cfg is invalid.
+// MustMiddleware is NewMiddleware for the one-line mux.Use form. It panics
+// with NewMiddleware's error.
 func MustMiddleware(g *core.Guard, cfg *Config) asynq.MiddlewareFunc {
 	mw, err := NewMiddleware(g, cfg)
 	if err != nil {
