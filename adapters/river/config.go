@@ -11,45 +11,32 @@ import (
 )
 
 // Config configures the middleware, Wrap and the transactional forms. A nil
-// *Config gives the defaults; the Config is copied, so later changes to it
-// have no effect.
+// *Config gives the defaults. The Config is copied, so later changes have
+// no effect.
 type Config struct {
 	// Key returns the key that names a job's effect. Copies of a job that
 	// share a key run once. An empty key is invalid (core.ErrInvalidKey):
-	// the worker does not run and the job is cancelled (river.JobCancel), as
-	// in every adapter; exempt jobs with Unguarded instead. Defaults to nil: the
-	// key a job's args give through Keyer, else for a job of River's
-	// periodic job enqueuer a key naming its occurrence (see the package
-	// doc), else Kind + ":" + core.Fingerprint of the encoded args.
+	// the worker does not run and the job is cancelled. Defaults to nil: the
+	// args' OnceKey (Keyer), else DefaultKey.
 	Key func(job *rivertype.JobRow) string
 
 	// Fingerprint returns the fingerprint of a job's payload. A key held or
-	// done with a different fingerprint is a conflict: the job is cancelled
-	// (river.JobCancel). Return "" to turn the check off. Defaults to nil:
-	// core.Fingerprint of the encoded args, except with the default keys (so
-	// none is stored): Kind and the fingerprint contains it already, and a
-	// periodic occurrence is one job whatever its args.
+	// done with a different fingerprint is a conflict (core.ErrConflict),
+	// and the job is cancelled. Return "" to turn the check off. Defaults to
+	// nil: core.Fingerprint of the encoded args under a named key (Key,
+	// Keyer), and none under the default keys.
 	Fingerprint func(job *rivertype.JobRow) string
 
-	// Unguarded reports jobs that run without the guard, such as kinds that are
-	// idempotent already. They are reported to the Guard's Observer, log and
-	// metrics as core.Unguarded, under their kind; they have no key, so no
-	// idempotency key or fence either. Defaults to nil: every job is guarded.
+	// Unguarded reports jobs that run without the guard, such as kinds that
+	// are idempotent already. They are reported as core.Unguarded, and carry
+	// no idempotency key or fence. Defaults to nil: every job is guarded.
 	Unguarded func(job *rivertype.JobRow) bool
 
-	// WaitRunning is how long a copy that finds its job running elsewhere
-	// waits in its worker slot for that copy's outcome, within its job's
-	// deadline (JobTimeout, less 500ms), before it is snoozed: the Guard's
-	// completion signal wakes it the moment the running copy's done marker
-	// is written (it then completes as a duplicate) or its claim released
-	// (it runs). A snooze costs a trip through River's scheduler, half a
-	// second at best; waiting holds the worker slot, so the Guard lets one
-	// copy of a key wait, and no more copies than its
-	// core.Config.WaitingShare of the jobs in progress; the others are
-	// snoozed at once for the RetryAfter hint, as is a copy of a kind that
-	// this Guard has seen run longer than the running copy has left within
-	// the wait (see core.Job.WaitUntil). The transactional forms (WrapTx,
-	// WorkTx) do not wait. Negative: no wait. Defaults to 5s.
+	// WaitRunning is how long a copy that finds its job running waits in its
+	// worker slot for that copy's outcome, before it is snoozed. The wait
+	// ends 500ms before the job's deadline at the latest. The Guard may
+	// refuse the wait (see core.Config.WaitingShare). WrapTx and WorkTx do
+	// not wait. Negative: no wait. Defaults to 5s.
 	WaitRunning time.Duration
 }
 
@@ -62,10 +49,8 @@ const (
 
 // Keyer is implemented by job args that name their own key, such as
 // "email:welcome:user-42". Wrap calls OnceKey on the decoded args. The
-// middleware form sees only the encoded args, so the middleware also acts at
-// insert time: when a client configured with it inserts args that implement
-// Keyer, it records OnceKey in the job's metadata under MetadataKey, where
-// the middleware finds it when the job is worked.
+// middleware sees only the encoded args, so it records OnceKey in the job's
+// metadata (MetadataKey) when its client inserts the job.
 type Keyer interface {
 	OnceKey() string
 }
@@ -73,8 +58,8 @@ type Keyer interface {
 // source names River in metrics and logs (Job.Source).
 const source = "river"
 
-// MetadataKey is the job metadata field in which the middleware records the key
-// of args that implement Keyer.
+// MetadataKey is the job metadata field in which the middleware records a
+// Keyer's key at insert.
 const MetadataKey = "jobonce_key"
 
 func (c *Config) withDefaults() Config {

@@ -24,20 +24,11 @@ var (
 )
 
 // NewMiddleware returns a River middleware that runs every job of a client
-// at most once per key: put it in river.Config.Middleware. Keys and outcomes
-// are as for Wrap. A job whose worker is registered with Wrap is left to
-// Wrap, which claims the key its own Config and the decoded args give (its
-// OnceKey, say), so the key a Wrap declares wins and no job is claimed under
-// two keys.
-//
-// The returned value is a job insert middleware too: a client configured with
-// it records, for args that implement Keyer, the key in the job's metadata
-// (MetadataKey), since a worker middleware sees only the encoded args. Jobs
-// inserted by a client without it get the other keys (Config.Key or the
-// default).
-//
-// It returns an error when g is nil; MustMiddleware is the one-line form
-// for a river.Config literal.
+// at most once per key. Put it in river.Config.Middleware. Keys and
+// outcomes are as for Wrap. A job whose worker is registered with Wrap is
+// left to Wrap. The value is also a job insert middleware: it records a
+// Keyer's key (MetadataKey) and a periodic job's occurrence in the metadata
+// of the jobs its client inserts. It returns an error when g is nil.
 func NewMiddleware(g *core.Guard, cfg *Config) (rivertype.WorkerMiddleware, error) {
 	r, err := newRunner(g, cfg, "NewMiddleware")
 	if err != nil {
@@ -46,8 +37,8 @@ func NewMiddleware(g *core.Guard, cfg *Config) (rivertype.WorkerMiddleware, erro
 	return &middleware{r: r}, nil
 }
 
-// MustMiddleware is NewMiddleware for a river.Config literal: it panics,
-// with NewMiddleware's error, when g is nil.
+// MustMiddleware is NewMiddleware for a river.Config literal. It panics
+// with NewMiddleware's error.
 func MustMiddleware(g *core.Guard, cfg *Config) rivertype.WorkerMiddleware {
 	return must(NewMiddleware(g, cfg))
 }

@@ -27,10 +27,9 @@ type TxWorker[T river.JobArgs] interface {
 	WorkTx(ctx context.Context, tx pgx.Tx, job *river.Job[T]) error
 }
 
-// ErrGuardedTwice is returned (as an ordinary error, so River retries) by a
-// transactional worker whose job is also guarded by the middleware: both
-// would claim the same key. Exclude the transactional kinds from the
-// middleware with Config.Unguarded.
+// ErrGuardedTwice is the error of a transactional worker whose job the
+// middleware or Wrap guards too. River retries it as an ordinary error.
+// Exempt the transactional kinds with the middleware's Config.Unguarded.
 var ErrGuardedTwice = errors.New("jobonce: riveronce: transactional River worker is also guarded by the middleware; exclude its kind with Config.Unguarded")
 
 // commitHook, when set by a test, runs after the job's completion is written
@@ -45,28 +44,22 @@ type txWrapped[T river.JobArgs] struct {
 	periodic periodicWarning
 }
 
-// WrapTx returns a worker that gives w's database effect exactly-once
-// semantics through tg, the transactional mode of a Guard on a
-// *pgstore.Store in the database that holds River's tables: in one
-// transaction, begun on the store's pool, it records the job's key, runs
-// w.WorkTx, and marks the job completed with river.JobCompleteTx, then
-// commits. The record, the effect and the completion become durable
-// together or not at all, so a crash at any point (even between the effect
-// and the completion) leaves either all of them or none, and a later copy
-// runs. Redis is not needed.
+// WrapTx returns a worker that runs w.WorkTx exactly once through tg, the
+// transactional mode of a Guard on a *pgstore.Store in River's database. In
+// one transaction, the worker records the job's key, runs w.WorkTx, and
+// completes the job with river.JobCompleteTx. The three become durable
+// together or not at all, even across a crash. Redis is not needed.
 //
-// Keys and outcomes are as for Wrap, and the Guard observes them as its
-// own: a copy that finds the key done completes without running w; a copy
-// that finds it held by a transaction still open snoozes (river.JobSnooze,
-// no attempt used); a conflict or an empty key cancels the job
-// (river.JobCancel). A database error while beginning or recording is
-// retried by River as a failed attempt (an error matching
-// core.ErrStoreUnavailable), unless the job's context had ended: the error
-// then matches ctx.Err() instead, as for Wrap. w's error rolls everything
-// back and reaches River unchanged. It keeps w's Timeout, NextRetry and
-// Middleware.
+// Keys and outcomes are as for Wrap, with these differences:
 //
-// It returns an error when tg or w is nil; MustWrapTx is the one-line form.
+//   - a copy that finds the key held by an open transaction snoozes, without
+//     Config.WaitRunning's wait;
+//   - w's error rolls the transaction back and reaches River unchanged;
+//   - a database error while beginning or recording matches
+//     core.ErrStoreUnavailable, even when the Guard fails open.
+//
+// It keeps w's Timeout, NextRetry and Middleware. WrapTx returns an error
+// when tg or w is nil.
 func WrapTx[T river.JobArgs](tg *core.TxGuard[pgx.Tx], w TxWorker[T], cfg *Config) (river.Worker[T], error) {
 	if tg == nil {
 		return nil, errors.New("jobonce: riveronce: WrapTx: TxGuard is nil")
@@ -77,8 +70,8 @@ func WrapTx[T river.JobArgs](tg *core.TxGuard[pgx.Tx], w TxWorker[T], cfg *Confi
 	return &txWrapped[T]{inner: w, tg: tg, cfg: cfg.withDefaults()}, nil
 }
 
-// MustWrapTx is WrapTx for the one-line river.AddWorker(workers, ...) form:
-// it panics, with WrapTx's error, when tg or w is nil.
+// MustWrapTx is WrapTx for the one-line river.AddWorker form. It panics
+// with WrapTx's error.
 func MustWrapTx[T river.JobArgs](tg *core.TxGuard[pgx.Tx], w TxWorker[T], cfg *Config) river.Worker[T] {
 	return must(WrapTx(tg, w, cfg))
 }
@@ -101,10 +94,10 @@ func (w *txWrapped[T]) Work(ctx context.Context, job *river.Job[T]) error {
 	return workTx(ctx, w.tg, job, key, w.inner.WorkTx)
 }
 
-// WorkTx is WrapTx for use inside a worker's own Work method, with the
-// default keys (Keyer, metadata, or Kind + ":" + core.Fingerprint of the
-// encoded args): it runs fn exactly once, in a transaction that also records
-// the key and completes job, and returns the error Work should return.
+// WorkTx is WrapTx for use inside a worker's own Work method. It runs fn
+// exactly once, in a transaction that also records the key and completes
+// job. The key is the args' OnceKey (Keyer), else DefaultKey. It returns
+// the error Work should return, or an error for a nil tg, job or fn.
 func WorkTx[T river.JobArgs](ctx context.Context, tg *core.TxGuard[pgx.Tx], job *river.Job[T],
 	fn func(ctx context.Context, tx pgx.Tx) error,
 ) error {

@@ -18,30 +18,30 @@ type wrapped[T river.JobArgs] struct {
 	r     *runner
 }
 
-// Wrap returns a worker that runs w at most once per key: register it with
-// river.AddWorker (or use MustWrap inside the call). It keeps w's Timeout,
-// NextRetry and Middleware. On a client with the riveronce middleware, the
-// middleware leaves the job to Wrap, so the key Wrap gives wins: Wrap adds
-// a worker middleware of its own, before w's, that marks the job as Wrap's.
+// Wrap returns a worker that runs w at most once per key. Register it with
+// river.AddWorker. It keeps w's Timeout, NextRetry and Middleware. On a
+// client with the riveronce middleware, the middleware leaves the job to
+// Wrap, so Wrap's key wins.
 //
-// The key is Config.Key if set, else the args' OnceKey if they implement
-// Keyer, else a key recorded in the job's metadata by the middleware at insert,
-// else Kind + ":" + core.Fingerprint of the encoded args. Outcomes map to
-// River's control flow:
+// The key is Config.Key, else the args' OnceKey (Keyer), else DefaultKey.
+// Outcomes map to River's control flow:
 //
-//   - the job ran, or it is done already (a duplicate): nil, so River
-//     completes the job;
-//   - another copy holds the key: river.JobSnooze with the claim's RetryAfter
-//     hint; a snooze does not use one of the job's attempts;
-//   - the key is done or held with a different fingerprint (core.ErrConflict),
-//     or the key is empty (core.ErrInvalidKey): river.JobCancel;
-//   - Config.Unguarded reports the job: w runs unguarded (core.Unguarded);
-//   - the store cannot be reached: an error matching core.ErrStoreUnavailable
-//     and w does not run (fail closed); River retries it as a failed attempt;
-//   - w fails or panics: the claim is released and w's error (or panic) goes
-//     to River unchanged.
+//   - the job ran, or is done already: nil, and River completes it;
+//   - another copy holds the key: the copy waits for its outcome when the
+//     Guard lets it (Config.WaitRunning); otherwise, or if the job still
+//     runs, river.JobSnooze with the Guard's RetryAfter hint, which uses no
+//     attempt;
+//   - the key holds a different payload (core.ErrConflict), or is empty
+//     (core.ErrInvalidKey): river.JobCancel;
+//   - the store fails: w does not run, unless the Guard fails open, and an
+//     error matching core.ErrStoreUnavailable goes back; River retries it;
+//   - the job's context ends before the claim is answered: an error
+//     matching ctx.Err(), and w does not run;
+//   - w fails or panics: the claim is released, and w's error or panic
+//     reaches River unchanged.
 //
-// It returns an error when g or w is nil.
+// A job that Config.Unguarded reports runs w unguarded. docs/river.md has
+// the details of each case. Wrap returns an error when g or w is nil.
 func Wrap[T river.JobArgs](g *core.Guard, w river.Worker[T], cfg *Config) (river.Worker[T], error) {
 	if nilcheck.IsNil(w) {
 		return nil, errors.New("jobonce: riveronce: Wrap: worker is nil")
@@ -53,8 +53,8 @@ func Wrap[T river.JobArgs](g *core.Guard, w river.Worker[T], cfg *Config) (river
 	return &wrapped[T]{inner: w, r: r}, nil
 }
 
-// MustWrap is Wrap for the one-line river.AddWorker(workers, ...) form: it
-// panics, with Wrap's error, when g or w is nil.
+// MustWrap is Wrap for the one-line river.AddWorker form. It panics with
+// Wrap's error.
 func MustWrap[T river.JobArgs](g *core.Guard, w river.Worker[T], cfg *Config) river.Worker[T] {
 	return must(Wrap(g, w, cfg))
 }
