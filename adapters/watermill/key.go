@@ -9,12 +9,13 @@ import (
 	"github.com/jobonce/jobonce/internal/jobkey"
 )
 
-// DefaultKey returns the key the middleware gives msg, handled by the
-// handler named handler from the subscribed topic, under a Config without
-// Key: the name's length, ":", the name, ":", the topic's length, ":", the
-// topic, ":" and core.Fingerprint of the payload ("7:process:6:orders:" and
-// the fingerprint). Inside a handler, message.HandlerNameFromCtx and
-// message.SubscribeTopicFromCtx of msg.Context() give handler and topic.
+// DefaultKey returns the key the middleware gives msg under a Config
+// without Key. handler names the handler, and topic the subscribed topic.
+// The key is the name's length, ":", the name, ":", the topic's length,
+// ":", the topic, ":" and core.Fingerprint of the payload
+// ("7:process:6:orders:" and the fingerprint). Inside a handler,
+// message.HandlerNameFromCtx and message.SubscribeTopicFromCtx give handler
+// and topic.
 func DefaultKey(msg *message.Message, handler, topic string) string {
 	job, _ := (&middleware{}).job(msg, handler, topic)
 	return job.Key

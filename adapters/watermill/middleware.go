@@ -14,48 +14,33 @@ import (
 const source = "watermill"
 
 // NewMiddleware returns a Watermill handler middleware that runs each
-// message's job once through g: add it to a router with AddMiddleware (see
-// the package documentation for its place among the other middleware), or
+// message's job once through g. Add it to a router with AddMiddleware, or
 // to one handler with Handler.AddMiddleware. cfg may be nil for the
 // defaults.
 //
 // For each message the middleware derives a key (Config.Key) and claims it:
 //
-//   - The key was free: the handler runs, with msg.Context() carrying the
-//     job's idempotency key and fence (core.IdempotencyKey, core.Fence) and
-//     cancelled should the claim be lost while the handler runs; otherwise
-//     it ends with the message's own context, so a message produced with it
-//     outlives the handler, as the router's publish needs. Success records
-//     the done marker, with the messages the handler produced, and returns
-//     them (the router publishes them and acks the message). The handler's
-//     error (or panic) releases the claim and comes back unchanged, with
-//     the messages it returned, so watermill's Retry middleware and the
-//     router's nack apply.
-//   - Already done: the handler does not run; the messages the run
-//     produced are returned again, so the router publishes them and acks
-//     the copy (see the package documentation for why). When they were
-//     not stored (over core.Config.MaxResultSize), the copy gets an error
-//     matching ErrProducedNotStored, for which IsPoison reports true.
-//   - Another copy runs: the copy waits up to Config.WaitRunning for it to
-//     finish, woken by the Guard's completion signal the moment it does
-//     (then it is a duplicate, or runs if the claim was freed), and
-//     otherwise nacks the message itself and returns no error and no
-//     messages, so that the backend redelivers it while the router logs no
-//     error and counts no failure (its Ack after a nack does nothing); the
-//     Guard reports it as core.Running, logged at Debug.
-//   - A different payload under the key (core.ErrConflict), or an empty
-//     key (core.ErrInvalidKey): an error for which IsPoison reports true,
-//     for middleware.PoisonQueueWithFilter.
-//   - The store failed: after Config.UnavailableDelay, an error matching
-//     core.ErrStoreUnavailable, so the message is nacked (fail closed); with
-//     core.Config.FailOpen and a store that cannot be reached, the handler
-//     runs unguarded instead.
-//   - The message's context ended before the claim was answered (or while
-//     the copy waited): the handler does not run, even when the Guard fails
-//     open, and the error matches ctx.Err().
+//   - The key is free: the handler runs, with the job's idempotency key and
+//     fence in msg.Context(). That context is cancelled if the claim is
+//     lost. Success records the done marker with the produced messages, and
+//     returns them. The handler's error or panic releases the claim and
+//     comes back unchanged.
+//   - The key is done: the handler does not run, and the stored produced
+//     messages are returned again. When they were not stored, the error
+//     matches ErrProducedNotStored.
+//   - Another copy runs: the copy waits for its outcome (Config.WaitRunning).
+//     If the job still runs, the middleware nacks the message itself and
+//     returns no error.
+//   - The key holds a different payload, or is empty: an error for which
+//     IsPoison reports true.
+//   - The store fails: after Config.UnavailableDelay, an error matching
+//     core.ErrStoreUnavailable. When the Guard fails open and the store
+//     cannot be reached, the handler runs unguarded instead.
+//   - The message's context ends before the claim is answered: the handler
+//     does not run, and the error matches ctx.Err().
 //
-// NewMiddleware returns an error, naming the problem, for a nil Guard;
-// MustMiddleware is the one-line form for AddMiddleware.
+// docs/watermill.md has the details of each case. NewMiddleware returns an
+// error for a nil Guard.
 func NewMiddleware(g *core.Guard, cfg *Config) (message.HandlerMiddleware, error) {
 	if g == nil {
 		return nil, errors.New("jobonce: watermillonce: NewMiddleware: Guard is nil")
@@ -64,8 +49,8 @@ func NewMiddleware(g *core.Guard, cfg *Config) (message.HandlerMiddleware, error
 	return m.wrap, nil
 }
 
-// MustMiddleware is NewMiddleware for the one-line router.AddMiddleware(...)
-// form: it panics, with NewMiddleware's error, when g is nil.
+// MustMiddleware is NewMiddleware for the one-line router.AddMiddleware
+// form. It panics with NewMiddleware's error.
 func MustMiddleware(g *core.Guard, cfg *Config) message.HandlerMiddleware {
 	mw, err := NewMiddleware(g, cfg)
 	if err != nil {

@@ -8,21 +8,16 @@ import (
 )
 
 // IsPoison reports whether err is the middleware's verdict that a message
-// can never be handled, so redelivering it cannot help: its key is held or
-// done with a different payload (core.ErrConflict), its key is empty
-// (core.ErrInvalidKey), or it is a duplicate whose run's produced messages
-// were not stored (ErrProducedNotStored). It is the filter for watermill's
+// can never be handled. That is a conflict (core.ErrConflict), an empty key
+// (core.ErrInvalidKey), or a duplicate whose produced messages were not
+// stored (ErrProducedNotStored). It is the filter for
 // middleware.PoisonQueueWithFilter:
 //
 //	poison, err := middleware.PoisonQueueWithFilter(pub, "poison", watermillonce.IsPoison)
 //
-// It reports false for every other error: a job running elsewhere
-// (core.ErrRunning: NewPublisher's, for a message another Publish is
-// publishing; the middleware nacks a running copy with no error), a store
-// failure (core.ErrStoreUnavailable), an ended context and the handler's
-// own errors. Never send the first two to a poison queue: the message would
-// leave its topic while its job may still need it (the running copy may
-// fail, the store may come back), and it would be lost.
+// It reports false for every other error, such as core.ErrRunning and
+// core.ErrStoreUnavailable. docs/watermill.md explains why those must
+// never reach a poison queue.
 func IsPoison(err error) bool {
 	var p *poisonError
 	return errors.As(err, &p)
@@ -43,8 +38,8 @@ func poison(msg *message.Message, handler string, err error) error {
 }
 
 // ErrProducedNotStored reports a duplicate whose run's produced messages
-// are not stored with its done marker in a form this release reads: they
-// were over core.Config.MaxResultSize, or stored in an encoding it does not
-// know. The duplicate cannot return them, so it is not acknowledged: the
-// middleware's error matches it, and IsPoison reports true.
+// are not stored with its done marker in a form this package reads. They
+// were over core.Config.MaxResultSize, or stored in an unknown encoding.
+// The duplicate is not acknowledged: the middleware's error matches
+// ErrProducedNotStored, and IsPoison reports true for it.
 var ErrProducedNotStored = errors.New("jobonce: watermillonce: the messages the run produced are not stored with its done marker")

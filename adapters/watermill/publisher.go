@@ -14,58 +14,53 @@ import (
 )
 
 // PublisherConfig configures NewPublisher. A nil *PublisherConfig gives the
-// defaults; it is copied, so later changes to it have no effect.
+// defaults. It is copied, so later changes have no effect.
 type PublisherConfig struct {
-	// Key returns the key of a message to publish: a message whose key was
-	// published to the same topic within Window is not published again.
-	// Return a metadata field to name the message yourself
-	// (msg.Metadata.Get("order_id")). An empty key is invalid: Publish
-	// publishes nothing and returns an error matching core.ErrInvalidKey.
-	// Defaults to nil: the message's UUID, which a producer sets once per
-	// logical message and a retried Publish reuses.
+	// Key returns the key of a message to publish. A message whose key was
+	// published to the same topic within Window is not published again. An
+	// empty key is invalid: Publish publishes nothing and returns an error
+	// matching core.ErrInvalidKey. Defaults to nil: the message's UUID.
 	Key func(msg *message.Message) string
 
 	// Window is how long a published key keeps later messages with that key
-	// from being published to the same topic. Set it to at least the
-	// Guard's Retention when the decorated publisher publishes the messages
-	// a handler produced (a router's publisher), so that the messages a
-	// duplicate returns again are not published twice. Defaults to 24h, the
-	// Guard's default Retention.
+	// from being published to the same topic. On a router's publisher, set
+	// it to at least the Guard's Retention, so that the messages a duplicate
+	// returns are not published twice. A nonzero value under 1ms is invalid.
+	// Defaults to 24h.
 	Window time.Duration
 }
 
 const defaultWindow = 24 * time.Hour
 
 // NewPublisher returns a message.Publisher that publishes each message
-// through pub at most once per key (PublisherConfig.Key, by default the
-// message's UUID) and topic within the window, using Guard.Enqueue: the
-// key is claimed while the message is published and marked for the window
-// once it is; when publishing fails, the claim is released at once, so a
-// retry publishes it. cfg may be nil for the defaults.
+// through pub at most once per key and topic within the window, using
+// Guard.Enqueue. A key whose publish fails is released at once, so a retry
+// publishes the message. cfg may be nil for the defaults.
 //
-// Publish publishes the messages not published within the window one at a
-// time, each in a call of pub.Publish of its own, in order; one whose key
-// came earlier in the same call is not published again. It stops at the
-// first message that fails and returns pub's error unchanged: the messages
-// before it went out and keep their markers, so a retry of the call
-// publishes only the rest. While another Publish publishes a message with
-// the same key to the topic, it stops there with an error matching
-// core.ErrRunning, so that a retry finds out what that Publish did. It
-// returns nil when every message was published before. When the store
-// fails, it stops with an error matching core.ErrStoreUnavailable (unless
-// the Guard fails open). A message's context gives the store calls its
-// values, never a deadline or a cancellation: each store call is bounded by
-// the Guard's StoreTimeout. A message with an empty key makes it publish
-// nothing and return an error matching core.ErrInvalidKey.
+// Publish sends the messages one at a time, in order, each in a call of
+// pub.Publish of its own. It skips a message whose key went out within the
+// window, in this call or before. It stops at the first error and returns
+// it:
 //
-// To decorate the publisher of every handler of a router:
+//   - pub's error, unchanged: the messages before it went out, so a retry
+//     publishes only the rest;
+//   - an error matching core.ErrRunning while another Publish publishes the
+//     same key to the topic;
+//   - an error matching core.ErrStoreUnavailable when the store fails,
+//     unless the Guard fails open;
+//   - an error for a nil message, or one matching core.ErrInvalidKey for an
+//     empty key, before anything is published.
+//
+// Each store call is bounded by the Guard's StoreTimeout. A message's
+// context gives the store calls its values, never a deadline. Close closes
+// pub. To decorate the publisher of every handler of a router:
 //
 //	router.AddPublisherDecorators(func(pub message.Publisher) (message.Publisher, error) {
 //		return watermillonce.NewPublisher(guard, pub, nil)
 //	})
 //
-// NewPublisher returns an error, naming the problem, for a nil Guard or
-// publisher or an invalid PublisherConfig. Close closes pub.
+// NewPublisher returns an error for a nil Guard or publisher, or an invalid
+// PublisherConfig.
 func NewPublisher(g *core.Guard, pub message.Publisher, cfg *PublisherConfig) (message.Publisher, error) {
 	switch {
 	case g == nil:
