@@ -41,79 +41,59 @@ func (o *options) waitUntil(ctx context.Context, limit time.Time) time.Time {
 	return until
 }
 
-// Config sets how Decorate and Poller derive keys and how long they hide a
-// message that has to wait. A nil *Config gives the defaults; the Config is
-// copied, so later changes to it have no effect.
+// Config sets how Decorate, Poller and Rules derive keys and how long they
+// hide a message that must wait. A nil *Config gives the defaults. The
+// Config is copied, so later changes to it have no effect.
 type Config struct {
-	// KeyAttribute names a message attribute (String, Number or Binary) whose
-	// value is the message's key. A message that carries other message
-	// attributes but not this one falls back to the default key: on a FIFO
-	// queue its queue and MessageId, on a standard queue a hash of its body.
-	// Decorate leaves a message that carries no message attributes at all
-	// unrun, with an error matching ErrMissingAttribute: that is what a
-	// receive without MessageAttributeNames gets, and every message would run
-	// under another key (a message sent with no attributes looks the same).
+	// KeyAttribute names a message attribute (String, Number or Binary)
+	// whose value is the message's key. A message that lacks it gets the
+	// default key. Decorate leaves unrun a message with no message
+	// attributes at all, with an error matching ErrMissingAttribute.
 	// Defaults to "" (no attribute).
 	KeyAttribute string
 
-	// Key, when set, returns a message's key and overrides every default. A
-	// FIFO message's default key is its queue and MessageId, since SQS
-	// forgets a deduplication id after five minutes and the same id sent
-	// later is a new message, while a redelivery keeps its MessageId. An
-	// empty key is invalid (core.ErrInvalidKey): the handler does not run and
-	// the message is left for the dead-letter queue, as in every adapter.
-	// Defaults to nil (the default keys).
+	// Key returns a message's key and overrides every default. An empty key
+	// is invalid (core.ErrInvalidKey): the handler does not run and the
+	// message is left for the dead-letter queue. Defaults to nil (the
+	// default keys).
 	Key func(m types.Message) string
 
-	// Fingerprint returns the payload fingerprint stored with a claim; a key
-	// found with a different fingerprint is a conflict. Return "" to skip the
-	// check. Defaults to nil: core.Fingerprint of the body for a key named by
-	// Key, KeyAttribute or a FIFO message's MessageId; with a standard
-	// queue's default key, which holds that fingerprint already, none is
-	// stored.
+	// Fingerprint returns the payload fingerprint stored with a claim. A key
+	// found with a different fingerprint is a conflict. Return "" to skip
+	// the check. Defaults to nil: core.Fingerprint of the body, except under
+	// a standard queue's default key, which holds that hash already.
 	Fingerprint func(m types.Message) string
 
-	// RunningDelay is the shortest visibility delay of a message whose job is
-	// running elsewhere. The delay is the larger of RunningDelay and the
-	// Guard's RetryAfter hint, doubled for every earlier receive of the
-	// message, so its receives thin out while the job runs. Defaults to 1s.
+	// RunningDelay is the shortest delay a message whose job runs elsewhere
+	// is hidden for. The delay is the larger of RunningDelay and the Guard's
+	// RetryAfter hint, doubled for every earlier receive. Defaults to 1s.
 	RunningDelay time.Duration
 
-	// FailureDelay, when positive, hides a message whose handler failed for
-	// FailureDelay doubled for every earlier receive. When zero, the
-	// visibility is left as it is and the queue redelivers the message when
-	// it lapses. Defaults to 0.
+	// FailureDelay hides a message whose handler failed, doubled for every
+	// earlier receive. When zero, the visibility is left as it is.
+	// Defaults to 0.
 	FailureDelay time.Duration
 
 	// UnavailableDelay hides a message that could not be claimed because the
-	// store was unreachable, doubled for every earlier receive, so an outage
-	// does not burn the message's receives. Defaults to 10s.
+	// store was unreachable, doubled for every earlier receive.
+	// Defaults to 10s.
 	UnavailableDelay time.Duration
 
-	// MaxDelay caps every delay above. It must not exceed 12h, SQS's limit.
+	// MaxDelay caps every delay above. It must not exceed SQS's 12h limit.
 	// Defaults to 12h.
 	MaxDelay time.Duration
 
-	// WaitRunning is how long a message whose job is running elsewhere is
-	// held, waiting for that copy's outcome, before it is hidden for the
-	// running delay: the Guard's completion signal wakes it the moment the
-	// running copy's done marker is written (the message is then deleted
-	// as a duplicate) or its claim released (its handler runs). A hidden
-	// message comes back a second or more later, on a receive of its own.
-	// A held message takes a handler slot, so the Guard lets one copy of a
-	// key wait, and no more copies than its core.Config.WaitingShare of the
-	// messages in progress; the others are hidden at once, as is a copy of
-	// a kind that the Guard has seen run longer than the running copy has
-	// left within the wait (see core.Job.WaitUntil). The Poller waits
-	// within the message's visibility, less a quarter of
-	// Poller.VisibilityTimeout, and renews it meanwhile; Decorate waits
-	// within its context's deadline but cannot renew the visibility, so
-	// keep WaitRunning under your receive's visibility timeout. Negative:
-	// no wait. Defaults to 5s.
+	// WaitRunning is how long a message whose job runs elsewhere waits for
+	// that copy's outcome before it is hidden. It is deleted as a duplicate
+	// once that copy's done marker is written. Its handler runs if that
+	// copy's claim is released. The Guard bounds how many copies wait
+	// (core.Config.WaitingShare). Decorate cannot renew the visibility
+	// meanwhile, so keep WaitRunning under the receive's visibility
+	// timeout. Negative: no wait. Defaults to 5s.
 	WaitRunning time.Duration
 
-	// Logger receives the adapter's warnings (failed deletes and visibility
-	// changes, handler panics). Defaults to the Guard's Logger.
+	// Logger receives the adapter's warnings. Defaults to the Guard's
+	// Logger.
 	Logger *slog.Logger
 }
 

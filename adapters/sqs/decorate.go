@@ -19,64 +19,36 @@ import (
 // queue for redelivery.
 type HandlerFunc func(ctx context.Context, m types.Message) error
 
-// Decorate returns a handler for a receive loop of your own that runs h at
-// most once per key (see the package doc for keys) and settles the message
-// itself: the caller must not delete it. Receive with the
-// ApproximateReceiveCount system attribute (and the key attribute in
-// MessageAttributeNames if Config.KeyAttribute is set), so the delays can
-// grow and the keys can be derived. A FIFO message's default key, its
-// MessageId, needs no attribute.
-//
-// A message without ApproximateReceiveCount is warned about once per
-// decorated handler; the handler then counts, per message id, the receives
-// it sees itself, so the delays still grow in a single receive loop. The
-// receives of other consumers do not raise that count: with several, a copy
-// waiting on a long job is received more often and may reach the queue's
-// maxReceiveCount.
+// Decorate returns a handler for a receive loop of your own. The handler
+// runs h at most once per key and settles the message itself, so the
+// caller must not delete it. Receive with the ApproximateReceiveCount
+// system attribute, so the delays grow with the receives. With
+// Config.KeyAttribute set, name that attribute in MessageAttributeNames.
+// The handler does not renew the visibility while h runs; Poller does.
 //
 // The returned handler reports what happened:
 //
-//   - nil: h succeeded (or the key was already done) and the message was
+//   - nil: h succeeded, or the key was already done. The message was
 //     deleted.
-//   - an error matching core.ErrRunning: another copy runs, and did not
-//     finish within Config.WaitRunning, which the handler waited for it;
-//     the message is hidden for a delay that grows with its receive count.
-//     (When that copy finished meanwhile, the message was deleted as a
-//     duplicate, or h ran if the copy's claim was released.)
-//   - h's own error: the claim was released and the message left for
-//     redelivery (after Config.FailureDelay, if set).
-//   - an error matching core.ErrConflict or core.ErrInvalidKey: the message
-//     is left for the dead-letter queue.
-//   - an error matching core.ErrStoreUnavailable: nothing ran; the message
-//     is hidden for Config.UnavailableDelay, growing with its receive count.
-//   - an error matching ctx.Err() (context.Canceled or
-//     context.DeadlineExceeded): ctx ended before the claim was answered;
-//     nothing ran, no claim is held, and the message is left as it is, to
-//     come back when the visibility its receive set lapses. It is not a
-//     store outage, and it runs no job even when the Guard fails open.
+//   - an error matching core.ErrRunning: another copy still ran after
+//     Config.WaitRunning. The message is hidden for a growing delay.
+//   - h's own error: the claim was released. The message is left for
+//     redelivery, after Config.FailureDelay if set.
+//   - an error matching core.ErrConflict or core.ErrInvalidKey: the
+//     message is left for the dead-letter queue.
+//   - an error matching core.ErrStoreUnavailable: nothing ran. The message
+//     is hidden for Config.UnavailableDelay, growing with its receives.
+//   - an error matching ctx.Err(): ctx ended before the claim was answered.
+//     Nothing ran and the message is left as it is.
+//   - an error matching ErrMissingAttribute, or another error for a message
+//     it cannot key: the message is left unrun.
+//   - an error saying the delete was not confirmed: the job is done. A copy
+//     that comes back is deleted as a duplicate.
 //
-// Decorate does not renew the message's visibility while h runs: a job that
-// outlasts the queue's visibility timeout is received again, and that copy
-// finds it running and is hidden with growing delays. Poller renews it.
-//
-// The delete and the visibility change are bounded by 10s each, even after
-// ctx ends: a server that does not answer holds the handler no longer. When
-// the job succeeded but the delete failed or got no answer, the error says
-// the delete was not confirmed; the message may then come back, and its next
-// copy is a duplicate and is deleted.
-//
-// When Config.KeyAttribute is set, a message that carries no message
-// attributes at all (the receive's MessageAttributeNames must name the key
-// attribute, or All) makes the handler return an error matching
-// ErrMissingAttribute, and is left as it is, unrun. A FIFO message without
-// a MessageId, whose key falls back to it, gets an error saying so and is
-// left the same way. Each such message is logged at Warn with the setting
-// to fix; it comes back on each receive until the queue's redrive policy
-// moves it to the dead-letter queue (without one, until the queue's
-// retention period ends and SQS deletes it). A panic in Config.Key or
-// Config.Fingerprint is returned as an error the same way.
-// Decorate returns an error naming the problem for a nil Guard, client or
-// handler, an empty queue URL or an invalid Config.
+// The delete and the visibility change get 10s each, even after ctx ends.
+// Decorate returns an error for a nil Guard, client or handler, an empty
+// queue URL or an invalid Config. docs/sqs.md explains the receive
+// settings and the delays.
 func Decorate(g *core.Guard, client Client, queueURL string, h HandlerFunc, cfg *Config) (HandlerFunc, error) {
 	o, err := cfg.options(g, queueURL, decorateNames)
 	switch {

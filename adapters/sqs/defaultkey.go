@@ -8,12 +8,11 @@ import (
 	"github.com/jobonce/jobonce/internal/jobkey"
 )
 
-// DefaultKey returns the key Decorate and the Poller give a message of the
-// queue at queueURL under the default Config (no Key, no KeyAttribute): on a
-// FIFO queue its queue's name, ":id:" and its MessageId, on a standard queue
-// its queue's name, ":" and core.Fingerprint of its body. It returns an error
-// when queueURL names no queue, or for a FIFO message without a MessageId,
-// which the adapter leaves unrun.
+// DefaultKey returns the key Decorate and the Poller give m under the
+// default Config. On a FIFO queue, it is the queue's name, ":id:" and the
+// MessageId. On a standard queue, it is the queue's name, ":" and
+// core.Fingerprint of the body. It returns an error when queueURL names no
+// queue, or for a FIFO message without a MessageId.
 func DefaultKey(queueURL string, m types.Message) (string, error) {
 	name, ok := jobkey.SQSQueueName(queueURL)
 	if !ok {

@@ -18,11 +18,11 @@ const (
 	attrGroup        = string(types.MessageSystemAttributeNameMessageGroupId)
 )
 
-// ErrMissingAttribute reports a message received without the message
-// attribute its key needs: Config.KeyAttribute is set, but the receive did
-// not ask for message attributes, so the message carries none. The message
-// is left as it is, unrun: it comes back on each receive until the queue's
-// redrive policy moves it to the dead-letter queue.
+// ErrMissingAttribute reports a message without the message attribute its
+// key needs: Config.KeyAttribute is set, but the message carries no
+// message attributes at all, usually because the receive did not ask for
+// them. The message is left unrun. It comes back until the queue's redrive
+// policy moves it.
 var ErrMissingAttribute = errors.New("jobonce: sqsonce: message lacks an attribute its key needs")
 
 // job returns the job of a message: its key and fingerprint. It returns an

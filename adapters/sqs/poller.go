@@ -16,15 +16,16 @@ import (
 	"github.com/jobonce/jobonce/internal/nilcheck"
 )
 
-// Poller consumes a queue: it long-polls for batches, claims each batch in
-// one store round trip, runs Handler for the claimed messages with bounded
-// concurrency, records the done markers of a batch in one round trip and
-// deletes its messages with DeleteMessageBatch. While a handler runs, its
-// message's visibility is renewed, so a long job's own message is never
-// redelivered. Messages that must wait are settled as Decorate settles them.
+// Poller consumes a queue. It long-polls for batches, claims each batch's
+// messages together and runs Handler with bounded concurrency. It records a
+// batch's done markers in one store round trip and deletes the messages
+// with DeleteMessageBatch. A running message's visibility is renewed, so a
+// long job's message is not redelivered. Messages that must wait are
+// settled as Decorate settles them. docs/sqs.md explains batches, FIFO
+// groups and stopping.
 //
-// Set the exported fields, then call Run. A Poller must not be copied after
-// Run starts, and runs one Run at a time.
+// Set the exported fields, then call Run. Do not copy a Poller after Run
+// starts.
 type Poller struct {
 	// Client talks to SQS. It is required.
 	Client Client
@@ -39,35 +40,31 @@ type Poller struct {
 	Concurrency int
 	// Receivers is how many receives run at once. Defaults to 1.
 	Receivers int
-	// BatchSize is the most messages asked for per receive, 1 to 10, and at
-	// most Concurrency. A receive never asks for more than there are free
-	// handler slots; it waits up to 10ms for busy ones to free up, so batches
-	// stay full. Defaults to 10.
+	// BatchSize is the most messages asked for per receive, from 1 to 10,
+	// and at most Concurrency. A receive asks for no more than the free
+	// handler slots, waiting up to 10ms for busy ones to free up.
+	// Defaults to 10.
 	BatchSize int
-	// WaitTime is the long-polling wait of a receive, at most 20s.
-	// Defaults to 20s.
+	// WaitTime is a receive's long-polling wait, in whole seconds up to
+	// 20s. Defaults to 20s.
 	WaitTime time.Duration
-	// VisibilityTimeout is the visibility asked for on receive, renewed every
-	// half of it while the message's handler runs; whole seconds, at least
-	// 2s. Defaults to 30s.
+	// VisibilityTimeout is the visibility asked for on receive, in whole
+	// seconds from 2s to 12h. It is renewed every half of it while the
+	// message's handler runs. Defaults to 30s.
 	VisibilityTimeout time.Duration
 	// ShutdownTimeout is how long running handlers may go on after Run's
-	// context is cancelled. Then their contexts are cancelled, and what did
-	// not complete is handed back to the queue; Run returns at most 5s later
-	// (see Run). Defaults to 30s.
+	// context is cancelled. Then their contexts are cancelled, and
+	// unfinished messages go back to the queue. Defaults to 30s.
 	ShutdownTimeout time.Duration
-	// FlushDelay is the longest a finished handler's message waits for the
-	// rest of its batch before its done marker is written and it is deleted.
+	// FlushDelay is the longest a succeeded handler's message waits for the
+	// rest of its batch. Then its done marker is written and it is deleted.
 	// Defaults to 20ms.
 	FlushDelay time.Duration
 	// MaxReceiveCount is the maxReceiveCount of the queue's redrive policy.
-	// On a FIFO queue it bounds how often a failing message is retried in
-	// place while later messages of its group wait in the same batch (see the
-	// package doc). When zero, Run reads the queue's RedrivePolicy if Client
-	// also has GetQueueAttributes, as *sqs.Client does; if the queue has no
-	// redrive policy or it cannot be read, or when MaxReceiveCount is
-	// negative, nothing is retried in place and the group's later messages
-	// are handed back to the queue unrun. Defaults to 0.
+	// On a FIFO queue, it bounds the retries in place of a failing message
+	// whose group waits behind it. When zero, Run reads the queue's
+	// RedrivePolicy if Client has GetQueueAttributes, as *sqs.Client does.
+	// When negative or unknown, nothing is retried in place. Defaults to 0.
 	MaxReceiveCount int
 	// Config derives keys and sets delays, as for Decorate. Defaults to nil
 	// (the defaults).
@@ -78,17 +75,17 @@ type Poller struct {
 	givenUp givenUp
 }
 
-// Run consumes the queue until ctx is cancelled, then stops receiving, lets
-// running handlers finish within ShutdownTimeout, settles their messages and
-// returns nil. No message whose handler did not succeed is deleted. Handlers
-// whose contexts ShutdownTimeout cancelled get 5s more to return; Run waits
-// no longer for handlers that ignore their contexts: it returns an error
-// matching ErrHandlersRunning, and those handlers (and their batches, which
-// settle their messages once they return) are the only goroutines of Run's
-// that outlive it. Receive errors (a panicking client's too) are logged and
-// retried with a backoff, except when the queue does not exist: Run then
-// stops the same way and returns the error. Run returns an error naming the
-// field when the Poller is misconfigured, before receiving anything.
+// Run consumes the queue until ctx is cancelled. Then it stops receiving,
+// lets running handlers finish within ShutdownTimeout, settles their
+// messages and returns nil. No message whose handler did not succeed is
+// deleted.
+//
+// Handlers whose contexts ShutdownTimeout cancelled get 5s more to return.
+// If some still run, Run returns an error matching ErrHandlersRunning
+// without them. Receive errors are logged and retried with a backoff. A
+// queue that does not exist stops Run the same way, and Run returns the
+// error. For a misconfigured Poller, Run returns an error naming the field
+// before receiving anything, as it does while another Run runs.
 func (p *Poller) Run(ctx context.Context) error {
 	r, err := p.start()
 	if err != nil {
@@ -258,11 +255,9 @@ func (r *session) run(ctx context.Context) error {
 // handlers' contexts, for the handlers to return.
 const shutdownGrace = 5 * time.Second
 
-// ErrHandlersRunning reports handlers still running when Run returned: they
-// ignored their contexts for 5s after ShutdownTimeout cancelled them. Their
-// messages are not deleted by then, and their visibility is no longer
-// renewed, so the queue redelivers them; a copy received meanwhile finds its
-// job running (the claim stays alive while the handler runs) and waits.
+// ErrHandlersRunning reports handlers still running when Run returned. They
+// ignored their cancelled contexts for 5s. Their messages are not deleted
+// and their visibility is no longer renewed, so the queue redelivers them.
 var ErrHandlersRunning = errors.New("jobonce: sqsonce: handlers still running after the shutdown timeout")
 
 // receive long-polls until ctx is cancelled, handing each batch to a

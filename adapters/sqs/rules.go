@@ -9,14 +9,15 @@ import (
 	"github.com/jobonce/jobonce/core"
 )
 
-// Rules applies a Config's keys and delays to the messages of one queue, for
-// a consumer that is neither Decorate nor the Poller, such as the Lambda
-// handler of adapters/lambda: one message gets the same key, and so shares
-// its claim and done marker, whichever of them receives it.
+// Rules applies a Config's keys and delays to one queue's messages, for a
+// consumer other than Decorate and the Poller, such as adapters/lambda. A
+// message gets the same key, and so the same claim and done marker,
+// whichever consumer receives it.
 type Rules struct{ o *options }
 
 // Rules returns the rules of c (nil for the defaults) for the queue at
-// queueURL, whose name alone matters, or an error naming what is invalid.
+// queueURL; only the queue's name matters. It returns an error naming what
+// is invalid.
 func (c *Config) Rules(g *core.Guard, queueURL string) (*Rules, error) {
 	o, err := c.options(g, queueURL, callerNames{"Rules: Guard", "Rules: queue URL"})
 	if err != nil {
@@ -25,11 +26,10 @@ func (c *Config) Rules(g *core.Guard, queueURL string) (*Rules, error) {
 	return &Rules{o: o}, nil
 }
 
-// Job returns message m's job: its key, fingerprint, kind and source, and a
-// WaitUntil within Config.WaitRunning and within ctx's deadline less half a
-// second, as Decorate's. It returns an error for a FIFO message without a
-// MessageId and for a panic in Config.Key or Config.Fingerprint; the message
-// is then left unrun.
+// Job returns message m's job: its key, fingerprint and kind. Its WaitUntil
+// is Config.WaitRunning from now, at most half a second before ctx's
+// deadline. It returns an error for a FIFO message without a MessageId, or
+// when Config.Key or Config.Fingerprint panics; leave that message unrun.
 func (r *Rules) Job(ctx context.Context, m types.Message) (core.Job, error) {
 	job, err := r.o.job(m)
 	if err == nil && !job.Unguarded {
@@ -38,12 +38,10 @@ func (r *Rules) Job(ctx context.Context, m types.Message) (core.Job, error) {
 	return job, err
 }
 
-// Settle says what becomes of a message, received receives times (its
-// ApproximateReceiveCount), whose claim ended in out and err: deleted when
-// its job ran or is done; otherwise kept and, when hidden is true, hidden for
-// delay (a running copy: the larger of Config.RunningDelay and the claim's
-// RetryAfter hint, doubled per earlier receive), else left to the queue's
-// visibility timeout.
+// Settle says what becomes of a message whose claim ended in out and err;
+// receives is its ApproximateReceiveCount. The message is deleted when its
+// job ran or is done. Otherwise it is kept: hidden for delay when hidden is
+// true, else left to the queue's visibility timeout.
 func (r *Rules) Settle(out core.Outcome, err error, receives int) (deleted, hidden bool, delay time.Duration) {
 	d := r.o.decide(out, err, max(receives, 1), 0, false)
 	return d.act == remove, d.act == hide, d.delay

@@ -11,20 +11,18 @@ import (
 	"github.com/jobonce/jobonce/internal/nilcheck"
 )
 
-// Send sends in at most once per key within window, through Guard.Enqueue:
-// the key is claimed while the message is sent and marked for the window
-// once it is; if the send fails, the claim is released so a retry can send
-// at once. It reports whether this call sent the message; false with a nil
-// error means the key was sent within the window already, and out is then
-// nil.
+// Send sends in at most once per key within window, through Guard.Enqueue.
+// It reports whether this call sent the message. False with a nil error
+// means the key was sent within the window already; out is then nil. If
+// the send fails, the claim is released, so a retry can send at once. An
+// empty key is replaced by core.Fingerprint of the message body.
 //
-// An empty key is replaced by the hash of the message body (core.Fingerprint).
-// The error matches core.ErrRunning, with a core.RetryAfter hint, while
-// another call is sending the key (nothing is sent: try again after the
-// hint); core.ErrStoreUnavailable when the store cannot be reached
-// (nothing is sent unless the Guard fails open), and ctx.Err() when ctx ends
-// before the store answered (nothing is sent); a send error comes back
-// unchanged.
+// While another call sends the key, the error matches core.ErrRunning, with
+// a core.RetryAfter hint. When the store cannot be reached, it matches
+// core.ErrStoreUnavailable, and nothing is sent unless the Guard fails
+// open. When ctx ends before the store answers, it matches ctx.Err(). A send
+// error comes back unchanged. Send returns an error for a nil Guard or
+// client, or an input without a QueueUrl.
 func Send(ctx context.Context, g *core.Guard, client Sender, key string, window time.Duration, in *sqs.SendMessageInput) (sent bool, out *sqs.SendMessageOutput, err error) {
 	switch {
 	case g == nil:

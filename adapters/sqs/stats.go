@@ -19,21 +19,21 @@ type Stats struct {
 	Running int64
 	// Failed counts messages whose handler failed or panicked.
 	Failed int64
-	// Conflicts counts messages left for the dead-letter queue: key conflicts
-	// and invalid keys.
+	// Conflicts counts messages left for the dead-letter queue: key
+	// conflicts and invalid keys.
 	Conflicts int64
 	// Unavailable counts messages not run because the store was unreachable.
 	Unavailable int64
 	// Canceled counts messages not run because the Poller stopped before
-	// their claims were answered; they are handed back to the queue and are
-	// not failures.
+	// their claims were answered. They go back to the queue and are not
+	// failures.
 	Canceled int64
-	// GivenUp counts FIFO messages given up after their attempts in place
-	// (see the package doc), and their later receives, handed back unrun.
+	// GivenUp counts FIFO messages given up after their retries in place,
+	// and their later receives, handed back unrun.
 	GivenUp int64
 	// Deleted counts messages deleted.
 	Deleted int64
-	// DeleteErrors counts deletes that failed; those messages come back as
+	// DeleteErrors counts deletes that failed. Those messages come back as
 	// duplicates.
 	DeleteErrors int64
 	// VisibilityErrors counts visibility changes that failed.
