@@ -1,6 +1,6 @@
 // Package lambdaonce runs each Amazon SQS record that AWS Lambda's event
-// source mapping delivers once per key, on top of a jobonce Guard, with
-// partial batch responses:
+// source mapping delivers once per key, on top of a jobonce Guard. Its
+// handler answers with a partial batch response.
 //
 //	import lambdaonce "github.com/jobonce/jobonce/adapters/lambda"
 //
@@ -8,6 +8,6 @@
 //	lambda.Start(h)
 //
 // The keys are sqsonce's (see Config.SQS), so a Lambda function and an
-// sqsonce Poller can consume one queue and share its records. See Wrap for
-// what happens to a record, and docs/lambda.md for the setup.
+// sqsonce Poller can consume one queue and share its records.
+// docs/lambda.md explains the setup and what happens to each record.
 package lambdaonce

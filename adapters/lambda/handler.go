@@ -26,13 +26,12 @@ import (
 // queue, to be received again.
 type HandlerFunc func(ctx context.Context, m events.SQSMessage) error
 
-// Handler is the function Wrap returns, for lambda.Start: its response
+// Handler is the function Wrap returns, for lambda.Start. Its response
 // lists the records to be received again (BatchItemFailures).
 type Handler func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
 
-// Client is the part of the SQS API the handler uses: it sets the
-// visibility of records that wait, up to ten in a call. *sqs.Client
-// satisfies it.
+// Client is the part of the SQS API the handler uses to set the visibility
+// of records that wait. *sqs.Client satisfies it.
 type Client interface {
 	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 }
@@ -40,44 +39,35 @@ type Client interface {
 var _ Client = (*sqs.Client)(nil)
 
 // Config sets the handler's keys, delays and limits. A nil *Config gives the
-// defaults; the Config is copied, so later changes to it have no effect.
+// defaults. The Config is copied, so later changes to it have no effect.
 type Config struct {
-	// SQS holds the keys and delays, as sqsonce's Poller and Decorate take
-	// them (KeyAttribute, Key, Fingerprint, RunningDelay, FailureDelay,
-	// UnavailableDelay, MaxDelay, WaitRunning, Logger): with the same
-	// settings a record gets the same key here as there, so a Lambda
-	// function and a Poller can consume one queue. Config.Key gets the record
-	// as a types.Message with its id, receipt handle, body, attributes and
-	// message attributes. Defaults to the zero sqsonce.Config.
+	// SQS holds the keys and delays, as sqsonce's Poller takes them. With
+	// the same settings, a record gets the same key here as there.
+	// SQS.Key gets the record as a types.Message. Defaults to the zero
+	// sqsonce.Config.
 	SQS sqsonce.Config
 
-	// Client sets the visibility of the records that wait: a record whose
-	// job runs elsewhere is hidden for the claim's RetryAfter hint (at least
-	// SQS.RunningDelay), doubled per earlier receive, a record not claimed
-	// for a store outage for SQS.UnavailableDelay, and a FIFO record held
-	// back behind its group's first failure is handed back at once, in
+	// Client sets the visibility of the records that wait, in
 	// ChangeMessageVisibilityBatch calls of up to ten records. The
 	// function's role then needs sqs:ChangeMessageVisibility. Defaults to
-	// nil: no visibility is changed, and each such record comes back when
-	// the queue's visibility timeout lapses (warned about once).
+	// nil: no visibility is changed, and such records come back when the
+	// queue's visibility timeout lapses.
 	Client Client
 
-	// QueueURL returns the URL of the queue named by a record's event source
-	// ARN, for the visibility changes: for an SQS endpoint of your own, such
-	// as a local server. Defaults to nil: https://sqs.<region>.amazonaws.com
-	// (amazonaws.com.cn in China), the account and the queue's name, as
-	// SQS's own URLs read.
+	// QueueURL returns the URL of the queue named by a record's event
+	// source ARN, for an SQS endpoint of your own. Defaults to nil:
+	// https://sqs.<region>.amazonaws.com/<account>/<queue>, or
+	// amazonaws.com.cn in China.
 	QueueURL func(arn string) string
 
 	// Margin is how long before the invocation's deadline the handlers'
-	// contexts end and no further claim is made, so that the done markers,
-	// releases and visibility changes are written and the response returned
-	// before Lambda stops the function; the visibility changes stop half of
-	// it before the deadline. Defaults to 2s.
+	// contexts end and claims stop. The markers, releases and visibility
+	// changes are written in it, before Lambda stops the function.
+	// Defaults to 2s.
 	Margin time.Duration
 
-	// Concurrency bounds the handlers running at once; a batch larger than
-	// it is claimed and run in parts of this size. Defaults to 10.
+	// Concurrency bounds the handlers running at once. A larger batch is
+	// claimed and run in parts of this size. Defaults to 10.
 	Concurrency int
 }
 
@@ -93,31 +83,24 @@ const sqsTimeout = 10 * time.Second
 const maxBatch = 10
 
 // Wrap returns a handler for Lambda's SQS event source mapping that runs h
-// once per key (the keys of sqsonce, see Config.SQS) and reports the records
-// to be received again in the response's BatchItemFailures; the function
-// must be subscribed with ReportBatchItemFailures. Each part of the batch
-// (Config.Concurrency records) is claimed in one store round trip and its
-// done markers written in one more.
+// once per key. The response's BatchItemFailures lists the records to be
+// received again, so subscribe the function with ReportBatchItemFailures.
+// Each part of a batch (Config.Concurrency records) is claimed in one store
+// round trip, and its done markers are written in one more.
 //
-// A record is left out of BatchItemFailures, and so deleted, when its
-// handler succeeded or its job is done (a duplicate). It is listed when its
-// handler failed (the claim is released), when its job runs elsewhere (it is
-// hidden for the claim's RetryAfter hint, see Config.Client), when its claim
-// found a conflict or an invalid key (left for the dead-letter queue), when
-// the store could not be reached, and when the invocation's deadline less
-// Config.Margin came before it could run. On a FIFO queue, every record of a
-// message group after one so listed is listed too, unrun, so the group keeps
-// its order.
+// A record is left out of BatchItemFailures, so the mapping deletes it,
+// when its handler succeeded or its job is done. Every other record is
+// listed: a failed handler, a job running elsewhere, a conflict, an invalid
+// key, a store outage, or the deadline less Config.Margin coming first. On
+// a FIFO queue, a group's records after a listed one are listed too,
+// unrun. docs/lambda.md explains each case.
 //
-// The handler returns an error, and lists every record, only when no record
-// could be judged: the store could not be reached (an error matching
-// core.ErrStoreUnavailable) or the deadline came first. It returns an error,
-// running nothing, for an event that no event source mapping sends: one
-// without records, or with a record that has no messageId, no
-// receiptHandle, no SQS eventSourceARN, or, on a FIFO queue, no
-// MessageGroupId attribute.
-//
-// Wrap returns an error for a nil Guard or handler, or an invalid Config.
+// The handler returns an error, listing every record, only when no record
+// could be judged. That is when the store could not be reached (an error
+// matching core.ErrStoreUnavailable) or the deadline came first. For an
+// event that no event source mapping sends, it runs nothing and returns an
+// error naming the bad records. Wrap returns an error for a nil Guard or
+// handler, or an invalid Config.
 func Wrap(g *core.Guard, h HandlerFunc, cfg *Config) (Handler, error) {
 	if g == nil {
 		return nil, errors.New("jobonce: lambdaonce: Wrap: Guard is nil")
