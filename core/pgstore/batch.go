@@ -22,18 +22,12 @@ func keyOrder(n int, key func(int) string) []int {
 	return order
 }
 
-// Batch implements driver.BatchStore: every complete, then every claim, as
-// Complete and Claim would, in one round trip. The statements run in key
-// order (a key's complete before its claim), so batches lock rows in one
-// global order and never deadlock each other, and share one transaction:
-// if any of them fails, none holds. A batch rolled back for a serialization
-// failure or a deadlock is sent again at once in a READ COMMITTED
-// transaction (see send). A claim that failed on its lock wait (its key held
-// by a transaction that has not committed) is answered running, as Claim
-// would, and the rest go again as a batch without it, so a held key costs one
-// lock wait and one round trip more, not one round trip per request; after
-// any other failure, or after batchRounds round trips, every request left is
-// sent again on its own.
+// Batch implements driver.BatchStore. It runs every complete and claim, as
+// Complete and Claim would, in one round trip and one transaction. If one
+// statement fails, none holds. The statements run in key order, so batches
+// never deadlock each other. A claim whose key an uncommitted transaction
+// holds is answered running, and the rest go again without it. After any
+// other failure, each request left is sent again on its own.
 func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) ([]driver.ClaimReply, []error, []error) {
 	nc := len(completes)
 	replies := make([]driver.ClaimReply, len(claims))

@@ -10,56 +10,43 @@ import (
 )
 
 // Config configures a Store. The zero value, or a nil *Config, gives the
-// defaults. New copies the Config; later changes to it have no effect.
+// defaults. New copies the Config, so later changes to it have no effect.
 type Config struct {
-	// Schema holds the table. Set it when the pool's connections may run
-	// with a search_path that does not lead to the table.
-	// Defaults to "" (unqualified: each connection's search_path decides).
+	// Schema holds the table. Set it when the pool's connections may have a
+	// search_path that does not lead to the table. Defaults to ""
+	// (unqualified: each connection's search_path decides).
 	Schema string
 
 	// Table is the name of the keys table. Defaults to "jobonce_keys".
 	Table string
 
-	// Migrate makes New create the table and its index when they are missing,
-	// and add the columns a table made by an earlier version lacks (see
-	// Migrate). Defaults to false: New only checks that the table and its
-	// columns exist and returns an error matching ErrNotMigrated when they
-	// do not.
+	// Migrate makes New run Migrate first. Defaults to false: New only
+	// checks the table and its columns, and returns an error matching
+	// ErrNotMigrated when one is missing.
 	Migrate bool
 
-	// MigrateLockTimeout bounds each lock wait of a migration (Migrate, or
-	// New with Migrate): the advisory lock that serialises migrations of the
-	// table, then the ACCESS EXCLUSIVE lock that adding a column takes.
-	// Every claim, extension and done marker on the table queues behind a
-	// change that waits, so keep it well under the Guard's StoreTimeout. The
-	// expiry index is built concurrently (CREATE INDEX CONCURRENTLY), which
-	// holds back no claim but waits out every older transaction in the
-	// database: only the context of New or Migrate bounds it. When it runs
-	// out, the migration gives up with an error matching ErrMigrationBlocked
-	// that names the lock and the transactions holding it. A table that is
-	// up to date is never locked: the migration reads the catalog first. It
-	// is set as PostgreSQL's lock_timeout, rounded up to whole milliseconds,
-	// so it must be between 1ms and 596h31m23.647s. Defaults to 2s.
+	// MigrateLockTimeout bounds each lock wait of a migration that would
+	// hold back claims. When it runs out, the migration changes nothing and
+	// returns an error matching ErrMigrationBlocked. Claims queue behind a
+	// change that waits, so keep it well under the Guard's StoreTimeout. It
+	// must be between 1ms and 596h31m23.647s, PostgreSQL's lock_timeout
+	// range. Defaults to 2s.
 	MigrateLockTimeout time.Duration
 
-	// LockTimeout bounds how long a claim or a transactional record waits for
-	// another transaction that holds the same key and has not committed. When
-	// it runs out, the key is reported as running (core.ErrRunning), so no
-	// worker hangs behind a long transaction. It is set as PostgreSQL's
-	// lock_timeout, rounded up to whole milliseconds (and shortened to three
-	// quarters of the time left when the call's context has a nearer
-	// deadline, such as the Guard's StoreTimeout), so it must be between
-	// 1ms and 596h31m23.647s (2^31-1 ms). Defaults to 100ms.
+	// LockTimeout bounds how long a claim or a transactional record waits
+	// for a key that an uncommitted transaction holds. Then the key is
+	// reported running (core.ErrRunning), so no worker hangs behind a long
+	// transaction. A call whose context ends sooner waits less. It must be
+	// between 1ms and 596h31m23.647s, PostgreSQL's lock_timeout range.
+	// Defaults to 100ms.
 	LockTimeout time.Duration
 
-	// RetryAfter is the retry hint given when a key is held by a transaction
-	// that has not committed yet (its end is unknown). Defaults to 1s.
+	// RetryAfter is the retry hint given for a key that an uncommitted
+	// transaction holds. Defaults to 1s.
 	RetryAfter time.Duration
 
-	// PruneBatch is the most expired rows one DELETE of Prune removes. Prune
-	// starts at 100 (or PruneBatch, if smaller) and grows or shrinks its
-	// statements so that each holds its row locks for a fraction of
-	// LockTimeout (see Prune). Defaults to 1000.
+	// PruneBatch is the most expired rows one statement of Prune deletes.
+	// Defaults to 1000.
 	PruneBatch int
 
 	// Logger receives the errors of RunPruner. Defaults to slog.Default().

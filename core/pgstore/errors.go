@@ -9,12 +9,12 @@ import (
 )
 
 // ErrNotMigrated reports that the keys table, or one of its columns, does
-// not exist: run Migrate (or set Config.Migrate) first.
+// not exist. Run Migrate, or set Config.Migrate, first.
 var ErrNotMigrated = errors.New("jobonce: pgstore: table is missing or out of date; run pgstore.Migrate or set pgstore.Config.Migrate")
 
 // ErrMigrationBlocked reports that a migration gave up waiting for a lock
-// (Config.MigrateLockTimeout): the error names the lock and what holds it.
-// Nothing was changed; run the migration again once that transaction ends.
+// (Config.MigrateLockTimeout). The error names the lock and its holders.
+// Nothing was changed: run the migration again once they end.
 var ErrMigrationBlocked = errors.New("jobonce: pgstore: migration blocked")
 
 // SQLSTATE codes the store reacts to.

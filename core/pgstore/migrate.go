@@ -13,14 +13,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Migrate creates the keys table and its expiry index described by cfg when
-// they are missing, and adds the columns that a table created by an earlier
-// version lacks. It is idempotent and safe to run from several processes at
-// once, and while workers use the table: it reads the catalog first and
-// takes no lock on a table that is up to date, and each lock a change waits
-// for is bounded by Config.MigrateLockTimeout, after which it returns an
-// error matching ErrMigrationBlocked that names the lock and its holders.
-// cfg may be nil for the defaults.
+// Migrate creates the keys table and its expiry index when they are
+// missing, and adds the columns an older table lacks. It is idempotent,
+// and safe to run from several processes at once and while workers use the
+// table. A table that is up to date is not locked. A lock wait that would
+// hold back claims is bounded by Config.MigrateLockTimeout; then Migrate
+// returns an error matching ErrMigrationBlocked. cfg may be nil for the
+// defaults. docs/postgresql.md explains migrations during a deploy.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, cfg *Config) error {
 	if pool == nil {
 		return errors.New("jobonce: pgstore: Migrate: pool is nil")
@@ -33,10 +32,10 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, cfg *Config) error {
 	return s.migrate(ctx)
 }
 
-// MigrationSQL returns the SQL that Migrate runs for cfg, for those who apply
-// migrations with their own tools: every statement, each idempotent. Adding
-// a column takes an ACCESS EXCLUSIVE lock on the table even when the column
-// exists, and building the index a SHARE lock, so run it with a lock_timeout
+// MigrationSQL returns the SQL that Migrate runs for cfg, for migration
+// tools of your own. Each statement is idempotent. Adding a column takes an
+// ACCESS EXCLUSIVE lock on the table even when the column exists, and
+// building the index a SHARE lock. So set a lock_timeout when you run it
 // while workers use the table. cfg may be nil for the defaults.
 func MigrationSQL(cfg *Config) (string, error) {
 	c, err := cfg.withDefaults()

@@ -37,10 +37,10 @@ func channelName(schema, table string) string {
 	return "jobonce:" + hex.EncodeToString(sum[:12])
 }
 
-// Await implements driver.Notifier: Claim, with a key found running marked
-// awaited in the same READ COMMITTED transaction, in one round trip. A key
-// whose row another transaction holds past the lock wait is reported
-// running, as Claim reports it.
+// Await implements driver.Notifier: Claim, in one round trip, with a key
+// found running marked as awaited. The end of that claim then notifies
+// the store's channel. A key that an uncommitted transaction holds past
+// the lock wait is reported running, as by Claim.
 func (s *Store) Await(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
 	if err := checkDuration("ClaimRequest.Lease", req.Lease); err != nil {
 		return driver.ClaimReply{}, err
@@ -80,12 +80,11 @@ func (s *Store) Await(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 	}
 }
 
-// Listen implements driver.Notifier: it connects as the pool does (its
-// connection settings, BeforeConnect and AfterConnect) and listens to the
-// store's channel, read by a
-// goroutine of the Listener's until Close. A connection that breaks is
-// made again (after a pause that grows to a second) and, listening again,
-// notifies "": what came meanwhile is lost.
+// Listen implements driver.Notifier. It connects as the pool does, with its
+// settings and its BeforeConnect and AfterConnect hooks, and listens to the
+// store's channel until Close. A connection that breaks is made again, and
+// notify is then called with "": what came meanwhile is lost. It returns an
+// error for a nil notify, or when it cannot connect or listen.
 func (s *Store) Listen(ctx context.Context, notify func(key string)) (driver.Listener, error) {
 	if notify == nil {
 		return nil, errors.New("jobonce: pgstore: Listen: notify is nil")

@@ -12,22 +12,12 @@ import (
 // shrink to no fewer than pruneLeastRows when they are slow.
 const pruneFirstRows, pruneLeastRows = 100, 10
 
-// Prune deletes expired rows (lapsed claims and done rows past their
-// retention), one short statement after another until none is left, and
-// returns how many it deleted. It never deletes a live claim, a live done row,
-// or a row of a transaction not yet committed. It stops early with ctx's error.
-//
-// Each statement locks the rows it deletes until it commits, and a claim of
-// one of those keys waits for it (an expired row is the claim's to take
-// over once Prune is done with it). So Prune sizes its statements: the first
-// deletes at most 100 rows, and each next one twice as many while a
-// statement takes less than an eighth of Config.LockTimeout, half as many
-// (down to 10) once one takes more than a quarter, never more than
-// Config.PruneBatch. Its commits do not wait for the disk (see prune.sql). A
-// claim therefore waits a fraction of its LockTimeout behind Prune; only a
-// statement that runs four times as long as the one before it (a backend
-// kept off its CPU) makes a claim of a free key wait out its LockTimeout and
-// be answered running, to be tried again.
+// Prune deletes expired rows, lapsed claims and done rows past their
+// retention, and returns how many it deleted. It never deletes a live
+// claim, a live done row or an uncommitted row. It deletes in short
+// statements, sized so that a claim waiting on one waits a fraction of
+// Config.LockTimeout. When ctx ends, it stops early with an error matching
+// ctx's. docs/postgresql.md explains the sizing.
 func (s *Store) Prune(ctx context.Context) (int, error) {
 	total := 0
 	rows := min(pruneFirstRows, s.cfg.PruneBatch)
@@ -57,8 +47,9 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 }
 
 // RunPruner calls Prune every interval until ctx is done, then returns nil.
-// It blocks: run it on a goroutine of your own, which ends with ctx. Prune
-// errors are logged to Config.Logger and do not stop it.
+// It blocks, so run it on a goroutine of your own. Prune's errors are
+// logged to Config.Logger and do not stop it. A non-positive interval
+// returns an error at once.
 func (s *Store) RunPruner(ctx context.Context, every time.Duration) error {
 	if every <= 0 {
 		return fmt.Errorf("jobonce: pgstore: RunPruner: interval must be positive, got %s", every)

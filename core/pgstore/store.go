@@ -17,8 +17,8 @@ import (
 )
 
 // Store keeps jobonce claims and done markers in a PostgreSQL table. It
-// implements driver.Store, driver.BatchStore and driver.TxStore (the
-// transactional mode of core.TxGuard). It is safe for concurrent use.
+// implements driver.Store, driver.BatchStore and driver.TxStore (for
+// core.TxGuard). It is safe for concurrent use.
 type Store struct {
 	pool        *pgxpool.Pool
 	cfg         Config
@@ -38,12 +38,11 @@ var (
 // under the statement's snapshot (a race with a concurrent commit).
 const claimAttempts = 4
 
-// New returns a Store on pool. cfg may be nil for the defaults. It reads
-// the table, so a database it cannot reach within ctx is its error. With
-// Config.Migrate, New migrates the table first (see Migrate); otherwise a
-// missing table, or a table an earlier version created without a column
-// this one needs, gives an error matching ErrNotMigrated that names it. An
-// invalid Config field gives an error naming it.
+// New returns a Store on pool. cfg may be nil for the defaults. With
+// Config.Migrate, New runs Migrate first. New reads the table, so a
+// database it cannot reach within ctx gives an error. A missing table or
+// column gives an error matching ErrNotMigrated that names it. An invalid
+// Config field gives an error naming it.
 func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("jobonce: pgstore: New: pool is nil")
@@ -78,7 +77,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	return s, nil
 }
 
-// Ready implements driver.ReadyStore, for core.Guard.Ready: within ctx, it
+// Ready implements driver.ReadyStore, for core.Guard.Ready. Within ctx, it
 // runs the statement New checks the table with, which reads no rows. A
 // table dropped since New gives an error matching ErrNotMigrated.
 func (s *Store) Ready(ctx context.Context) error {
@@ -108,12 +107,10 @@ func fromMicros(us int64) time.Duration {
 }
 
 // Claim implements driver.Store: one statement claims the key or reads its
-// state. The lease, the retention reported for a done key and the fence
-// run on the database clock; a claim that takes over an expired row gets a
-// fence greater than that row's. A key held by a transaction
-// that has not committed within Config.LockTimeout is reported as running;
-// a key already held by req.Token (the same request sent again) is reported
-// claimed. A lease under 1ms gives an error naming it.
+// state. A key that an uncommitted transaction holds past
+// Config.LockTimeout is reported running. A key already held by req.Token
+// (the same request sent again) is reported claimed. A lease under 1ms
+// gives an error.
 func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
 	return s.claim(ctx, req, 1)
 }
@@ -232,8 +229,8 @@ func scanClaim(rows pgx.Rows) (driver.ClaimReply, bool, error) {
 	return reply, settled, rows.Err()
 }
 
-// Extend implements driver.Store. It returns driver.ErrLeaseLost when token no
-// longer holds a live claim on key. A lease under 1ms gives an error.
+// Extend implements driver.Store. It returns driver.ErrLeaseLost when token
+// no longer holds a live claim on key. A lease under 1ms gives an error.
 func (s *Store) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) error {
 	if err := checkDuration("Extend lease", lease); err != nil {
 		return err
@@ -252,13 +249,12 @@ func (s *Store) completeArgs(req *driver.CompleteRequest) []any {
 	return []any{[]byte(req.Key), uuid(req.Token), []byte(req.Fingerprint), req.Result, req.Retention.Microseconds(), req.Fence, s.channel}
 }
 
-// Complete implements driver.Store: the claim becomes a done row kept for
-// req.Retention (database clock) with its fingerprint and result (a nil
-// Result comes back nil, an empty one empty). The done row keeps the claim's
-// fence, so a complete sent again by the same claim (req.Fence, as its claim
-// reported it) finds its own row and answers nil, the row unchanged. It
-// returns driver.ErrLeaseLost when req.Token no longer holds a live claim and
-// did not write the key's done row. A retention under 1ms gives an error.
+// Complete implements driver.Store: the claim becomes a done row, kept for
+// req.Retention with its fingerprint and result. A nil result reads back
+// nil, an empty one empty. A complete sent again by the same claim finds
+// its own row and returns nil. It returns driver.ErrLeaseLost when
+// req.Token no longer holds a live claim. A retention under 1ms gives an
+// error.
 func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	if err := checkDuration("CompleteRequest.Retention", req.Retention); err != nil {
 		return err
@@ -274,9 +270,8 @@ func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error 
 }
 
 // Release implements driver.Store: the claim held by token expires at once,
-// so the key is free; its row stays until pruned, keeping its fence for the
-// next claim. It returns driver.ErrLeaseLost when token no longer holds a live
-// claim, and never touches another token's claim or a done row.
+// so the key is free. It returns driver.ErrLeaseLost when token no longer
+// holds a live claim. It never touches another token's claim or a done row.
 func (s *Store) Release(ctx context.Context, key string, token driver.Token) error {
 	tag, err := s.exec(ctx, s.sql.release, []byte(key), uuid(token), s.channel)
 	if err != nil {

@@ -18,26 +18,14 @@ var _ driver.TxStore[pgx.Tx] = (*Store)(nil)
 const rollbackTimeout = 5 * time.Second
 
 // RecordTx implements driver.TxStore for pgx.Tx, the transactional mode
-// that core.NewTxGuard drives: it records req.Key as done in tx inside a
-// savepoint with lock_timeout set to Config.LockTimeout (the caller's
-// lock_timeout is restored afterwards), in one round trip; taking over an
-// expired row takes a second. A key held by another transaction that does
-// not commit within LockTimeout is reported running, with Config.RetryAfter
-// as its remaining time; on every answer but StateClaimed, and on an error,
-// tx is left as it was and usable. The record is kept for req.Retention on
-// the database clock. A recorded key's fence comes from the database clock
-// too, and is greater than the fence of the expired row (a lapsed claim, an
-// old record) it replaces.
-// tx should be READ COMMITTED, as BeginTx begins it: in a REPEATABLE READ
-// or SERIALIZABLE transaction, a key another transaction recorded after
-// tx's snapshot cannot be read as done, so it is reported running (its
-// serialization failure, like a deadlock, undone to the savepoint) and
-// only a new transaction finds it done.
-// The transaction's id, which CommitTx reads a lost commit's fate by, is
-// kept on tx's connection: CommitTx and RollbackTx drop it, and a caller
-// that ends tx itself leaves at most that one entry per connection, which
-// the connection's next recorded transaction replaces and which goes with
-// the connection.
+// that core.NewTxGuard drives. It records req.Key as done in tx, kept for
+// req.Retention, in one round trip; taking over an expired row takes a
+// second. A key that another transaction holds past Config.LockTimeout is
+// reported running, with Config.RetryAfter as its remaining time. On every
+// answer but StateClaimed, and on an error, tx is left usable as it was.
+// Begin tx READ COMMITTED, as BeginTx does: at a stricter level, a key
+// recorded after tx's snapshot is reported running, not done.
+// docs/postgresql.md explains the savepoint and the isolation.
 func (s *Store) RecordTx(ctx context.Context, tx pgx.Tx, req driver.RecordRequest) (driver.ClaimReply, error) {
 	if tx == nil {
 		return driver.ClaimReply{}, errors.New("jobonce: pgstore: RecordTx: tx is nil")
@@ -83,14 +71,10 @@ func (s *Store) RecordTx(ctx context.Context, tx pgx.Tx, req driver.RecordReques
 	}
 }
 
-// BeginTx implements driver.TxStore: it begins a READ COMMITTED
-// transaction on the Store's pool, whatever the connection's
-// default_transaction_isolation, so that a copy waiting for another
-// copy's record reads it as done once it commits (at REPEATABLE READ it
-// would fail to serialize). The job's own statements run in it at READ
-// COMMITTED too: an effect that must not act on rows changed since it read
-// them locks them (SELECT ... FOR UPDATE) or checks them in its UPDATE's
-// WHERE clause, as at PostgreSQL's default level.
+// BeginTx implements driver.TxStore. It begins a READ COMMITTED transaction
+// on the Store's pool, whatever the connection's default isolation, so a
+// copy waiting on another copy's record reads it as done once it commits.
+// The job's statements run at READ COMMITTED too.
 func (s *Store) BeginTx(ctx context.Context) (pgx.Tx, error) {
 	return s.pool.BeginTx(ctx, readCommitted)
 }
@@ -108,31 +92,18 @@ const codeInsufficientPrivilege = "42501"
 // endWait is how long tx_end.sql waits for a terminated backend to exit.
 const endWait = 2 * time.Second
 
-// CommitTx implements driver.TxStore. A commit whose answer is lost or late
-// (the connection dies, or goes silent, while COMMIT runs, or ctx ends
-// first) may have gone through: CommitTx then asks the database, on
-// another connection and within a bound of its own (5s, since ctx may have
-// ended), whether the transaction committed, waiting while its COMMIT is
-// still running, and returns nil if it did. A transaction whose backend is
-// idle in transaction never got its COMMIT (the network partitioned while
-// it was on its way): CommitTx ends that backend (pg_terminate_backend),
-// which rolls the transaction back and frees its key at once, rather than
-// leaving the key locked until the server notices the dead connection.
-// That needs the pool's role to be a superuser or a member of
-// pg_signal_backend, or the backend's own role (as it is when one pool
-// serves both); the error says so when it is not.
+// CommitTx implements driver.TxStore. When a commit's answer is lost or
+// late, CommitTx asks the database, on another connection and within 5s,
+// whether the transaction committed, and returns nil if it did. A backend
+// left idle in transaction never got its COMMIT: CommitTx ends it
+// (pg_terminate_backend), which rolls it back and frees its key. That
+// needs the pool's role to be the backend's own, a superuser or a member of
+// pg_signal_backend; the error says so when it is not.
 //
-// A commit the database has written reads as committed even while its
-// backend still waits for a synchronous standby (synchronous_commit
-// remote_write, on or remote_apply, with synchronous_standby_names set):
-// nil then means durable on the primary, not yet confirmed by the standby.
-//
-// It returns the commit's error when the transaction did not commit or
-// the database cannot tell within the bound. The read-back needs the
-// transaction's id: RecordTx read it when it recorded a key in tx; for a
-// transaction it recorded no key in (Job.Unguarded, a shadow copy that
-// runs anyway), CommitTx reads it first, in one more round trip. A
-// transaction that has written nothing has no id and nothing to read back.
+// Otherwise it returns the commit's error: the transaction did not commit,
+// or the database could not tell within 5s. Under synchronous replication,
+// nil means durable on the primary, perhaps not yet on the standby.
+// docs/postgresql.md explains lost COMMIT answers.
 func (s *Store) CommitTx(ctx context.Context, tx pgx.Tx) error {
 	xid, recorded := takeXid(tx)
 	if !recorded {
@@ -252,7 +223,7 @@ func (s *Store) endOrphan(ctx context.Context, xid string) (bool, error) {
 	return exited, nil
 }
 
-// RollbackTx implements driver.TxStore; after a commit it does nothing.
+// RollbackTx implements driver.TxStore. After a commit it does nothing.
 func (s *Store) RollbackTx(ctx context.Context, tx pgx.Tx) error {
 	takeXid(tx)
 	if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
