@@ -17,23 +17,12 @@ import (
 var errUnanswered = errors.New("jobonce: redisstore: the pipeline ended without answering this request")
 
 // Batch implements driver.BatchStore: the complete scripts, then the claim
-// scripts, pipelined in one round trip (with Config.WaitReplicas, followed
-// by one WAIT). A script missing from the server's cache (after a restart
-// or failover) is loaded and its calls sent again after the others, so a
-// claim may then find a key completed in the same batch still running, and
-// be retried later. Every request gets a reply or an error; a request the
-// pipeline did not answer gets an error (wrapping ctx's error once ctx is
-// done), never a zero reply. A nil complete error means that request's done
-// marker was written (and acknowledged, when asked). Claims granted but not
-// acknowledged are released and answered core.ErrUnreplicated, as are
-// markers written but not acknowledged and claims that found a done marker
-// not acknowledged (a failover could lose it: the copy is tried again
-// later, not skipped). With the wait, a request left with no reply or a
-// transport error (a failover closed the connection during WAIT) may have
-// been written and was not acknowledged: it is answered
-// core.ErrUnreplicated too, wrapping that error, and a claim so answered is
-// released; only a connection never made (a refused dial, a pool timeout)
-// keeps its own error.
+// scripts, pipelined in one round trip. With Config.WaitReplicas, one WAIT
+// follows. Every request gets a reply or an error, never a zero reply. A
+// nil complete error means its done marker was written, and acknowledged
+// when asked. A write not acknowledged gets an error matching
+// core.ErrUnreplicated, and a claim so answered is released.
+// docs/operations.md explains the failure cases.
 func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) ([]driver.ClaimReply, []error, []error) {
 	return s.batch(ctx, completes, claims, false)
 }

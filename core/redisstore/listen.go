@@ -14,19 +14,13 @@ import (
 	"github.com/jobonce/jobonce/core/driver"
 )
 
-// Listen implements driver.Notifier: a Listener subscribes to the channels
-// of the keys it is given on one connection per node that publishes them
-// (the server behind a single-node or Sentinel client; each Ring shard; on
-// Cluster, each primary holding a key, with SSUBSCRIBE, one key per
-// command), each read by a goroutine of the Listener's until Close. Add
-// returns once the node confirmed the subscription, or with an error when
-// it refused it: a user whose ACL does not allow the key's channel (NOPERM)
-// is logged once at Warn. A connection that breaks is made again and
-// subscribes to its keys again, each one at the primary that holds it now,
-// and a key whose slot moved to another primary (the server ends its
-// subscription, SUNSUBSCRIBE) is subscribed to there; each subscription,
-// confirmed again, is notified, so that its waiters read it again. Another
-// UniversalClient gives an error.
+// Listen implements driver.Notifier. The Listener subscribes to its keys'
+// channels on one connection per node that publishes them, read by a
+// goroutine of its own until Close. Add returns once the node confirmed the
+// subscription, or with an error when it refused it. A connection that
+// breaks is made again; each key is then subscribed to again and notified.
+// Listen returns an error for a nil notify, or a client other than a
+// *redis.Client, *redis.ClusterClient or *redis.Ring.
 func (s *Store) Listen(_ context.Context, notify func(key string)) (driver.Listener, error) {
 	switch s.client.(type) {
 	case *redis.Client, *redis.ClusterClient, *redis.Ring:

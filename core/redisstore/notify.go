@@ -88,7 +88,7 @@ func unmarked(entries []entry, idx []int) []int {
 func tryAgain(err error) bool { return err != nil && redis.HasErrorPrefix(err, "TRYAGAIN") }
 
 // Await implements driver.Notifier: Claim in one round trip, with a key
-// found running marked awaited for as long as the running claim's lease.
+// found running marked as awaited while the running claim's lease lasts.
 func (s *Store) Await(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
 	if s.wait.on() {
 		replies, errs, _ := s.batch(ctx, nil, []driver.ClaimRequest{req}, true)

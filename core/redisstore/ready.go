@@ -9,12 +9,11 @@ import (
 	"github.com/jobonce/jobonce/internal/redisops"
 )
 
-// Ready implements driver.ReadyStore, for core.Guard.Ready: it sends PING
-// to every server the client writes to (each primary of a Cluster client,
-// each live shard of a Ring), each ending by ctx's deadline whatever the
-// client's ContextTimeoutEnabled, then makes the check of the servers'
-// settings if one is due (Config.CheckEvery). With Config.Strict, a risk the
-// latest check found gives an error matching driver.ErrStoreRisk.
+// Ready implements driver.ReadyStore, for core.Guard.Ready. It sends PING
+// to every server the client writes to, each bounded by ctx's deadline.
+// Then it runs the check of the servers' settings if one is due. Under
+// Config.Strict, a risk the latest check found gives an error matching
+// driver.ErrStoreRisk.
 func (s *Store) Ready(ctx context.Context) error {
 	if err := s.ping(ctx); err != nil {
 		return fmt.Errorf("jobonce: redisstore: PING %w", redactedError(cancelled(ctx, err), s.client))

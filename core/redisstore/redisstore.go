@@ -34,81 +34,61 @@ var (
 	releaseScript  = redis.NewScript(releaseLua)
 )
 
-// Config configures a Store. A nil *Config gives the defaults.
+// Config configures a Store. A nil *Config gives the defaults. New copies
+// the Config, so later changes to it have no effect.
 type Config struct {
-	// Logger receives New's warnings (a risk that can lose done markers, a
-	// check that could not run, a client without ContextTimeoutEnabled) and
-	// the watch's (see CheckEvery). Defaults to slog.Default().
+	// Logger receives New's warnings and those of the checks at run time
+	// (see CheckEvery). Defaults to slog.Default().
 	Logger *slog.Logger
 
-	// SkipEvictionCheck skips reading the server's settings in New; the
-	// first check then happens within the first claim. Defaults to false.
+	// SkipEvictionCheck skips New's read of the server's settings. The first
+	// check then runs within the first claim. Defaults to false.
 	SkipEvictionCheck bool
 
-	// Strict makes New return an error where it would warn, refusing a
-	// Redis that can lose done markers: one whose settings it cannot read
-	// within its 2s (the error names the cause, and wraps
-	// driver.ErrUnreachable unless the server answered), and one whose
-	// maxmemory-policy is not noeviction or that has neither AOF nor RDB
-	// snapshots, and a replica, where every claim fails or is lost (the
-	// error matches driver.ErrStoreRisk and names each setting and what to
-	// use). Ready then also reports such a setting, as
-	// the latest check of the servers found it (see CheckEvery). It cannot
-	// be set with SkipEvictionCheck. Set it in production. Defaults to
-	// false.
+	// Strict makes New return an error where it would warn. It refuses a
+	// server whose settings it cannot read within 2s; that error wraps
+	// driver.ErrUnreachable unless the server answered. It refuses a server
+	// that can lose done markers (an eviction policy but noeviction,
+	// neither AOF nor RDB snapshots) or that is a replica; that error
+	// matches driver.ErrStoreRisk. Ready then reports such a risk too. It
+	// cannot be set with SkipEvictionCheck. Set it in production.
+	// Defaults to false.
 	Strict bool
 
-	// CheckEvery is how often the Store reads its servers' state again
-	// (INFO and CONFIG GET, one round trip of at most 250ms added to one
-	// claim per period),
-	// to notice what makes duplicates possible under a running service: a
-	// restart, a failover, an eviction policy or persistence setting that
-	// can lose done markers. Each change is logged once at Warn and counted
-	// in jobonce.redis.events (attribute event: restart, failover,
-	// eviction, persistence). Negative turns it off. Defaults to 30s.
+	// CheckEvery is how often the Store reads its servers' state again,
+	// within a claim, which it delays by 250ms at most. Each restart,
+	// failover and risky setting it notices is logged once at Warn and
+	// counted in jobonce.redis.events. Negative turns it off.
+	// Defaults to 30s.
 	CheckEvery time.Duration
 
 	// MeterProvider receives jobonce.redis.events and jobonce.redis.risks.
 	// Defaults to the global otel.GetMeterProvider().
 	MeterProvider metric.MeterProvider
 
-	// WaitReplicas makes a claim count as held, a done marker as written and
-	// a lease as renewed only once this many replicas acknowledged the write
-	// (Redis WAIT, sent in the same pipeline as the write: it adds
-	// replication latency but no round trip; on a Cluster client, one WAIT
-	// per primary follows the pipeline). A batch waits once. A claim not
-	// acknowledged within WaitTimeout is released and reported as
-	// core.ErrUnreplicated, a store failure: the job does not run; so is a
-	// claim that finds a done marker not yet acknowledged (the copy is tried
-	// again later, not skipped), and a claim whose connection broke before
-	// WAIT answered (a failover's CLIENT KILL): it may have been written,
-	// so it is released and FailOpen does not run the job. A client that
-	// retries (go-redis's MaxRetries, 3 by default) reports only its last
-	// attempt, so with it even a refused dial after a cut counts so: with
-	// WaitReplicas, FailOpen runs a job unguarded only through a client made
-	// with MaxRetries -1 that cannot connect at all. A done marker
-	// not acknowledged is sent again until the Guard's StoreTimeout, then
-	// reported Unrecorded: the effect happened. Defaults to 0: a write
-	// counts once the primary made it, and a failover before it replicated
-	// loses it.
+	// WaitReplicas makes a claim, a done marker and a renewed lease count
+	// only once this many replicas acknowledged the write (WAIT, in the
+	// write's own pipeline). A claim not acknowledged within WaitTimeout is
+	// released, with an error matching core.ErrUnreplicated: the job does
+	// not run, even under FailOpen. A done marker not acknowledged is sent
+	// again until the Guard's StoreTimeout. Defaults to 0: a write counts
+	// once the primary made it, and a failover before it replicated loses
+	// it. docs/operations.md explains the failover cases.
 	WaitReplicas int
 
-	// WaitAOF also waits until the primary (and WaitReplicas replicas) wrote
-	// the write to its append-only file (WAITAOF, Redis 7.2 and later), so
-	// that a restart of the primary keeps it. Defaults to false.
+	// WaitAOF also waits until the primary, and WaitReplicas replicas,
+	// wrote the write to the append-only file (WAITAOF, Redis 7.2 and
+	// later). A restart of the primary then keeps it. Defaults to false.
 	WaitAOF bool
 
-	// WaitTimeout bounds the wait for acknowledgements; keep it well under
+	// WaitTimeout bounds the wait for acknowledgements. Keep it well under
 	// the Guard's StoreTimeout. Defaults to 1s.
 	WaitTimeout time.Duration
 
-	// LegacyMarkers writes done markers without the writer's id; markers of
-	// either format are read. Set it for the first step of a rolling upgrade
-	// from a release whose workers read a marker naming its writer as a
-	// store failure, and deploy again without it once every worker runs this
-	// release. Under it, a complete sent again after a lost reply or
-	// core.ErrUnreplicated cannot tell its own marker from another copy's:
-	// it answers driver.ErrLeaseLost. Defaults to false.
+	// LegacyMarkers writes done markers without the writer's id, for the
+	// first step of a rolling upgrade from a release that cannot read it.
+	// Markers of either format are read. Under it, a complete sent again
+	// after a lost reply answers driver.ErrLeaseLost. Defaults to false.
 	LegacyMarkers bool
 }
 
@@ -134,30 +114,17 @@ var (
 	_ driver.ReadyStore = (*Store)(nil)
 )
 
-// New returns a Store on client, which may be a single-node, Sentinel
-// (failover) or Cluster client; a nil client, or a nil *redis.Client,
-// *redis.ClusterClient or *redis.Ring, is an error. Unless
-// cfg.SkipEvictionCheck is set, it reads the server's settings
-// (INFO and CONFIG GET) and logs at Warn each risk that can lose done markers (an
-// eviction policy but noeviction, no persistence); with Config.WaitAOF it
-// asks the server for WAITAOF, and returns an error when the server refuses
-// it. Those reads run together, and New waits for them 2s at most, whatever
-// the client's ContextTimeoutEnabled and ReadTimeout: a read that failed or
-// got no answer by then is logged at Warn with its reason, and for the
-// settings the first claim reads them again (and, while that fails, a claim
-// once a second, until a read succeeds). The reads of a *redis.Client
-// (single-node or failover), and of each server of a *redis.ClusterClient or
-// *redis.Ring, end within that bound on their own. Two can outlast New when
-// the client's calls do not end with their context (no
-// ContextTimeoutEnabled): a Cluster client's read of its slots, and the
-// reads of a UniversalClient of another type; New does not wait for them
-// past 2s, and each ends when the server answers, the client's ReadTimeout
-// passes, or the client is closed. New also logs at Warn a client made
-// without ContextTimeoutEnabled (a *redis.Client, *redis.ClusterClient or
-// *redis.Ring; another UniversalClient is not inspected), whose calls to a
-// server that does not answer outlast their context. With Config.Strict, a
-// read of the settings that failed, and a risk it found, are New's error
-// instead of a warning.
+// New returns a Store on client: a single-node, Sentinel (failover) or
+// Cluster client, or a Ring. Unless Config.SkipEvictionCheck is set, New
+// reads the server's settings and logs at Warn each risk that can lose
+// done markers. It waits 2s at most for its reads; a read that fails is
+// logged, and the first claim reads again. New also warns of a client made
+// without ContextTimeoutEnabled. Under Config.Strict, a failed read or a
+// risk is New's error instead.
+//
+// New returns an error for a nil client or an invalid Config, for
+// WaitReplicas or WaitAOF on a Ring, and for WaitAOF on a server that
+// refuses WAITAOF. docs/operations.md explains the checks.
 func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("jobonce: redisstore: New: client is nil")
@@ -221,11 +188,8 @@ func New(client redis.UniversalClient, cfg *Config) (*Store, error) {
 	return s, nil
 }
 
-// CheckEviction returns the server's maxmemory-policy (CONFIG GET). Under
-// any policy but noeviction Redis may evict claims and done markers,
-// letting duplicates run: volatile-* policies evict keys with a TTL, which
-// every claim and done marker has. New warns of such a policy unless
-// Config.SkipEvictionCheck is set.
+// CheckEviction returns the server's maxmemory-policy (CONFIG GET). Any
+// policy but noeviction can evict done markers and let duplicates run.
 func (s *Store) CheckEviction(ctx context.Context) (string, error) {
 	res, err := s.client.ConfigGet(ctx, "maxmemory-policy").Result()
 	if err != nil {
@@ -260,10 +224,9 @@ func (s *Store) claimArgs(req *driver.ClaimRequest) ([]any, error) {
 }
 
 // Claim implements driver.Store in one round trip. A claimed key's fence
-// comes from the Redis server's clock; a done marker's remaining retention
-// is its TTL. With Config.WaitReplicas or WaitAOF, a done marker or a claim
-// this token holds already is answered only once acknowledged, like a new
-// claim; core.ErrUnreplicated otherwise.
+// comes from the Redis server's clock. With Config.WaitReplicas or WaitAOF,
+// a claim, or a done marker it finds, counts only once acknowledged;
+// otherwise the error matches core.ErrUnreplicated.
 func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
 	if s.wait.on() {
 		replies, errs, _ := s.Batch(ctx, nil, []driver.ClaimRequest{req})
@@ -299,7 +262,8 @@ func claimReply(v any) (driver.ClaimReply, error) {
 	return driver.ClaimReply{}, fmt.Errorf("jobonce: redisstore: unexpected claim reply %T", v)
 }
 
-// Extend implements driver.Store.
+// Extend implements driver.Store. It returns driver.ErrLeaseLost when token
+// no longer holds the claim on key.
 func (s *Store) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) error {
 	ms, err := millis("Extend lease", lease)
 	if err != nil {
@@ -314,11 +278,11 @@ func (s *Store) Extend(ctx context.Context, key string, token driver.Token, leas
 	return tokenChecked(ctx, extendScript.Run(ctx, s.client, []string{key}, ownerValue(token), ms))
 }
 
-// Complete implements driver.Store. The done marker names its writer (see
-// record.go): a request sent again by the claim that wrote it answers nil,
-// and sets the marker's TTL again to what it has left, so that the wait
-// (Config.WaitReplicas) covers it anew. Under Config.LegacyMarkers it names
-// none, and a request sent again answers driver.ErrLeaseLost.
+// Complete implements driver.Store. The done marker names the claim that
+// wrote it, so a complete sent again by that claim returns nil, and its
+// acknowledgement is waited for anew. Under Config.LegacyMarkers, it
+// returns driver.ErrLeaseLost instead. It returns driver.ErrLeaseLost when
+// req.Token no longer holds the claim.
 func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	if s.wait.on() {
 		_, _, errs := s.Batch(ctx, []driver.CompleteRequest{req}, nil)
@@ -361,7 +325,8 @@ func (c *boxCache) box(n int64) any {
 	return b.v
 }
 
-// Release implements driver.Store.
+// Release implements driver.Store. It returns driver.ErrLeaseLost when
+// token no longer holds the claim on key.
 func (s *Store) Release(ctx context.Context, key string, token driver.Token) error {
 	return tokenChecked(ctx, s.runMarked(ctx, releaseScript, key, s.releaseArgs(token)))
 }
