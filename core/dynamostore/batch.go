@@ -7,13 +7,11 @@ import (
 	"github.com/jobonce/jobonce/core/driver"
 )
 
-// Batch implements driver.BatchStore. DynamoDB has no batch of conditional
-// writes whose items keep outcomes of their own (a TransactWriteItems
-// fails whole when one condition fails, and BatchWriteItem takes no
-// conditions), so Batch sends each done marker and claim as the single
-// conditional write Complete or Claim sends, the requests of one key
-// in order and up to Config.BatchConcurrency keys at once: the batch takes about one round trip,
-// and each request its own answer.
+// Batch implements driver.BatchStore. It sends each done marker and claim
+// as the conditional write that Complete or Claim sends, so each request
+// gets its own answer. A key's requests go in order, and up to
+// Config.BatchConcurrency keys at once, so a batch takes about one round
+// trip.
 func (s *Store) Batch(ctx context.Context, completes []driver.CompleteRequest, claims []driver.ClaimRequest) (replies []driver.ClaimReply, claimErrs, completeErrs []error) {
 	replies = make([]driver.ClaimReply, len(claims))
 	claimErrs = make([]error, len(claims))

@@ -16,14 +16,11 @@ import (
 // changed between its write and the read of its state.
 const claimAttempts = 4
 
-// Claim implements driver.Store: one conditional write claims the key when
-// its item is absent, released, or its lease or retention ended more than
-// Config.ClockSkew ago by this process's clock; a failed condition reads the
-// item back (ReturnValuesOnConditionCheckFailure) and reports its state. The
-// new claim's fence is this process's clock in microseconds, or one more
-// than the key's last fence when that is not smaller, so a key's fences
-// increase whatever the writers' clocks. A lease under 1ms gives an error
-// naming it.
+// Claim implements driver.Store in one conditional write. It claims the key
+// when its item is absent or released, or its lease or retention ended
+// more than Config.ClockSkew ago by this process's clock. Otherwise it
+// reports the item's state. A key's fences increase whatever the writers'
+// clocks. A lease under 1ms gives an error.
 func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
 	if err := checkDuration("ClaimRequest.Lease", req.Lease); err != nil {
 		return driver.ClaimReply{}, err
@@ -171,9 +168,9 @@ func (s *Store) judge(it *item, token driver.Token, now int64) (driver.ClaimRepl
 	return driver.ClaimReply{State: driver.StateRunning, Fingerprint: string(it.fp), Remaining: remaining, Fence: it.fence}, true
 }
 
-// Extend implements driver.Store: a write conditioned on token holding a
-// live claim of key by this process's clock. It returns driver.ErrLeaseLost
-// otherwise. A lease under 1ms gives an error.
+// Extend implements driver.Store. It returns driver.ErrLeaseLost unless
+// token holds a live claim of key by this process's clock. A lease under
+// 1ms gives an error.
 func (s *Store) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) error {
 	if err := checkDuration("Extend lease", lease); err != nil {
 		return err
@@ -272,12 +269,11 @@ func (s *Store) completeInput(req *driver.CompleteRequest, now int64) *dynamodb.
 	}
 }
 
-// Complete implements driver.Store: a write conditioned on req.Token
-// holding a live claim of the key turns the item into a done marker that
-// keeps the token as its writer's name. A failed condition reads the item
-// back: the writer's own live marker answers nil (the request sent again),
-// anything else driver.ErrLeaseLost. A marker over DynamoDB's 400 KB item
-// limit gives an error matching ErrItemTooLarge and writes nothing.
+// Complete implements driver.Store: the claim of req.Token becomes a done
+// marker that names it as its writer. A complete sent again by that claim
+// returns nil. It returns driver.ErrLeaseLost when req.Token holds no live
+// claim. A marker over DynamoDB's 400 KB item limit gives an error matching
+// ErrItemTooLarge and writes nothing.
 func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	if err := s.checkComplete(&req); err != nil {
 		return err
@@ -318,9 +314,9 @@ func (s *Store) judgeComplete(it *item, token driver.Token, now int64) error {
 	return driver.ErrLeaseLost
 }
 
-// Release implements driver.Store: a write conditioned on token holding a
-// live claim of key frees the item (it keeps the key's fence). It returns
-// driver.ErrLeaseLost otherwise.
+// Release implements driver.Store: the item is freed, keeping the key's
+// fence. It returns driver.ErrLeaseLost unless token holds a live claim of
+// key.
 func (s *Store) Release(ctx context.Context, key string, token driver.Token) error {
 	if err := checkKey(key); err != nil {
 		return err

@@ -6,38 +6,30 @@ import (
 )
 
 // Config configures a Store. The zero value, or a nil *Config, gives the
-// defaults. New copies the Config; later changes to it have no effect.
+// defaults. New copies the Config, so later changes to it have no effect.
 type Config struct {
 	// Table is the name of the keys table. Defaults to "jobonce_keys".
 	Table string
 
-	// CreateTable makes New create the table when it is missing, with
-	// on-demand capacity (PAY_PER_REQUEST) and time to live on the "ttl"
-	// attribute, and wait until it is active. Defaults to false: New only
-	// checks that the table exists with the expected key schema and returns
-	// an error matching ErrTableMissing or ErrKeySchema when it does not.
+	// CreateTable makes New create a missing table, with on-demand
+	// capacity and time to live on the "ttl" attribute, and wait until it
+	// is active. Defaults to false: New only checks the table, and returns
+	// an error matching ErrTableMissing or ErrKeySchema.
 	CreateTable bool
 
 	// ClockSkew is the most that the clocks of the processes sharing the
-	// table may differ by. DynamoDB has no clock of its own in conditions:
-	// each write judges leases and retentions by its writer's clock, so a
-	// claim takes over a lapsed lease or an expired done marker only
-	// ClockSkew after its end by that clock. Within this bound, no process
-	// takes a key that another still holds by its own clock. It must not be
+	// table may differ by. A claim takes over an ended lease or done marker
+	// only ClockSkew after its end by the claimant's clock. It must not be
 	// negative. Defaults to 1s.
 	ClockSkew time.Duration
 
-	// BatchConcurrency bounds how many writes of one Batch (the Guard's
-	// group commit) are in flight at once. Each claim and done marker is a
-	// conditional write of its own, so that each keeps its own outcome.
-	// Defaults to 32.
+	// BatchConcurrency bounds the writes of one Batch (the Guard's group
+	// commit) in flight at once. Defaults to 32.
 	BatchConcurrency int
 
 	// FenceKeep is how long a key's item outlives its last lease or
-	// retention before DynamoDB's time to live may delete it. The item
-	// keeps the key's fence counter, so successive claims within it get
-	// increasing fences whatever the writers' clocks; after it, a claim's
-	// fence starts again from its writer's clock. Defaults to 24h.
+	// retention before DynamoDB's time to live may delete it. Within it, a
+	// key's fences increase whatever the writers' clocks. Defaults to 24h.
 	FenceKeep time.Duration
 }
 

@@ -15,30 +15,27 @@ import (
 )
 
 var (
-	// ErrTableMissing: the keys table does not exist (or not in the
-	// client's region and account). Create it with Config.CreateTable, or
+	// ErrTableMissing reports that the keys table does not exist in the
+	// client's region and account. Create it with Config.CreateTable, or
 	// as docs/dynamodb.md shows.
 	ErrTableMissing = errors.New("jobonce: dynamostore: table not found")
 
-	// ErrKeySchema: the table's key schema is not the one the Store needs,
-	// a partition key "k" of type binary (B) and no sort key.
+	// ErrKeySchema reports a table whose key schema is not the one the
+	// Store needs: a binary partition key "k" and no sort key.
 	ErrKeySchema = errors.New("jobonce: dynamostore: table has the wrong key schema")
 
-	// ErrAccessDenied: the client's credentials lack a permission the Store
-	// needs; the error names the action (docs/dynamodb.md lists them).
+	// ErrAccessDenied reports credentials that lack a permission the Store
+	// needs. The error names the action; docs/dynamodb.md lists them.
 	ErrAccessDenied = errors.New("jobonce: dynamostore: access denied")
 
-	// ErrThrottled: DynamoDB refused a write for capacity or a conflicting
-	// transaction (ProvisionedThroughputExceededException,
-	// ThrottlingException, RequestLimitExceeded, TransactionConflict)
-	// until the call's context ran short. It is an answer of a reachable
-	// store, never an outage: a core.Guard fails closed on it, even with
-	// FailOpen.
+	// ErrThrottled reports a write that DynamoDB refused for capacity or a
+	// conflicting transaction until the call's context ran short. It is an
+	// answer of a reachable store, never an outage: a core.Guard fails
+	// closed on it, even with FailOpen.
 	ErrThrottled = errors.New("jobonce: dynamostore: throttled by DynamoDB")
 
-	// ErrItemTooLarge: an item would exceed DynamoDB's 400 KB item limit.
-	// A core.Guard keeps results under MaxResultSize; keep its
-	// Config.MaxResultSize at or below the Store's MaxResultSize.
+	// ErrItemTooLarge reports an item over DynamoDB's 400 KB limit. Keep a
+	// core.Guard's Config.MaxResultSize at or below MaxResultSize.
 	ErrItemTooLarge = errors.New("jobonce: dynamostore: item over DynamoDB's 400 KB limit")
 )
 

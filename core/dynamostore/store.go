@@ -41,15 +41,13 @@ const maxItemSize = 400 * 1024
 const maxKeySize = 2048
 
 // MaxResultSize is the largest result a core.Guard stores with a done
-// marker of this Store (core.New refuses a larger Config.MaxResultSize):
-// 256 KiB, which leaves room in DynamoDB's 400 KB item for the key, the
-// fingerprint and the rest, also on servers that count binary values
-// base64-encoded (moto).
+// marker of this Store: 256 KiB, which leaves room in DynamoDB's 400 KB
+// item for the rest. core.New refuses a larger Config.MaxResultSize.
 const MaxResultSize = 256 << 10
 
 // Store keeps jobonce claims and done markers in a DynamoDB table, one item
-// per key. It implements driver.Store, driver.BatchStore and
-// driver.ReadyStore. It is safe for concurrent use.
+// per key. It implements driver.Store, driver.BatchStore, driver.ReadyStore
+// and driver.TxStore (for core.TxGuard). It is safe for concurrent use.
 type Store struct {
 	client *dynamodb.Client
 	cfg    Config
@@ -62,12 +60,12 @@ var (
 	_ driver.ReadyStore = (*Store)(nil)
 )
 
-// New returns a Store on client's table cfg.Table. cfg may be nil for the
-// defaults. With Config.CreateTable it creates a missing table first. It
-// reads the table's description, so a missing table gives an error
-// matching ErrTableMissing, a table with another key schema ErrKeySchema,
-// and credentials without dynamodb:DescribeTable ErrAccessDenied. An
-// invalid Config field gives an error naming it.
+// New returns a Store on the table cfg.Table. cfg may be nil for the
+// defaults. With Config.CreateTable, it creates a missing table first. New
+// reads the table's description. A missing table gives an error matching
+// ErrTableMissing, and another key schema ErrKeySchema. Credentials without
+// dynamodb:DescribeTable give ErrAccessDenied. An invalid Config field, or
+// a nil client, gives an error naming it.
 func New(ctx context.Context, client *dynamodb.Client, cfg *Config) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("jobonce: dynamostore: New: client is nil")
@@ -88,13 +86,13 @@ func New(ctx context.Context, client *dynamodb.Client, cfg *Config) (*Store, err
 	return s, nil
 }
 
-// MaxResultSize returns the largest result a done marker holds (the
-// package's MaxResultSize).
+// MaxResultSize returns the package's MaxResultSize, the largest result a
+// done marker holds.
 func (s *Store) MaxResultSize() int { return MaxResultSize }
 
-// Ready implements driver.ReadyStore, for core.Guard.Ready: within ctx, it
-// reads one item of the table (half a read unit). A table deleted since New
-// gives an error matching ErrTableMissing.
+// Ready implements driver.ReadyStore, for core.Guard.Ready. Within ctx, it
+// reads one item of the table (half a read unit). A table deleted since
+// New gives an error matching ErrTableMissing.
 func (s *Store) Ready(ctx context.Context) error {
 	_, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:                s.table,

@@ -17,10 +17,10 @@ import (
 // maxTxItems is the most writes one TransactWriteItems takes.
 const maxTxItems = 100
 
-// Tx is a DynamoDB transaction of the transactional mode
-// (core.NewTxGuard[*dynamostore.Tx]): the job's function adds its writes
-// with Add, and the TxGuard commits them in one TransactWriteItems with the
-// key's done marker, so they happen together, once, or not at all.
+// Tx is a transaction of the transactional mode
+// (core.NewTxGuard[*dynamostore.Tx]). The job's function adds its writes
+// with Add. The TxGuard commits them with the key's done marker in one
+// TransactWriteItems, so they happen together, once, or not at all.
 type Tx struct {
 	mu        sync.Mutex
 	items     []types.TransactWriteItem
@@ -31,11 +31,11 @@ type Tx struct {
 	committed bool
 }
 
-// Add adds writes (Put, Update, Delete or ConditionCheck, on any table of
-// the Store's account and region) to the transaction. A transaction holds
-// at most 100 writes, the done marker's included, and no two of them may
-// write the same item; Add returns an error naming the limit when it is
-// exceeded. Add must not be called after the commit.
+// Add adds writes (Put, Update, Delete or ConditionCheck) to the
+// transaction, on any table of the Store's account and region. A
+// transaction holds at most 100 writes, the done marker's included; Add
+// returns an error past that, and after the commit. DynamoDB refuses a
+// transaction with two writes of one item.
 func (tx *Tx) Add(items ...types.TransactWriteItem) error {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
@@ -51,7 +51,7 @@ func (tx *Tx) Add(items ...types.TransactWriteItem) error {
 
 var _ driver.TxStore[*Tx] = (*Store)(nil)
 
-// BeginTx implements driver.TxStore: it returns an empty transaction. It
+// BeginTx implements driver.TxStore. It returns an empty transaction and
 // sends nothing.
 func (s *Store) BeginTx(ctx context.Context) (*Tx, error) {
 	if err := ctx.Err(); err != nil {
@@ -60,11 +60,11 @@ func (s *Store) BeginTx(ctx context.Context) (*Tx, error) {
 	return &Tx{marker: -1, token: driver.NewToken(), request: driver.NewToken().String()}, nil
 }
 
-// RecordTx implements driver.TxStore: it reads the key's item (a strongly
-// consistent read) and, when the key is free, adds to tx a done marker
-// conditioned on the item being as read, so that the commit fails whole if
+// RecordTx implements driver.TxStore. It reads the key's item with a
+// strongly consistent read. When the key is free, it adds to tx a done
+// marker conditioned on the item as read, so the commit fails whole if
 // another copy took the key meanwhile. A key done or held by a live claim
-// is reported as such, and tx left as it was.
+// is reported as such, and tx is left as it was.
 func (s *Store) RecordTx(ctx context.Context, tx *Tx, req driver.RecordRequest) (driver.ClaimReply, error) {
 	if err := checkDuration("RecordRequest.Retention", req.Retention); err != nil {
 		return driver.ClaimReply{}, err
@@ -122,11 +122,10 @@ func (s *Store) RecordTx(ctx context.Context, tx *Tx, req driver.RecordRequest) 
 }
 
 // CommitTx implements driver.TxStore: one TransactWriteItems with the done
-// marker and the job's writes, sent with a ClientRequestToken so that a
-// commit sent again after a lost answer is applied once. A commit cancelled
-// for a conflict or throttling is sent again within ctx; one whose
-// answer is still lost is judged by the key's item: committed if it holds
-// this transaction's done marker.
+// marker and the job's writes. It carries a ClientRequestToken, so a commit
+// sent again after a lost answer is applied once. A commit cancelled for a
+// conflict or throttling is sent again within ctx. When the answer is still
+// lost, the key's item tells whether the transaction committed.
 func (s *Store) CommitTx(ctx context.Context, tx *Tx) error {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
@@ -203,7 +202,7 @@ type retryableAnswer struct{ err error }
 func (r *retryableAnswer) Error() string { return r.err.Error() }
 func (r *retryableAnswer) Unwrap() error { return r.err }
 
-// RollbackTx implements driver.TxStore: a transaction not committed sends
+// RollbackTx implements driver.TxStore. A transaction not committed sent
 // nothing, so there is nothing to undo.
 func (s *Store) RollbackTx(ctx context.Context, tx *Tx) error {
 	return nil
