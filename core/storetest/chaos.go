@@ -23,54 +23,52 @@ import (
 
 // ChaosOptions configures RunChaos.
 type ChaosOptions struct {
-	// Store is the store under test. RunChaos wraps it in a Chaos store.
+	// Store is the store under test. RunChaos wraps it in a faulty store.
 	Store driver.Store
-	// Verify holds the same data as Store, reached without faults or outages,
-	// for the checks after each run. Defaults to Store.
+	// Verify reaches the same data as Store, without faults or outages, for
+	// the checks after each run. Defaults to Store.
 	Verify driver.Store
-	// KeyPrefix starts every key the runs write; each run adds a part of its
-	// own. Defaults to "jobonce-chaos:".
+	// KeyPrefix starts every key the runs write. Each run adds a part of
+	// its own. Defaults to "jobonce-chaos:".
 	KeyPrefix string
 	// Duration is how long each mode runs, a quarter of it under -short.
-	// JOBONCE_CHAOS_DURATION overrides it. Defaults to 1s.
+	// JOBONCE_CHAOS_DURATION overrides it. Defaults to 2s.
 	Duration time.Duration
 	// Workers is the number of concurrent callers. Defaults to 48.
 	Workers int
 	// Keys is how many keys are hot at a time, so that copies collide.
 	// Defaults to 12.
 	Keys int
-	// Cut, when set, breaks the store's connections and Restore brings them
-	// back. RunChaos calls them from one goroutine at random moments while
-	// the store is stormy, and Restore once at the end of each run.
+	// Cut, when set, breaks the store's connections, and Restore brings
+	// them back. RunChaos calls them from one goroutine at random moments
+	// while the store is stormy. It calls Restore once at the end of each
+	// run.
 	Cut, Restore func()
-	// Refusal, when set, returns the error the store under test gives when
-	// its server answers a call with an error while reachable (Redis's OOM
-	// answer, a PostgreSQL out_of_memory): the Chaos store then answers
-	// calls with it now and then without running them. FailOpen must fail
-	// closed on it. Defaults to nil: no such answers.
+	// Refusal returns the error the store gives when its server answers a
+	// call with an error while reachable, such as Redis's OOM answer. The
+	// faulty store then answers some calls with it, without running them.
+	// FailOpen must fail closed on it. Defaults to nil: no such answers.
 	Refusal func() error
-	// Unreplicated tells that the store answers ErrUnreplicated and honours
-	// CompleteRequest.WrittenBefore, so the Chaos store may answer a done
-	// marker or an extend it wrote ErrUnreplicated. (A claim may be answered
-	// so on any store: the Chaos store releases it first, as the driver
-	// promises.) Defaults to false.
+	// Unreplicated tells that the store itself may answer ErrUnreplicated.
+	// The faulty store then answers some done markers and extends it wrote
+	// ErrUnreplicated too. It may answer a claim so on any store, after
+	// releasing it, as the driver promises. Defaults to false.
 	Unreplicated bool
-	// Forget, when set with Unreplicated, deletes a stored key outright:
-	// the Chaos store calls it after half of the done markers it answered
-	// ErrUnreplicated, as a failover to a replica that had not received the
-	// marker would lose it. It models only the loss of writes that were not
-	// acknowledged; a failover that loses acknowledged writes breaks the
-	// Guard's promises by design. Defaults to nil: no write is lost.
+	// Forget deletes a stored key outright. With Unreplicated, the faulty
+	// store calls it after half of the done markers it answered
+	// ErrUnreplicated, as a failover to a replica that missed them would.
+	// It models only the loss of writes that were not acknowledged. A
+	// failover that loses acknowledged writes breaks the Guard's promises
+	// by design. Defaults to nil: no write is lost.
 	Forget func(ctx context.Context, key string) error
 }
 
-// RunChaos runs a randomized fault test of the Guard on opts.Store, in four
-// modes: Guard.Do with group commit, the Claim API (Claim, Work, Finish),
-// Guard.Do without group commit, and Guard.Do with FailOpen. Many callers
-// deliver jobs on a few keys at once, with short leases and store timeouts,
-// callers that cancel or time out at random, jobs that fail or panic, and a
-// store that fails at random (see Chaos). It tracks what really ran outside
-// the store and fails the test on a breach of the Guard's invariants:
+// RunChaos runs a randomized fault test of the Guard on opts.Store. Many
+// callers deliver jobs on a few keys at once, with short leases and store
+// timeouts. Callers cancel or time out at random, and jobs fail or panic.
+// The store fails, hangs, panics and answers late at random. RunChaos
+// tracks what really ran outside the store. It fails the test on a breach
+// of the Guard's invariants:
 //
 //  1. no job function runs while another copy of its key runs;
 //  2. no key's effect happens twice unless a run of it was reported
@@ -81,7 +79,7 @@ type ChaosOptions struct {
 //     not ErrStoreUnavailable, and does not run the job;
 //  6. nothing is acknowledged unless its job ran or is done, and every
 //     delivery's outcome is observed exactly once;
-//  7. every outcome is true, held against the store's writes the Chaos
+//  7. every outcome is true, held against the store's writes the faulty
 //     store records (what each call that reached the store did, whether
 //     or not its answer came back) and what the store holds at the end:
 //     LeaseLost only when the claim had really lost the key and its marker
@@ -94,17 +92,19 @@ type ChaosOptions struct {
 //  8. FailOpen runs a job unguarded only on an outage, never on an answer
 //     the store gave (ChaosOptions.Refusal, ErrUnreplicated).
 //
-// A fifth mode, Wait, runs the Claim API and Guard.Do with half the
-// deliveries waiting for their running copies (Job.WaitUntil) through the
-// store's completion signal, which the Chaos store loses, delays and makes
-// up now and then (on a store that does not notify, the copies poll); the
-// same invariants hold, a waiting call's bound grown by its wait.
-//
 // A repeated effect (2) is excused only by a LeaseLost or Unrecorded that 7
 // finds true.
 //
-// The test logs its seed; JOBONCE_CHAOS_SEED replays a run's settings and
-// random choices (goroutine scheduling still varies from run to run).
+// It runs five modes: Guard.Do with group commit, the Claim API (Claim,
+// Work, Finish), Guard.Do without group commit, Guard.Do with FailOpen, and
+// Wait. In Wait, half the deliveries wait for their running copies
+// (Job.WaitUntil) through the store's completion signal. The faulty store
+// loses, delays and makes up signals now and then; on a store that does
+// not notify, the copies poll. The same invariants hold, a waiting call's
+// bound grown by its wait.
+//
+// The test logs its seed. JOBONCE_CHAOS_SEED replays a run's settings and
+// random choices, though goroutine scheduling still varies.
 func RunChaos(t *testing.T, opts ChaosOptions) {
 	if opts.Store == nil {
 		t.Fatal("storetest: ChaosOptions.Store is nil")

@@ -1,16 +1,20 @@
 // Package storetest is the conformance suite every driver.Store must pass.
+//
+//	import "github.com/jobonce/jobonce/core/storetest"
+//
 // Run it from a store's tests with a function that returns a fresh store:
 //
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) driver.Store { return mystore.New(...) })
 //	}
 //
-// The suite covers the Store contract (claim, race, expiry takeover, token
-// safety, extend, complete, release, retention, fingerprints, results, batch
-// operations, fences, bad input, and Ready for a driver.ReadyStore) and the
-// Guard's behaviour on top of the store.
-// Beyond what driver.Store's documentation says, it holds every store to these
-// rules:
+// The suite covers the Store contract and the Guard's behaviour on top of
+// the store. The contract cases are claims, races, expiry takeovers, token
+// safety, extend, complete, release, retention, fingerprints, results,
+// batches, fences and bad input. The Ready cases run for a
+// driver.ReadyStore, and the Notifier cases for a driver.Notifier. Beyond
+// what driver.Store's documentation says, the suite holds every store to
+// these rules:
 //
 //   - keys, fingerprints and results are byte strings of any length (a store
 //     may refuse a key too long for it, with an error saying so); a result
@@ -27,16 +31,11 @@
 //   - a call with a done context fails with an error wrapping the context's
 //     error and changes nothing; a batch call answers every request so.
 //
-// The package is public for the authors of stores: Run is the conformance
-// suite (the Notifier cases run for a store that implements it), and
-// RunChaos with ChaosOptions is the chaos harness, which runs jobs through a
-// Guard on a store whose calls fail, hang and answer late, and checks the
-// recorded history against the run-once semantics. jobonce's own stores run
-// both from their tests.
+// RunChaos is the chaos harness. It runs jobs through a Guard on a store
+// whose calls fail, hang and answer late, and checks the recorded history
+// against the run-once semantics. jobonce's own stores run both.
 //
-// Keys are random per run and every lease or retention it writes is at most
-// a minute, except in the longest-duration case, whose done marker the
-// store's own cleanup must remove.
-//
-//	import "github.com/jobonce/jobonce/core/storetest"
+// Keys are random per run. Every lease or retention the suite writes is at
+// most a minute, except in the longest-duration case. The store's own
+// cleanup must remove that case's done marker.
 package storetest
