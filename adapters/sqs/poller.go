@@ -256,8 +256,8 @@ func (r *session) run(ctx context.Context) error {
 const shutdownGrace = 5 * time.Second
 
 // ErrHandlersRunning reports handlers still running when Run returned. They
-// ignored their cancelled contexts for 5s. Their messages are not deleted
-// and their visibility is no longer renewed, so the queue redelivers them.
+// ignored their cancelled contexts for 5s. Their messages are not deleted,
+// and nothing renews their visibility, so the queue redelivers them.
 var ErrHandlersRunning = errors.New("jobonce: sqsonce: handlers still running after the shutdown timeout")
 
 // receive long-polls until ctx is cancelled, handing each batch to a

@@ -230,7 +230,7 @@ func scanClaim(rows pgx.Rows) (driver.ClaimReply, bool, error) {
 }
 
 // Extend implements driver.Store. It returns driver.ErrLeaseLost when token
-// no longer holds a live claim on key. A lease under 1ms gives an error.
+// does not hold a live claim on key. A lease under 1ms gives an error.
 func (s *Store) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) error {
 	if err := checkDuration("Extend lease", lease); err != nil {
 		return err
@@ -253,7 +253,7 @@ func (s *Store) completeArgs(req *driver.CompleteRequest) []any {
 // req.Retention with its fingerprint and result. A nil result reads back
 // nil, an empty one empty. A complete sent again by the same claim finds
 // its own row and returns nil. It returns driver.ErrLeaseLost when
-// req.Token no longer holds a live claim. A retention under 1ms gives an
+// req.Token does not hold a live claim. A retention under 1ms gives an
 // error.
 func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	if err := checkDuration("CompleteRequest.Retention", req.Retention); err != nil {
@@ -270,8 +270,8 @@ func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error 
 }
 
 // Release implements driver.Store: the claim held by token expires at once,
-// so the key is free. It returns driver.ErrLeaseLost when token no longer
-// holds a live claim. It never touches another token's claim or a done row.
+// so the key is free. It returns driver.ErrLeaseLost when token does not
+// hold a live claim. It never touches another token's claim or a done row.
 func (s *Store) Release(ctx context.Context, key string, token driver.Token) error {
 	tag, err := s.exec(ctx, s.sql.release, []byte(key), uuid(token), s.channel)
 	if err != nil {

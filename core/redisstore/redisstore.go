@@ -263,7 +263,7 @@ func claimReply(v any) (driver.ClaimReply, error) {
 }
 
 // Extend implements driver.Store. It returns driver.ErrLeaseLost when token
-// no longer holds the claim on key.
+// does not hold the claim on key.
 func (s *Store) Extend(ctx context.Context, key string, token driver.Token, lease time.Duration) error {
 	ms, err := millis("Extend lease", lease)
 	if err != nil {
@@ -282,7 +282,7 @@ func (s *Store) Extend(ctx context.Context, key string, token driver.Token, leas
 // wrote it, so a complete sent again by that claim returns nil, and its
 // acknowledgement is waited for anew. Under Config.LegacyMarkers, it
 // returns driver.ErrLeaseLost instead. It returns driver.ErrLeaseLost when
-// req.Token no longer holds the claim.
+// req.Token does not hold the claim.
 func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) error {
 	if s.wait.on() {
 		_, _, errs := s.Batch(ctx, []driver.CompleteRequest{req}, nil)
@@ -326,7 +326,7 @@ func (c *boxCache) box(n int64) any {
 }
 
 // Release implements driver.Store. It returns driver.ErrLeaseLost when
-// token no longer holds the claim on key.
+// token does not hold the claim on key.
 func (s *Store) Release(ctx context.Context, key string, token driver.Token) error {
 	return tokenChecked(ctx, s.runMarked(ctx, releaseScript, key, s.releaseArgs(token)))
 }
