@@ -12,12 +12,8 @@ import (
 	"github.com/jobonce/jobonce/internal/storedkey"
 )
 
-// Claim is one delivery claimed by Guard.Claim, for consumers that receive
-// jobs in batches (a Kafka or NATS consumer, the SQS Poller): Guard.Claim
-// claims a batch in one store round trip, Work runs each claimed job, and
-// Guard.Finish records the done markers of the batch in one round trip.
-// Guard.Run does the same for one job. A Claim is used by one goroutine at a
-// time.
+// Claim is one delivery claimed by Guard.Claim, for batch consumers
+// (docs/semantics.md). A Claim is used by one goroutine at a time.
 type Claim struct {
 	// g is the Guard that made the claim: the claim reads its fields (its
 	// store, observer and configuration) and calls none of its methods.
@@ -83,13 +79,8 @@ const (
 	claimFinished
 )
 
-// Claim claims jobs, in one store round trip when the store is a
-// driver.BatchStore. It returns one Claim per job, in order; errors (an
-// invalid key, a store failure, the caller's cancellation) are held in each
-// Claim and reported by its Work. When one call holds copies of one key, the
-// first holds it and the others find it running; a consumer that wants them
-// answered as duplicates claims them after the first has finished, as the
-// SQS Poller does.
+// Claim claims jobs, in one round trip on a driver.BatchStore, and returns
+// one Claim per job, in order. Each Claim's Work reports its errors.
 func (g *Guard) Claim(ctx context.Context, jobs ...Job) []*Claim {
 	claims := make([]*Claim, len(jobs))
 	if g.store.Batcher == nil || len(jobs) < 2 {

@@ -21,42 +21,12 @@ const enqueueSource = "enqueue"
 // (see earlierMarker).
 const enqueueFingerprint = "enqueue"
 
-// Enqueue publishes a job at most once per key within window. It claims the
-// key (under the prefix plus "enq#" and the key's hash) as Guard.Do does,
-// with a lease of Config.Lease kept alive by the heartbeat, and calls
-// publish; once publish succeeds, it turns the claim into a marker kept for
-// window. If publish fails (or panics), Enqueue releases the claim, so an
-// outage never blocks the job for the whole window, and returns publish's
-// error unchanged; publish's context is cancelled should the claim be lost.
-// It reports whether publish ran and succeeded; false with a nil error
-// means the key was published within the window already. A publisher that
-// stops before its answer holds the key for its lease only.
-//
-// While another call publishes the key, Enqueue publishes nothing and
-// returns an error matching ErrRunning whose RetryAfter hint says when to
-// try again; it never reports a publish in flight as published. A marker
-// written by an earlier release (a claim for the whole window, with no
-// fingerprint) is taken for a publish within the window while more than
-// Config.Lease of it is left.
-//
-// When the store fails, Enqueue releases the claim it may have written
-// (token-checked: a second bounded store call), so a retry is not held up,
-// and returns an error matching ErrStoreUnavailable without publishing (as
-// for a claim answered past half its lease); with FailOpen, it publishes
-// anyway when the store could not be reached (not when it answered with an
-// error: see Config.FailOpen). When ctx ends before the claim is answered,
-// the error matches ctx.Err() and nothing is published. If the marker
-// cannot be written after publish succeeded, Enqueue reports the publish
-// (true, nil) and logs a warning: a later Enqueue of the key may publish
-// it again once the claim's lease has lapsed.
-//
-// In shadow mode (Config.Shadow), Enqueue publishes every call, also those
-// it would skip (the key published within the window or being published,
-// an empty key, a store failure), and reports each of those to the
-// observer, the log and the metrics (jobonce.shadow.skips) as Unguarded (or
-// Failed, when publish failed) with Event.Source "enqueue" and
-// Event.WouldSkip the outcome enforcement would give: Duplicate, Running,
-// Rejected or Unavailable.
+// Enqueue calls publish at most once per key within window. It returns
+// false and a nil error when the key was published within the window. A
+// failed publish releases the key and returns its error unchanged. While
+// another call publishes the key, the error matches ErrRunning. When the
+// store fails, nothing is published and the error matches
+// ErrStoreUnavailable. docs/semantics.md lists the other cases.
 func (g *Guard) Enqueue(ctx context.Context, key string, window time.Duration, publish func(context.Context) error) (bool, error) {
 	if window < time.Millisecond {
 		return false, fmt.Errorf("jobonce: core: Enqueue: window must be at least 1ms, got %s", window)

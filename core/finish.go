@@ -8,16 +8,10 @@ import (
 	"github.com/jobonce/jobonce/internal/storecall"
 )
 
-// Finish records the done markers of claims whose Work left them pending,
-// in one store round trip when the store is a driver.BatchStore, and
-// returns each claim's final outcome, in order: Ran, LeaseLost or
-// Unrecorded for a pending claim (each claim's heartbeat keeps it alive
-// until its marker is written or the write failed). For a claim whose Work
-// was final, Finish repeats that outcome; for a nil claim, or one Work was
-// not called on, it reports Rejected, as for a claim of another Guard,
-// which it leaves as it is (a pending one for its own Guard's Finish). A
-// claim listed twice is finished once and reported at each place. Only the
-// pending claims are observed.
+// Finish writes the done markers of the claims Work left pending, in one
+// round trip on a driver.BatchStore. It returns each claim's final outcome,
+// in order. A nil claim, one without Work, or one of another Guard is
+// Rejected.
 func (g *Guard) Finish(ctx context.Context, claims ...*Claim) []Outcome {
 	outs, pending, repeats := g.sortClaims(ctx, claims)
 	switch len(pending) {

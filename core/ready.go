@@ -9,16 +9,10 @@ import (
 	"github.com/jobonce/jobonce/internal/storecall"
 )
 
-// Ready reports whether the Guard's store can be used now, for a health or
-// readiness check: nil; an error matching ErrStoreRisk when the store can be
-// reached but its settings can lose done markers (a redisstore made with
-// Config.Strict); or one matching ErrStoreUnavailable that wraps the cause.
-// Beside the store's own check (driver.ReadyStore), it claims and releases
-// a key of its own under KeyPrefix, as a job's claim does, so that a store
-// that answers but refuses every claim (a read-only replica, a user without
-// the rights a claim needs) is not ready. It answers within ctx and
-// StoreTimeout; when ctx ends first, the error matches ctx's. A store that
-// does not implement driver.ReadyStore, such as memstore, is always ready.
+// Ready reports whether the store can be used now, for a health check. The
+// error matches ErrStoreRisk when its settings can lose done markers, else
+// ErrStoreUnavailable, or ctx.Err() when ctx ended first. A store without
+// driver.ReadyStore, such as memstore, is always ready.
 func (g *Guard) Ready(ctx context.Context) error {
 	store, ok := g.store.Driver.(driver.ReadyStore)
 	if !ok {

@@ -13,26 +13,17 @@ import (
 	"github.com/jobonce/jobonce/internal/storedkey"
 )
 
-// TxGuard is a Guard's transactional mode, for jobs whose effect is a write
-// to the database that keeps the keys: the key is recorded as done in the
-// same transaction as the job's effect, and the TxGuard commits it, so both
-// become durable or neither does; a crash at any point leaves either both or
-// none, exactly once. It needs a store that implements driver.TxStore for
-// TTx (pgstore: pgx.Tx).
-//
-// The Guard's KeyPrefix, PlainKeys, Retention, StoreTimeout and retry hints
-// apply, and every outcome is decided, logged, counted and observed as the
-// Guard's own, so a key recorded by a TxGuard and the same key run through
-// the Guard are one key. There is no lease or heartbeat: the transaction's
-// row lock holds the key while the job runs. FailOpen does not apply: a
-// job whose key cannot be recorded does not run.
+// TxGuard is a Guard's transactional mode: the key and the job's database
+// writes commit in one transaction. It needs a driver.TxStore for TTx
+// (pgstore: pgx.Tx). It shares the Guard's keys, Retention, StoreTimeout and
+// reports; it has no lease, and FailOpen does not apply.
 type TxGuard[TTx any] struct {
 	g     *Guard
 	store driver.TxStore[TTx]
 }
 
-// NewTxGuard returns the transactional mode of g. It returns an error when
-// g is nil or its store has no transactional mode for TTx.
+// NewTxGuard returns the transactional mode of g. It returns an error when g
+// is nil or its store has no transactional mode for TTx.
 func NewTxGuard[TTx any](g *Guard) (*TxGuard[TTx], error) {
 	if g == nil {
 		return nil, errors.New("jobonce: core: NewTxGuard: Guard is nil")
@@ -45,41 +36,26 @@ func NewTxGuard[TTx any](g *Guard) (*TxGuard[TTx], error) {
 	return &TxGuard[TTx]{g: g, store: s}, nil
 }
 
-// Logger returns the Guard's logger (Config.Logger), as Guard.Logger does,
-// for code that reports alongside the TxGuard.
+// Logger returns the Guard's logger (Config.Logger).
 func (t *TxGuard[TTx]) Logger() *slog.Logger { return t.g.cfg.Logger }
 
-// Do runs fn exactly once for key, in a transaction of its own that it
-// begins on the store's database: it records key as done in the
-// transaction, runs fn in it, and commits, so the record and fn's writes
-// become durable together or not at all. fn must not commit or roll back tx.
+// Do runs fn exactly once for key, in a transaction of its own that records
+// key as done. fn must not commit or roll back tx.
 //
-//   - key is free: fn runs. Its error (or panic) rolls back and comes back
-//     unchanged, with outcome Failed. Success commits and gives Ran once the
-//     commit succeeded (a store reports a commit whose answer was lost but
-//     which went through as a success: driver.TxStore.CommitTx). A failed
-//     commit gives Failed and the commit's error; if the store could not
-//     tell, a later copy finds the key done or runs the job. The commit is
-//     made even when ctx ended after fn succeeded (within StoreTimeout),
-//     since the work is complete.
-//   - key is done (committed by another transaction, or by the Guard):
-//     Duplicate and a nil error; fn does not run.
-//   - key is held by a transaction that does not commit within the store's
-//     bound, or by a live claim of the Guard: Running and a *RunningError.
-//   - a different fingerprint (Run): Conflict, matching ErrConflict.
-//   - the transaction cannot be begun or the record written: Unavailable
-//     (ErrStoreUnavailable), or Canceled (matching ctx.Err()) when ctx
-//     ended first.
+//   - key is free: fn runs. Its error or panic rolls back and comes back
+//     unchanged: Failed. Success commits, even after ctx ended: Ran, or
+//     Failed with the commit's error.
+//   - key is done: Duplicate.
+//   - key is held by a live claim, or by a transaction past the store's
+//     bound: Running and a *RunningError.
+//   - the store failed: Unavailable, or Canceled when ctx ended first.
 //   - an empty key or a nil fn: Rejected.
 func (t *TxGuard[TTx]) Do(ctx context.Context, key string, fn func(ctx context.Context, tx TTx) error) (Outcome, error) {
 	return t.run(ctx, Job{Key: key}, fn, "TxGuard.Do")
 }
 
-// Run is Do for a Job, as Guard.Run is Guard.Do for one (no result is
-// stored: the transaction holds the job's effect). When job.Fingerprint is
-// set and the key is done or held with a different one, the outcome is
-// Conflict. job.Unguarded runs fn in a transaction without a record,
-// reported as Unguarded.
+// Run is Do for a Job. Another fingerprint under the key gives Conflict
+// (ErrConflict). job.Unguarded runs fn without a record: Unguarded.
 func (t *TxGuard[TTx]) Run(ctx context.Context, job Job, fn func(ctx context.Context, tx TTx) error) (Outcome, error) {
 	return t.run(ctx, job, fn, "TxGuard.Run")
 }

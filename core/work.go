@@ -13,18 +13,8 @@ import (
 	"github.com/jobonce/jobonce/internal/storecall"
 )
 
-// Runs reports whether the claim's answer lets Work call the job's
-// function: the claim holds the key, or the job runs without one
-// (Job.Unguarded, the store could not be reached and the Guard fails open,
-// or shadow mode, which runs every delivery), or it found its job running
-// and may wait for that copy's outcome (Job.WaitUntil), after which it may
-// run the job. A consumer can run the claims that run on goroutines of
-// their own and settle the others at once with Work, which then calls no
-// function and does not wait. Work may still not run a claim for which
-// Runs is true, when the caller's context ended meanwhile (Canceled), the
-// answer came past half the lease (Unavailable), or the wait ended with its
-// job done (Duplicate) or still running (Running); it reports that
-// outcome.
+// Runs reports whether Work may call the job's function or wait. When it is
+// false, Work settles the claim at once and calls nothing.
 func (c *Claim) Runs() bool {
 	switch {
 	case c == nil || c.g == nil || c.state >= claimWorking:
@@ -48,15 +38,9 @@ func (c *Claim) failsOpen(answer claimState) bool {
 	return c.g.cfg.FailOpen && answer == claimOutage
 }
 
-// Work runs fn if the claim holds the key (see Runs) and reports the
-// outcome as Guard.Run does, with one difference: when fn succeeds under
-// the claim, the claim stays held and Work returns outcome Ran and a nil
-// error; the caller must then pass the claim to Guard.Finish, which records
-// the done marker (for many claims in one round trip) and reports the final
-// outcome. Until then the heartbeat keeps the claim alive, so the caller
-// must call Finish for every claim Work left pending, on every path. Every
-// other outcome is final. A claim's Work runs once; a second call is
-// Rejected.
+// Work runs fn if the claim allows it, and reports the outcome as Guard.Run
+// does. A Ran from Work leaves the claim pending: pass it to Guard.Finish,
+// on every path. A second Work on a claim is Rejected.
 func (c *Claim) Work(ctx context.Context, fn RunFunc) (Result, error) {
 	if c == nil {
 		return Result{Outcome: Rejected}, errors.New("jobonce: core: Claim.Work: the Claim is nil")
