@@ -1,18 +1,17 @@
 // Package driver is the contract between a core.Guard and the store that
-// keeps its claims and done markers. It serves people who write a store;
-// users of jobonce pass a store (redisstore, pgstore, memstore) to core.New
+// keeps its claims and done markers. It is for people who write a store.
+// Users of jobonce pass a store (redisstore, pgstore, memstore) to core.New
 // and need nothing from here.
 //
-// A store implements Store: four atomic operations on one key. A store that
-// can handle many keys in one round trip implements BatchStore as well, and
-// the Guard then groups concurrent calls into shared round trips. A store
-// that can record a key inside the caller's database transaction implements
-// TxStore for its transaction type, which core.NewTxGuard turns into the
-// transactional (exactly-once) mode. A store that can tell whether it can be
-// used now implements ReadyStore, for core.Guard.Ready.
+//	import "github.com/jobonce/jobonce/core/driver"
 //
-// The Guard decides every outcome: a store reports what it found (claimed,
-// running, done, with the stored fingerprint and result), or an error, and
-// never decides whether a job runs. core/storetest holds the conformance
-// suite every store must pass.
+// A store implements Store: four atomic operations on one key. It may also
+// implement BatchStore (many keys in one round trip), TxStore (keys
+// recorded in the caller's transaction), Notifier (the completion signal)
+// and ReadyStore (a health check).
+//
+// The Guard decides every outcome. A store reports what it found, or an
+// error; it never decides whether a job runs. Every store must pass the
+// conformance suite in core/storetest. docs/stores.md ("Writing a store")
+// gives the reasons for the contract's rules.
 package driver

@@ -13,26 +13,21 @@ import (
 var ErrLeaseLost = errors.New("jobonce: lease lost")
 
 // ErrUnreplicated is what Claim, Complete, Extend and Batch return for a
-// write the store made but whose durability it could not confirm in time
-// (too few replicas, or no fsync, acknowledged it): a failover or restart
-// may lose it. A claim answered so has been released, and a claim that
-// found a done marker not yet acknowledged is answered so too (the copy is
-// tried again later); a done marker answered so is written on the primary,
-// and the Guard sends the same request again until acknowledged or its time
-// is up. core.ErrUnreplicated is the same value.
+// write the store made but could not confirm as durable in time. Before a
+// claim is answered so, the store releases it. A claim that finds a done
+// marker not yet confirmed is answered so too. The Guard sends a Complete
+// answered so again. core.ErrUnreplicated is the same value.
 var ErrUnreplicated = errors.New("jobonce: write not acknowledged by enough replicas")
 
-// ErrUnreachable is what a store may wrap around an error of its client
-// that says the server could not be reached, when the error itself does not
-// show it (a net.Error, io.EOF, a refused or reset connection, a timeout
-// do): go-redis's pool timeout, say. The Guard runs a job unguarded under
-// core.Config.FailOpen only for such errors.
+// ErrUnreachable is what a store wraps around a client's error that means
+// the server could not be reached, when the error does not show it. A
+// net.Error, io.EOF or a refused connection shows it already. Under
+// core.Config.FailOpen, only such errors run a job unguarded.
 var ErrUnreachable = errors.New("jobonce: driver: store unreachable")
 
-// ErrStoreRisk is what a store wraps around an error saying that it can be
-// reached but that its settings can lose done markers, so that duplicates
-// can run: a Redis that may evict keys or keeps no writes across a restart
-// (redisstore.Config.Strict). core.ErrStoreRisk is the same value.
+// ErrStoreRisk is what a store's error wraps when the store can be reached
+// but its settings can lose done markers, as ReadyStore.Ready's may.
+// core.ErrStoreRisk is the same value.
 var ErrStoreRisk = errors.New("jobonce: store settings can lose done markers")
 
 // Token identifies one claim. Only the holder of the token may extend,
@@ -53,12 +48,12 @@ func (t Token) String() string { return hex.EncodeToString(t[:]) }
 type State uint8
 
 const (
-	// StateClaimed: the key was absent (or its claim had expired) and is now
-	// claimed with the caller's token (or, for TxStore.RecordTx, recorded as
-	// done in the caller's transaction).
+	// StateClaimed: the key was absent, or its claim expired, and is now
+	// claimed with the caller's token. For TxStore.RecordTx, it is recorded
+	// in the caller's transaction.
 	StateClaimed State = iota + 1
-	// StateRunning: another token holds a live claim (or, for RecordTx,
-	// another transaction holds the key and has not committed).
+	// StateRunning: another token holds a live claim. For RecordTx, another
+	// transaction holds the key uncommitted.
 	StateRunning
 	// StateDone: the key was completed and is within its retention.
 	StateDone
@@ -89,33 +84,30 @@ type ClaimRequest struct {
 	Lease time.Duration
 }
 
-// ClaimReply is a store's answer to a ClaimRequest (or a RecordRequest),
-// read in the same atomic step as the claim.
+// ClaimReply is a store's answer to a ClaimRequest or a RecordRequest, read
+// in the same atomic step.
 type ClaimReply struct {
 	// State is the key's state: claimed by this request, running, or done.
 	State State
 	// Fingerprint is the fingerprint stored with a running claim or done marker.
 	Fingerprint string
-	// Remaining is a running claim's remaining lease, a done marker's
-	// remaining retention, or for RecordTx the store's hint of when the
+	// Remaining is a running claim's remaining lease, or a done marker's
+	// remaining retention. For RecordTx's StateRunning, it hints when the
 	// holding transaction may have ended.
 	Remaining time.Duration
 	// Result is the result stored with a done marker, if any.
 	Result []byte
-	// Fence is the claim's fencing token when State is StateClaimed: the
-	// larger of the store's clock in microseconds since the Unix epoch and
-	// one more than the fence of the key's previous claim, when the store
-	// still knows it. Successive claims of a key therefore get increasing
-	// fences, a takeover after a lapsed lease included, as long as the
-	// store's clock does not step back by more than the time between them.
-	// A claim sent again with the token that holds the key gets the same
-	// fence. RecordTx reports the record's fence the same way. When State
-	// is StateRunning, Fence is the running claim's fence, its start by the
-	// store's clock, or zero when the store does not say.
+	// Fence is the new claim's fencing token for StateClaimed. It is the
+	// store's clock in microseconds since the Unix epoch, or one more than
+	// the key's previous fence, if the store knows it, when that is larger. A claim sent again with
+	// the token that holds the key gets the same fence. RecordTx reports its
+	// record's fence alike. For StateRunning, it is the running claim's
+	// fence, or zero when the store does not say. docs/stores.md explains.
 	Fence int64
 }
 
-// CompleteRequest asks a store to turn the claim held by Token into a done marker.
+// CompleteRequest asks a store to turn the claim held by Token into a done
+// marker.
 type CompleteRequest struct {
 	// Key is the stored key.
 	Key string
@@ -127,10 +119,8 @@ type CompleteRequest struct {
 	Result []byte
 	// Retention is how long the done marker is kept.
 	Retention time.Duration
-	// Fence is the claim's fence (ClaimReply.Fence), or zero when the store
-	// gave none. A store whose done markers keep the claim's fence rather
-	// than its token (pgstore) tells its own marker from another claim's by
-	// it; one that keeps the token ignores it.
+	// Fence is the claim's ClaimReply.Fence, or zero. A store whose done
+	// markers keep the fence, not the token, tells its own marker by it.
 	Fence int64
 }
 
@@ -144,139 +134,116 @@ type RecordRequest struct {
 	Retention time.Duration
 }
 
-// Store keeps claims and done markers. Every method is one atomic operation.
-// Implementations must be safe for concurrent use; core/storetest holds the
-// conformance suite every Store must pass. In particular:
-//   - A method honours its context: when ctx ends, it returns an error that
-//     wraps ctx.Err(). The Guard bounds every call with its StoreTimeout
-//     and tells the caller's own cancellation from a store outage by its own
-//     context, not by the error.
-//   - Keys, fingerprints and results of any length and bytes work; a nil
-//     result comes back nil, an empty one empty.
-//   - Leases and retentions under 1ms are rejected with an error naming the
-//     field.
-//   - A claim sent again with the token that already holds the key (a retried
-//     round trip) answers StateClaimed without renewing the lease; a
-//     complete sent again with the token whose done marker holds the key
-//     answers nil without renewing the retention.
+// Store keeps claims and done markers. Every method is one atomic
+// operation, safe for concurrent use. A Store must also keep these rules,
+// which core/storetest checks:
+//   - When ctx ends, a method returns an error that wraps ctx.Err().
+//   - Keys, fingerprints and results may hold any bytes. A store may refuse
+//     a key too long for it, with an error saying so. A nil result comes
+//     back nil, an empty one empty.
+//   - A lease or retention under 1ms is an error naming the field.
+//   - A claim sent again with the token that holds the key answers
+//     StateClaimed, without renewing the lease.
+//   - A complete sent again by the claim whose done marker holds the key
+//     answers nil, without renewing the retention.
 type Store interface {
 	// Claim claims req.Key for req.Token if the key is absent or its claim
-	// expired, and otherwise reports the key's current state.
+	// expired. Otherwise it reports the key's state.
 	Claim(ctx context.Context, req ClaimRequest) (ClaimReply, error)
 	// Extend renews the lease of the claim held by token. It returns
 	// ErrLeaseLost when token no longer holds the key.
 	Extend(ctx context.Context, key string, token Token, lease time.Duration) error
-	// Complete replaces the claim held by req.Token with a done marker. A
-	// done marker names the claim that wrote it, so a request sent again by
-	// that claim (after its reply was lost, or answered ErrUnreplicated)
-	// finds its own marker and answers nil, and writes it again where
-	// acknowledgements are waited for; it returns ErrLeaseLost when the
-	// token neither holds the key nor wrote its done marker, so it never
-	// takes another claim's marker for its own.
+	// Complete replaces the claim held by req.Token with a done marker that
+	// names the claim. Sent again by that claim, it finds its own marker and
+	// answers nil, writing it again where the store waits for replicas. It
+	// returns ErrLeaseLost when the token neither holds the key nor wrote
+	// its marker.
 	Complete(ctx context.Context, req CompleteRequest) error
-	// Release deletes the claim held by token. It returns ErrLeaseLost when the
-	// token no longer holds the key, and never touches another token's claim.
+	// Release deletes the claim held by token. It returns ErrLeaseLost when
+	// the token no longer holds the key, and never touches another claim.
 	Release(ctx context.Context, key string, token Token) error
 }
 
-// BatchStore is a Store that writes done markers and claims keys, many of
-// each in one round trip. The Guard's group commit sends the markers of
-// finished jobs with the claims of new ones; Guard.Claim and Guard.Finish
-// send one kind.
+// BatchStore is a Store that writes many done markers and claims in one
+// round trip.
 type BatchStore interface {
 	Store
-	// Batch completes every request of completes as Complete would, and
-	// claims every request of claims as Claim would, in one round trip. A
-	// claim of a key completed in the same batch may find it done or still
-	// running (and is then retried later), never free. It returns one reply
-	// and one error per claim, and one error per complete, in order. A
-	// request the store could not answer gets an error, never a zero reply.
+	// Batch runs every complete as Complete would, and every claim as Claim
+	// would, in one round trip. It returns one reply and one error per
+	// claim, and one error per complete, in order. A request the store could
+	// not answer gets an error, never a zero reply. A claim of a key
+	// completed in the same batch may find it done or running, never free.
 	Batch(ctx context.Context, completes []CompleteRequest, claims []ClaimRequest) (replies []ClaimReply, claimErrs, completeErrs []error)
 }
 
-// Notifier is a Store that tells a copy waiting for a running claim the
-// moment that claim ends, so that the copy need not poll: core.Guard waits
-// on it for deliveries whose core.Job.WaitUntil is set. It costs nothing
-// while nobody waits: only a claim that Await found running, and marked
-// awaited, is notified, once, by the Complete or Release that ends it.
-// A notification may be lost (a broken connection, a worker of an earlier
-// release, a mark that lapsed): a waiter reads the key's state again by its
-// own deadline, so a lost notification costs latency, never correctness.
+// Notifier is a Store with a completion signal: it tells a copy waiting
+// for a running claim when that claim ends. Only a claim that Await marked
+// is notified, once, by the Complete or Release that ends it. A lost
+// notification costs the waiter latency, never correctness.
 type Notifier interface {
 	Store
-	// Await is Claim, and when it finds another token's live claim, it
-	// marks the key awaited in the same atomic step, for no longer than
-	// that claim's remaining lease: the Complete or Release that ends the
-	// claim then notifies the key's listeners. A reply of StateRunning
-	// carries the running claim's Fence.
+	// Await is Claim, and marks the key awaited when it finds another live
+	// claim, in the same atomic step. The mark lasts no longer than that
+	// claim's lease. A reply of StateRunning carries the claim's Fence.
 	Await(ctx context.Context, req ClaimRequest) (ClaimReply, error)
-	// Listen opens a Listener that calls notify with a key it listens to:
-	// once listening to the key has begun (Listener.Add), and again
-	// whenever it resumed after a broken connection, so that the caller
-	// reads the key's state after each, and whenever an awaited claim of
-	// the key ended. notify("") asks for the state of every key to be read
-	// again: the Listener cannot tell which it may have missed. notify must
-	// return quickly; it may be called from any goroutine, within Add too,
-	// and more often than asked (a notification is a hint to read the key
-	// again, never an answer).
+	// Listen opens a Listener that calls notify(key) for a key it listens
+	// to: once listening has begun, whenever an awaited claim of the key
+	// ended, and after each reconnection. notify("") asks to read every key
+	// again. The Guard's notify returns quickly. It may be called from any
+	// goroutine, within Add too, and more often than asked. docs/stores.md
+	// explains the signal.
 	Listen(ctx context.Context, notify func(key string)) (Listener, error)
 }
 
-// Listener receives a Notifier's notifications (see Notifier.Listen). Its
-// methods are safe for concurrent use.
+// Listener receives a Notifier's notifications. Its methods are safe for
+// concurrent use.
 type Listener interface {
 	// Add starts listening to key. Listening has begun once notify reports
 	// the key, which may happen before Add returns.
 	Add(ctx context.Context, key string) error
-	// Remove stops listening to key; a notification of key may still come
-	// meanwhile.
+	// Remove stops listening to key. A notification of key may still come.
 	Remove(ctx context.Context, key string) error
 	// Close stops listening to every key, within a bound of the store's
-	// own (a second for redisstore). When it returns nil, every goroutine
-	// of the Listener has ended and notify is not called again; an error
-	// may leave a goroutine making a connection, which ends by the
-	// client's own timeouts without calling notify.
+	// own. When it returns nil, the Listener's goroutines have ended, and
+	// notify is not called again. After an error, a goroutine may still be
+	// making a connection; it ends by the client's timeouts, and never
+	// calls notify.
 	Close() error
 }
 
-// ReadyStore is a Store that can tell whether it can be used now, for a
-// health or readiness check (core.Guard.Ready). The Guard takes a store
-// that does not implement it as always ready.
+// ReadyStore is a Store that can tell whether it can be used now, for
+// core.Guard.Ready. A store without it is always ready.
 type ReadyStore interface {
 	Store
-	// Ready returns nil when the store can be reached and used now; an error
-	// wrapping ErrStoreRisk when it can be reached but its settings can lose
-	// done markers; otherwise the error that kept it from being reached or
-	// used. It honours ctx as every method does.
+	// Ready returns nil when the store can be used now. It returns an error
+	// wrapping ErrStoreRisk when its settings can lose done markers, else
+	// the error that kept it from being used.
 	Ready(ctx context.Context) error
 }
 
 // ResultLimiter is a Store whose done markers hold results of at most
-// MaxResultSize bytes (dynamostore: a DynamoDB item's 400 KB). core.New
-// refuses a Config.MaxResultSize larger than that.
+// MaxResultSize bytes. core.New refuses a larger Config.MaxResultSize.
 type ResultLimiter interface {
 	Store
 	MaxResultSize() int
 }
 
-// TxStore is a Store that records keys inside transactions of type TTx
-// (pgx.Tx for pgstore): the record and the job's effects commit together,
-// or neither does. core.NewTxGuard turns it into the transactional mode.
+// TxStore is a Store that records keys inside transactions of type TTx,
+// such as pgx.Tx. The record and the job's writes commit together, or
+// neither does. core.NewTxGuard uses it.
 type TxStore[TTx any] interface {
 	Store
-	// RecordTx records req.Key as done in tx, unless the key is done, held
-	// by a live claim, or held by another transaction that does not commit
-	// within the store's bound; it then reports that state (StateDone or
-	// StateRunning) and leaves tx as it was and usable. StateClaimed means
-	// recorded: the commit of tx makes it durable. An error means the record
-	// could not be written; tx is then left as it was when possible.
+	// RecordTx records req.Key as done in tx, and answers StateClaimed. A
+	// key done, held by a live claim, or held by a transaction past the
+	// store's bound is answered StateDone or StateRunning instead, and tx is
+	// left as it was, usable. After an error, tx is left as it was when
+	// possible.
 	RecordTx(ctx context.Context, tx TTx, req RecordRequest) (ClaimReply, error)
 	// BeginTx begins a transaction on the store's database.
 	BeginTx(ctx context.Context) (TTx, error)
-	// CommitTx commits tx. It returns nil only when tx committed: when the
-	// commit's answer is lost, it finds out whether tx committed after all
-	// (within ctx) and returns nil if so, else an error.
+	// CommitTx commits tx, and returns nil only when tx committed. When the
+	// commit's answer is lost, it finds out within ctx whether tx committed.
 	CommitTx(ctx context.Context, tx TTx) error
-	// RollbackTx rolls tx back; after a commit it does nothing.
+	// RollbackTx rolls tx back. After a commit, it does nothing.
 	RollbackTx(ctx context.Context, tx TTx) error
 }
