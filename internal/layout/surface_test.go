@@ -23,8 +23,8 @@ import (
 // surface shrinks; never raise one to let a name or a sentence in.
 const (
 	maxExportedNames     = 379
-	maxCoreDocLines      = 718
-	maxWordsPerSentence  = 23.3
+	maxCoreDocLines      = 400
+	maxWordsPerSentence  = 16.0
 	exportedNamesTarget  = 230
 	coreDocLinesTarget   = 400
 	wordsPerSentenceGoal = 16.0
