@@ -44,7 +44,8 @@ func MustMiddleware(g *core.Guard, cfg *Config) rivertype.WorkerMiddleware {
 }
 
 // Work implements rivertype.WorkerMiddleware. A job whose worker is a Wrap
-// is left to it: Wrap claims the key its Config and the decoded args give.
+// or WrapTx is left to it: the wrapper claims or records the key its Config
+// and the decoded args give.
 func (m *middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
 	if wrappedJob(ctx, job) {
 		return doInner(ctx)

@@ -22,13 +22,14 @@ import (
 )
 
 // TestEveryCopyOnce inserts 500 jobs twice each (same args, different job
-// IDs) and works them with 16 workers, with Wrap and the middleware on Redis
-// and with WrapTx on PostgreSQL alone: every effect happens once, every copy
-// completes on its first attempt, none is discarded or cancelled.
+// IDs) and works them with 16 workers, with Wrap and the middleware on Redis,
+// with WrapTx on PostgreSQL alone, and with WrapTx under the middleware (no
+// kind exempted): every effect happens once, every copy completes on its
+// first attempt, none is discarded or cancelled.
 func TestEveryCopyOnce(t *testing.T) {
 	testenv.Short(t)
 	t.Parallel()
-	for _, form := range []string{"Wrap", "Middleware", "WrapTx"} {
+	for _, form := range []string{"Wrap", "Middleware", "WrapTx", "WrapTxUnderMiddleware"} {
 		t.Run(form, func(t *testing.T) {
 			t.Parallel()
 			pool, schema := riverSchema(t)
@@ -44,10 +45,13 @@ func TestEveryCopyOnce(t *testing.T) {
 				g := testenv.RedisGuard(t, &core.Config{MaxRetryAfter: 200 * time.Millisecond, WaitingShare: 1})
 				river.AddWorker(workers, &effectWorker{pool: pool})
 				cfg.Middleware = []rivertype.Middleware{MustMiddleware(g, nil)}
-			case "WrapTx":
+			case "WrapTx", "WrapTxUnderMiddleware":
 				store, err := pgstore.New(context.Background(), pool, &pgstore.Config{Migrate: true, RetryAfter: 200 * time.Millisecond})
 				require.NoError(t, err)
 				river.AddWorker(workers, MustWrapTx[effectArgs](txGuard(t, store), effectTxWorker{}, nil))
+				if form == "WrapTxUnderMiddleware" {
+					cfg.Middleware = []rivertype.Middleware{MustMiddleware(testenv.RedisGuard(t, nil), nil)}
+				}
 			}
 
 			const n = 500
@@ -68,7 +72,7 @@ func TestEveryCopyOnce(t *testing.T) {
 			require.Zero(t, jobs.WithErrors)
 			effects := readEffectStats(t, pool)
 			require.Equal(t, effectStats{Rows: n, Keys: n}, effects, "every effect once")
-			if form != "WrapTx" {
+			if form == "Wrap" || form == "Middleware" {
 				// A copy that meets an open transaction's record waits for
 				// it (up to pgstore's LockTimeout) and mostly finds it done;
 				// one that meets a claim waits for the completion signal.

@@ -27,9 +27,11 @@ type TxWorker[T river.JobArgs] interface {
 	WorkTx(ctx context.Context, tx pgx.Tx, job *river.Job[T]) error
 }
 
-// ErrGuardedTwice is the error of a transactional worker whose job the
-// middleware or Wrap guards too. River retries it as an ordinary error.
-// Exempt the transactional kinds with the middleware's Config.Unguarded.
+// ErrGuardedTwice is the error of WorkTx called for a job that the
+// middleware or Wrap guards too. River retries it as an ordinary error, so
+// the job is discarded unrun after its last attempt. Exempt the kind with
+// the middleware's Config.Unguarded, or use WrapTx, which the middleware
+// leaves alone.
 var ErrGuardedTwice = errors.New("jobonce: riveronce: transactional River worker is also guarded by the middleware; exclude its kind with Config.Unguarded")
 
 // commitHook, when set by a test, runs after the job's completion is written
@@ -58,14 +60,19 @@ type txWrapped[T river.JobArgs] struct {
 //   - a database error while beginning or recording matches
 //     core.ErrStoreUnavailable, even when the Guard fails open.
 //
-// It keeps w's Timeout, NextRetry and Middleware. WrapTx returns an error
-// when tg or w is nil.
+// The riveronce middleware leaves its jobs to it, as it does Wrap's. It
+// keeps w's Timeout, NextRetry and Middleware. WrapTx returns an error when
+// tg or w is nil, or when cfg sets Unguarded, which would run jobs without
+// their record.
 func WrapTx[T river.JobArgs](tg *core.TxGuard[pgx.Tx], w TxWorker[T], cfg *Config) (river.Worker[T], error) {
 	if tg == nil {
 		return nil, errors.New("jobonce: riveronce: WrapTx: TxGuard is nil")
 	}
 	if nilcheck.IsNil(w) {
 		return nil, errors.New("jobonce: riveronce: WrapTx: worker is nil")
+	}
+	if cfg != nil && cfg.Unguarded != nil {
+		return nil, errors.New("jobonce: riveronce: WrapTx: Config.Unguarded is set: a transactional worker records every job it runs; give WrapTx a Config without it")
 	}
 	return &txWrapped[T]{inner: w, tg: tg, cfg: cfg.withDefaults()}, nil
 }
@@ -76,9 +83,10 @@ func MustWrapTx[T river.JobArgs](tg *core.TxGuard[pgx.Tx], w TxWorker[T], cfg *C
 	return must(WrapTx(tg, w, cfg))
 }
 
-// Middleware returns the inner worker's middleware.
+// Middleware returns the inner worker's middleware after the mark that
+// leaves the job to WrapTx's record.
 func (w *txWrapped[T]) Middleware(job *rivertype.JobRow) []rivertype.WorkerMiddleware {
-	return w.inner.Middleware(job)
+	return withMark(w.inner.Middleware(job))
 }
 
 // NextRetry returns the inner worker's next retry time.
@@ -97,7 +105,8 @@ func (w *txWrapped[T]) Work(ctx context.Context, job *river.Job[T]) error {
 // WorkTx is WrapTx for use inside a worker's own Work method. It runs fn
 // exactly once, in a transaction that also records the key and completes
 // job. The key is the args' OnceKey (Keyer), else DefaultKey. It returns
-// the error Work should return, or an error for a nil tg, job or fn.
+// the error Work should return, or an error for a nil tg, job or fn. Under
+// the riveronce middleware, exempt its kind (see ErrGuardedTwice).
 func WorkTx[T river.JobArgs](ctx context.Context, tg *core.TxGuard[pgx.Tx], job *river.Job[T],
 	fn func(ctx context.Context, tx pgx.Tx) error,
 ) error {

@@ -281,11 +281,7 @@ func TestWrapPassesThrough(t *testing.T) {
 	} {
 		require.Equal(t, 7*time.Second, w.Timeout(job), name)
 		require.Equal(t, retryAt, w.NextRetry(job), name)
-		if name == "Wrap" {
-			require.Equal(t, append([]rivertype.WorkerMiddleware{mark}, inner.mw...), w.Middleware(job.JobRow), name)
-			continue
-		}
-		require.Equal(t, inner.mw, w.Middleware(job.JobRow), name)
+		require.Equal(t, append([]rivertype.WorkerMiddleware{mark}, inner.mw...), w.Middleware(job.JobRow), name)
 	}
 }
 
@@ -294,6 +290,7 @@ func TestWrapPassesThrough(t *testing.T) {
 func TestMisconfiguration(t *testing.T) {
 	t.Parallel()
 	g, tg := testenv.MemGuard(t, nil), fakeTxGuard(t)
+	unguarded := &Config{Unguarded: func(*rivertype.JobRow) bool { return true }}
 	for _, c := range []struct {
 		name string
 		new  func() error
@@ -307,6 +304,7 @@ func TestMisconfiguration(t *testing.T) {
 		{"WrapTx worker", func() error { _, err := WrapTx[noopArgs](tg, nil, nil); return err }, func() { MustWrapTx[noopArgs](tg, nil, nil) }, "jobonce: riveronce: WrapTx: worker is nil"},
 		{"Wrap typed-nil worker", func() error { _, err := Wrap[noopArgs](g, (*tunedWorker)(nil), nil); return err }, func() { MustWrap[noopArgs](g, (*tunedWorker)(nil), nil) }, "jobonce: riveronce: Wrap: worker is nil"},
 		{"WrapTx typed-nil worker", func() error { _, err := WrapTx[noopArgs](tg, (*txTuned)(nil), nil); return err }, func() { MustWrapTx[noopArgs](tg, (*txTuned)(nil), nil) }, "jobonce: riveronce: WrapTx: worker is nil"},
+		{"WrapTx unguarded", func() error { _, err := WrapTx[noopArgs](tg, txTuned{}, unguarded); return err }, func() { MustWrapTx[noopArgs](tg, txTuned{}, unguarded) }, "jobonce: riveronce: WrapTx: Config.Unguarded is set: a transactional worker records every job it runs; give WrapTx a Config without it"},
 	} {
 		err := c.new()
 		require.EqualError(t, err, c.want, c.name)

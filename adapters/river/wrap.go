@@ -70,17 +70,22 @@ func must[T any](v T, err error) T {
 // Middleware returns the inner worker's middleware after the mark that
 // leaves the job to Wrap's claim.
 func (w *wrapped[T]) Middleware(job *rivertype.JobRow) []rivertype.WorkerMiddleware {
-	inner := w.inner.Middleware(job)
+	return withMark(w.inner.Middleware(job))
+}
+
+// withMark returns inner after the mark.
+func withMark(inner []rivertype.WorkerMiddleware) []rivertype.WorkerMiddleware {
 	if len(inner) == 0 {
 		return markOnly // full: an append copies it
 	}
 	return append([]rivertype.WorkerMiddleware{mark}, inner...)
 }
 
-// wrapMark is the worker middleware Wrap puts before its worker's own: River
-// runs a worker's middleware around the client's, so the mark reaches the
-// riveronce middleware first and tells it that Wrap claims the job, with the
-// key Wrap's Config and the decoded args give.
+// wrapMark is the worker middleware Wrap and WrapTx put before their
+// worker's own: River runs a worker's middleware around the client's, so the
+// mark reaches the riveronce middleware first and tells it that the wrapper
+// claims or records the job, with the key its Config and the decoded args
+// give.
 type wrapMark struct{ river.MiddlewareDefaults }
 
 var (
