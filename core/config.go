@@ -60,7 +60,8 @@ type Config struct {
 	MaxResultSize int
 
 	// Shadow turns on shadow mode, which runs every delivery and counts what
-	// the Guard would skip. Defaults to false.
+	// the Guard would skip. docs/semantics.md ("Shadow mode for rollout") says
+	// what to check before turning it off. Defaults to false.
 	Shadow bool
 
 	// Consumer names this Guard in metrics and logs. Defaults to "".

@@ -48,6 +48,10 @@ func TestEachAlertFiresOnARealPrometheus(t *testing.T) {
 	res, _ := w.guard.Run(ctx, core.Job{Key: "charge-7", Kind: "charge", Fingerprint: "b"}, nop)
 	require.Equal(t, core.Conflict, res.Outcome)
 
+	// A delivery whose key is empty.
+	res, _ = w.guard.Run(ctx, core.Job{Kind: "import"}, nop)
+	require.Equal(t, core.Rejected, res.Outcome)
+
 	// A job that outlives its unrenewed claim: its marker finds the key gone.
 	out, err := w.lapsing.Do(ctx, "slow", func(ctx context.Context) error {
 		key, err := w.lapsing.StoredKey("slow")
@@ -85,6 +89,7 @@ func TestEachAlertFiresOnARealPrometheus(t *testing.T) {
 		})
 	}
 	prom.waitFiring(t, "JobonceConflicts", map[string]string{"jobonce_consumer": "e2e", "jobonce_kind": "charge"})
+	prom.waitFiring(t, "JobonceRejected", map[string]string{"jobonce_consumer": "e2e", "jobonce_kind": "import"})
 	prom.waitFiring(t, "JobonceLeaseLost", map[string]string{"jobonce_consumer": "e2e-lapsing"})
 	prom.waitFiring(t, "JobonceRedisRisk", map[string]string{"event": "persistence"})
 	prom.waitFiring(t, "JobonceRedisRisk", map[string]string{"event": "eviction"})
@@ -148,7 +153,7 @@ func TestEachAlertFiresOnARealPrometheus(t *testing.T) {
 	rs.Restart()
 	prom.waitFiring(t, "JobonceRedisFailover", map[string]string{"event": "restart"})
 
-	require.Equal(t, 9, strings.Count(string(rules), "- alert: "), "this test makes each of the rules' 9 alerts fire")
+	require.Equal(t, 10, strings.Count(string(rules), "- alert: "), "this test makes each of the rules' 10 alerts fire")
 
 	everyPanelHasData(t, prom)
 }

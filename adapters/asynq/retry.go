@@ -13,8 +13,9 @@ import (
 // copy that found its job running (core.ErrRunning), and for a task whose
 // context ended before it ran. It reports true for every other error. Asynq
 // retries a task that IsFailure reports false for without charging it a
-// retry or counting a failure. docs/asynq.md explains how Asynq treats each
-// error.
+// retry or counting a failure. Asynq still passes such errors to
+// asynq.Config.ErrorHandler: an ErrorHandler that alerts should skip them.
+// docs/asynq.md explains how Asynq treats each error.
 func IsFailure(err error) bool {
 	var rc *runningCopy
 	if errors.As(err, &rc) {

@@ -23,8 +23,8 @@ type Config struct {
 	// Fingerprint returns the fingerprint of a job's payload. A key held or
 	// done with a different fingerprint is a conflict (core.ErrConflict),
 	// and the job is cancelled. Return "" to turn the check off. Defaults to
-	// nil: core.Fingerprint of the encoded args under a named key (Key,
-	// Keyer), and none under the default keys.
+	// nil: core.Fingerprint of the encoded args under a named key (Key, or a
+	// Keyer's key), and none under DefaultKey's kind-and-args key.
 	Fingerprint func(job *rivertype.JobRow) string
 
 	// Unguarded reports jobs that run without the guard, such as kinds that
@@ -48,9 +48,12 @@ const (
 )
 
 // Keyer is implemented by job args that name their own key, such as
-// "email:welcome:user-42". Wrap calls OnceKey on the decoded args. The
-// middleware sees only the encoded args, so it records OnceKey in the job's
-// metadata (MetadataKey) when its client inserts the job.
+// "email:welcome:user-42". The key is stored with a fingerprint of the
+// encoded args. Wrap calls OnceKey on the decoded args. The middleware sees
+// only the encoded args, so it records OnceKey in the job's metadata
+// (MetadataKey) when its client inserts the job: add the middleware to every
+// client that inserts such jobs, insert-only ones too. A job inserted
+// without it is keyed by DefaultKey.
 type Keyer interface {
 	OnceKey() string
 }
