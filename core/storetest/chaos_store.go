@@ -364,13 +364,17 @@ func (c *chaosStore) Extend(ctx context.Context, key string, token driver.Token,
 }
 
 // Complete implements driver.Store. A done marker answered ErrUnreplicated
-// is lost half the time when the store can forget it (ChaosOptions.Forget).
+// is lost half the time when the store can forget it (ChaosOptions.Forget),
+// unless the claim's marker was written before.
 func (c *chaosStore) Complete(ctx context.Context, req driver.CompleteRequest) (err error) {
 	f, d := c.pick(opComplete, false, true)
 	ev := c.log.begin(ctx, opComplete, f, req.Key, req.Token)
 	ev.setMarker(req)
 	defer func() { ev.end(0, err) }()
-	lose := f == unreplicated && c.forget != nil && c.coin(0.5)
+	// A failover loses a marker no replica has; one this claim wrote before
+	// without a fault (a retry after a lost reply) is durable already, and
+	// copies may have read it as done.
+	lose := f == unreplicated && c.forget != nil && !c.log.holdsMarker(req.Key, req.Token) && c.coin(0.5)
 	if lose {
 		c.setFragile(req.Key, 1)
 		defer c.setFragile(req.Key, -1)
@@ -663,6 +667,27 @@ func (l *storeLog) granted(ev *storeEvent, sent time.Time, state driver.State, e
 	kl.grants = append(kl.grants, grant{token: token, sent: sent, ran: ran, call: ev.call})
 	kl.covers[token] = sent
 	l.mu.Unlock()
+}
+
+// holdsMarker reports whether the store keeps a done marker that token
+// wrote to key: one written, with no failover that lost the key since.
+func (l *storeLog) holdsMarker(key string, token driver.Token) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	kl := l.keys[key]
+	if kl == nil {
+		return false
+	}
+	held := false
+	for _, ev := range kl.events {
+		switch {
+		case ev.op == opForget && ev.reached && ev.innerErr == nil:
+			held = false
+		case written(ev) && ev.token == token:
+			held = true
+		}
+	}
+	return held
 }
 
 func (l *storeLog) extended(key string, token driver.Token, sent time.Time) {

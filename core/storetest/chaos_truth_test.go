@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
@@ -63,4 +65,24 @@ func breachNames(b map[string]*breachGroup) []string {
 		out = append(out, fmt.Sprintf("%s: %v", inv, g.examples))
 	}
 	return out
+}
+
+// TestAFailoverLosesOnlyAMarkerNoReplicaHas: the chaos store loses a done
+// marker answered ErrUnreplicated only when its claim's marker was not
+// written before: a marker written without a fault (a retry after a lost
+// reply resends it) is durable, and copies may have read it as done.
+func TestAFailoverLosesOnlyAMarkerNoReplicaHas(t *testing.T) {
+	l := newStoreLog()
+	tok, other := driver.NewToken(), driver.NewToken()
+	require.False(t, l.holdsMarker("k", tok), "nothing written yet")
+	claim := l.begin(nil, opClaimBatch, pass, "k", tok)
+	l.applied(claim, time.Now(), driver.StateClaimed, nil)
+	require.False(t, l.holdsMarker("k", tok), "a claim is no marker")
+	marker := l.begin(nil, opCompleteBatch, errAfter, "k", tok)
+	l.applied(marker, time.Now(), 0, nil)
+	require.True(t, l.holdsMarker("k", tok), "the marker whose reply was lost is written")
+	require.False(t, l.holdsMarker("k", other), "another claim's marker")
+	forget := l.begin(nil, opForget, unreplicated, "k", tok)
+	l.applied(forget, time.Now(), 0, nil)
+	require.False(t, l.holdsMarker("k", tok), "a failover lost it")
 }
