@@ -18,12 +18,30 @@ fi
 dir=$(mktemp -d /tmp/jobonce-stress.XXXXXX)
 git clone -q . "$dir"
 pids=()
+suite=
+# On any exit: the loops stop, the suite's processes run again (or, when
+# it is cut short, end), and the clone goes.
+stop() {
+  kill "${pids[@]}" 2>/dev/null
+  if [ -n "$suite" ]; then
+    kill -CONT $(pgrep -s "$suite") 2>/dev/null
+    kill -0 "$suite" 2>/dev/null && kill -- -"$suite" 2>/dev/null
+  fi
+  rm -rf "$dir"
+}
+trap stop EXIT
+trap 'exit 130' INT TERM
 yes >/dev/null & pids+=($!)
 yes >/dev/null & pids+=($!)
+start=$(date +%s)
+# The suite runs in a session of its own, so that the pauses stop its test
+# binaries and no other process's.
+setsid bash -c 'cd "$0" && exec scripts/test.sh "$@"' "$dir" "$@" &
+suite=$!
 if [ -n "$pause" ]; then
   (
     while sleep "$((1 + RANDOM % 3))"; do
-      stopped=$(pgrep -f '\.test( |$)' || true)
+      stopped=$(pgrep -s "$suite" -f '\.test( |$)' || true)
       [ -n "$stopped" ] || continue
       kill -STOP $stopped 2>/dev/null
       sleep "0.$((100 + RANDOM % 201))" 2>/dev/null || sleep 0.2
@@ -31,11 +49,7 @@ if [ -n "$pause" ]; then
     done
   ) & pids+=($!)
 fi
-start=$(date +%s)
-(cd "$dir" && scripts/test.sh "$@")
+wait "$suite"
 status=$?
-kill "${pids[@]}" 2>/dev/null
-pkill -CONT -f '\.test( |$)' 2>/dev/null
-rm -rf "$dir"
 echo "stress: status $status in $(( $(date +%s) - start )) s"
 exit "$status"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Runs jobonce's whole test suite with the race detector. It uses the Redis,
-# PostgreSQL, SQS, RabbitMQ and NATS servers named by TEST_REDIS_URL,
-# TEST_DATABASE_URL, TEST_SQS_ENDPOINT, TEST_AMQP_URL and TEST_NATS_URL when
-# they answer, and otherwise starts local ones on loopback, installing
-# Debian's packages (redis-server, postgresql, nodejs, rabbitmq-server,
-# nats-server) when they are missing. The DynamoDB server is dynalite,
+# Runs jobonce's whole test suite with the race detector. It needs Go 1.26
+# and Node.js 20 or later on PATH, and root to install what is missing. It
+# uses the Redis, PostgreSQL, SQS, RabbitMQ and NATS servers named by
+# TEST_REDIS_URL, TEST_DATABASE_URL, TEST_SQS_ENDPOINT, TEST_AMQP_URL and
+# TEST_NATS_URL when they answer, and otherwise starts local ones on
+# loopback, installing Debian's packages (redis-server, postgresql,
+# rabbitmq-server, nats-server) when they are missing; PostgreSQL is set to
+# trust loopback connections, and the servers keep running afterwards. The DynamoDB server is dynalite,
 # pinned in scripts/dynalite and started on a free loopback port unless
 # TEST_DYNAMODB_ENDPOINT is set. When moto is installed, moto_server is
 # started too (TEST_MOTO_ENDPOINT), so the SQS and DynamoDB behaviour tests
@@ -14,8 +16,9 @@
 # Every module of the workspace (go.work: the library, each adapter and
 # heavy store, the test modules, examples, monitoring, bench) is vetted,
 # then tested in one `go test -race ... work` run, whose output
-# internal/testreport keeps to the failed tests, the lines that replay them
-# and the ten slowest tests. Extra arguments go to that `go test` (e.g.
+# internal/testreport keeps to the failed tests; it ends with the figures
+# the tests reported, the skipped tests, the failed tests with the commands
+# that replay them, and the ten slowest tests. Extra arguments go to that `go test` (e.g.
 # -run, -short). The monitoring module's tests run promtool and a
 # Prometheus of their own, from Debian's prometheus package, installed when
 # missing.
@@ -31,8 +34,9 @@ apt_install() {
     log "need to install $*, but not root: install them, or set the TEST_* URLs to running servers"
     exit 1
   fi
-  [ -n "$apt_updated" ] || { apt-get update -qq; apt_updated=1; }
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+  # A freshly booted machine may hold dpkg's lock for its own upgrades.
+  [ -n "$apt_updated" ] || { apt-get -o DPkg::Lock::Timeout=600 update -qq; apt_updated=1; }
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@" >/dev/null
 }
 
 # Waits up to 30 s for a command to succeed.
@@ -50,7 +54,7 @@ ensure_redis() {
   have redis-server || apt_install redis-server
   redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no \
     --dir /tmp --logfile /tmp/jobonce-redis.log
-  wait_for "redis" redis-cli -u "$TEST_REDIS_URL" ping
+  wait_for "redis (see /tmp/jobonce-redis.log)" redis-cli -u "$TEST_REDIS_URL" ping
 }
 
 ensure_postgres() {
@@ -118,13 +122,30 @@ ensure_nats() {
   export TEST_NATS_URL=${TEST_NATS_URL:-nats://127.0.0.1:4222}
   local host port
   read -r host port < <(url_host_port "$TEST_NATS_URL" 4222)
-  tcp_open "$host" "$port" && return 0
+  if tcp_open "$host" "$port"; then
+    nats_jetstream "$host" "$port" && return 0
+    log "NATS at $TEST_NATS_URL runs without JetStream (Debian's nats-server.service? systemctl disable --now nats-server)"
+    return 1
+  fi
   log "starting nats-server -js on 127.0.0.1:4222"
-  have nats-server || apt_install nats-server
+  if ! have nats-server; then
+    apt_install nats-server
+    # The package starts a server of its own, without JetStream, where
+    # systemd runs: the tests need one with it.
+    if [ -d /run/systemd/system ]; then systemctl disable --now nats-server.service >/dev/null 2>&1 || true; fi
+  fi
   mkdir -p /tmp/jobonce-nats
   nats-server -a 127.0.0.1 -p 4222 -js -sd /tmp/jobonce-nats -l /tmp/jobonce-nats.log \
     </dev/null >/dev/null 2>&1 &
-  wait_for "nats-server" tcp_open 127.0.0.1 4222
+  wait_for "nats-server (see /tmp/jobonce-nats.log)" nats_jetstream 127.0.0.1 4222
+}
+
+# Succeeds when the NATS server at host $1, port $2 has JetStream on, as the
+# INFO line it greets a client with says.
+nats_jetstream() {
+  local info
+  info=$(timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" && head -n 1 <&3' "$1" "$2" 2>/dev/null) || return 1
+  [[ $info == *'"jetstream":true'* ]]
 }
 
 # Prometheus and promtool, for the monitoring module's tests, which start
@@ -143,9 +164,15 @@ node_pid=
 start_node_server() {
   local name=$1 dir=$2
   have node && have npm || apt_install nodejs npm
-  if [ ! -d "$dir/node_modules" ]; then
+  node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' || {
+    log "Node.js $(node --version) is too old: the $name test server needs Node.js 20 or later (Debian 12's is 18)"
+    exit 1
+  }
+  # npm ci again when the lock file changed since, or an install was cut short.
+  if ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.jobonce-lock"; then
     log "installing the $name test server (npm ci in $dir)"
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    cp "$dir/package-lock.json" "$dir/node_modules/.jobonce-lock"
   fi
   local out
   out=$(mktemp)
@@ -272,9 +299,6 @@ log "go vet work (every module listed in go.work)"
 go vet work
 log "go test -race work $* (every module; the output of failed tests only; then how to replay them and the slowest tests)"
 status=0
-go test -race -count=1 -timeout 40m -json "$@" work | "$reporter" || status=$?
-rm -f "$reporter"
-log "figures reported by the tests:"
-sort "$JOBONCE_REPORT"
-rm -f "$JOBONCE_REPORT"
+go test -race -count=1 -timeout 20m -json "$@" work | "$reporter" || status=$?
+rm -f "$reporter" "$JOBONCE_REPORT"
 exit "$status"

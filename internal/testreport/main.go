@@ -1,9 +1,11 @@
 // Command testreport reads `go test -json` on standard input and writes
 // what a reader of a CI log needs: a line per package, the whole output of
 // each test that failed (and of a package that failed outside its tests),
-// and at the end the failed tests with the lines that replay them
-// (JOBONCE_…SEED=…) and the ten slowest tests. It exits 1 when a test or
-// package failed, or the input ended before a package finished.
+// and at the end the figures the tests reported (the file named by
+// JOBONCE_REPORT), the skipped tests, the failed packages, the failed tests
+// with the commands that replay them (with their JOBONCE_…SEED=… lines),
+// and the ten slowest tests. It exits 1 when a test or package failed, or
+// the input ended before a package finished.
 //
 //	go test -json work | go run ./internal/testreport
 package main
@@ -27,18 +29,29 @@ type event struct {
 	Test    string
 	Elapsed float64
 	Output  string
+	// ImportPath names the package of a build-output or build-fail event.
+	ImportPath string
 }
 
 type test struct{ pkg, name string }
 
 type report struct {
-	out      io.Writer
-	output   map[test][]string // output of tests (and packages) still running
-	started  map[string]bool   // packages started and not finished
-	failed   []test
-	replays  map[test][]string
-	timings  []timing
-	failures int
+	out        io.Writer
+	figures    string            // the file of figures the tests reported, if any
+	output     map[test][]string // output of tests (and packages) still running
+	started    map[string]bool   // packages started and not finished
+	failed     []test
+	failedPkgs []string
+	skipped    []skip
+	replays    map[test][]string
+	timings    []timing
+	failures   int
+}
+
+// skip is a test that skipped, and why.
+type skip struct {
+	t      test
+	reason string
 }
 
 type timing struct {
@@ -50,8 +63,8 @@ type timing struct {
 var replayLine = regexp.MustCompile(`JOBONCE_[A-Z_]*SEED=\d+`)
 
 func main() {
-	r := &report{out: os.Stdout, output: make(map[test][]string), started: make(map[string]bool),
-		replays: make(map[test][]string)}
+	r := &report{out: os.Stdout, figures: os.Getenv("JOBONCE_REPORT"), output: make(map[test][]string),
+		started: make(map[string]bool), replays: make(map[test][]string)}
 	if err := r.read(os.Stdin); err != nil {
 		fmt.Fprintln(os.Stderr, "testreport:", err)
 		os.Exit(2)
@@ -87,6 +100,9 @@ func (r *report) event(e event) {
 			r.replays[t] = append(r.replays[t], strings.TrimSpace(e.Output))
 		}
 	case "pass", "skip":
+		if e.Action == "skip" && e.Test != "" {
+			r.skipped = append(r.skipped, skip{t, skipReason(r.output[t])})
+		}
 		delete(r.output, t)
 		if e.Test == "" {
 			delete(r.started, e.Package)
@@ -98,11 +114,13 @@ func (r *report) event(e event) {
 		fmt.Fprint(r.out, e.Output)
 	case "build-fail":
 		r.failures++
+		r.failedPkgs = append(r.failedPkgs, cmp.Or(e.ImportPath, e.Package)+" (build failed)")
 	case "fail":
 		r.failures++
 		if e.Test == "" {
 			delete(r.started, e.Package)
 			r.flushPackage(e.Package)
+			r.failedPkgs = append(r.failedPkgs, e.Package)
 			fmt.Fprintf(r.out, "FAIL %s %.1fs\n", e.Package, e.Elapsed)
 			return
 		}
@@ -143,11 +161,33 @@ func (r *report) summary() {
 		r.failures++
 		fmt.Fprintf(r.out, "FAIL %s: the test binary ended without a result\n", pkg)
 		r.flushPackage(pkg)
+		r.failedPkgs = append(r.failedPkgs, pkg)
+	}
+	if r.figures != "" {
+		if b, err := os.ReadFile(r.figures); err == nil && len(b) > 0 {
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			slices.Sort(lines)
+			fmt.Fprintln(r.out, "\nfigures reported by the tests:")
+			fmt.Fprintln(r.out, strings.Join(lines, "\n"))
+		}
+	}
+	if len(r.skipped) > 0 {
+		fmt.Fprintf(r.out, "\nskipped tests: %d\n", len(r.skipped))
+		for _, s := range r.skipped {
+			fmt.Fprintf(r.out, "  %s %s: %s\n", s.t.pkg, s.t.name, s.reason)
+		}
+	}
+	if len(r.failedPkgs) > 0 {
+		fmt.Fprintln(r.out, "\nfailed packages:")
+		for _, pkg := range r.failedPkgs {
+			fmt.Fprintf(r.out, "  %s\n", pkg)
+		}
 	}
 	if len(r.failed) > 0 {
-		fmt.Fprintln(r.out, "\nfailed tests:")
+		fmt.Fprintln(r.out, "\nfailed tests, each with the command that runs it again:")
 		for _, t := range r.failed {
 			fmt.Fprintf(r.out, "  %s %s\n", t.pkg, t.name)
+			fmt.Fprintf(r.out, "      go test -race -count=1 -run '%s' %s\n", runPattern(t.name), t.pkg)
 			for _, line := range r.replays[t] {
 				fmt.Fprintf(r.out, "      %s\n", line)
 			}
@@ -158,4 +198,27 @@ func (r *report) summary() {
 	for _, tm := range r.timings[:min(10, len(r.timings))] {
 		fmt.Fprintf(r.out, "  %6.1fs %s %s\n", tm.elapsed, tm.t.pkg, tm.t.name)
 	}
+}
+
+// runPattern returns the -run pattern that selects the test named name
+// alone: each level of it anchored and quoted.
+func runPattern(name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	return strings.Join(parts, "/")
+}
+
+// skipReason returns the message of a skipped test's output: its last line
+// that is not the "--- SKIP" line or a "=== " marker.
+func skipReason(output []string) string {
+	for i := len(output) - 1; i >= 0; i-- {
+		line := strings.TrimSpace(output[i])
+		if line == "" || strings.HasPrefix(line, "--- SKIP") || strings.HasPrefix(line, "=== ") {
+			continue
+		}
+		return line
+	}
+	return "no reason given"
 }
