@@ -17,6 +17,7 @@ import (
 	"github.com/jobonce/jobonce/core"
 	"github.com/jobonce/jobonce/core/driver"
 	"github.com/jobonce/jobonce/core/memstore"
+	"github.com/jobonce/jobonce/internal/stall"
 	"github.com/jobonce/jobonce/internal/testenv"
 )
 
@@ -119,6 +120,7 @@ func TestMarkerAnsweredWithinOneStoreTimeout(t *testing.T) {
 		t.Run(fmt.Sprint("others' claims hang=", othersHang), func(t *testing.T) {
 			g, err := core.New(slowStore{memstore.New()}, &core.Config{StoreTimeout: storeTimeout, PlainKeys: true})
 			require.NoError(t, err)
+			stalls := stall.Bound(t)
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
 			defer wg.Wait()
@@ -141,7 +143,7 @@ func TestMarkerAnsweredWithinOneStoreTimeout(t *testing.T) {
 			if othersHang {
 				bound = 2 * storeTimeout // even the group commit's own "two timeouts"
 			}
-			require.Less(t, waited, bound, "answered within its own context plus one bounded store call (StoreTimeout %s)", storeTimeout)
+			stalls.RequireWithin(t, ended, bound, "answered within its own context plus one bounded store call (StoreTimeout %s)", storeTimeout)
 		})
 	}
 }

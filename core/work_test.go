@@ -133,7 +133,10 @@ func TestLateRenewalDoesNotCancelTheNextJob(t *testing.T) {
 	require.NoError(t, err)
 	out, err := g.Do(context.Background(), "first", func(context.Context) error { return nil })
 	require.NoError(t, err)
-	require.Equal(t, core.Ran, out)
+	// Its marker follows the late renewal by 30ms, 120ms before the lease
+	// the renewal set runs out: a pause of the process past that finds the
+	// lease gone, which is LeaseLost. The test is of the jobs after it.
+	require.Contains(t, []core.Outcome{core.Ran, core.LeaseLost}, out)
 	// The next jobs take the heartbeat from the pool.
 	for range 3 {
 		out, err = g.Do(context.Background(), "next", func(ctx context.Context) error {

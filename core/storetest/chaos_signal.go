@@ -265,7 +265,7 @@ func (r *chaosRun) deliverWaiting(rng *mrand.Rand, key string) {
 		d.phases = []phase{{name: "claim", from: c.start, to: ret, ctxBound: true, wait: wait}}
 	}
 	r.truth.resolve(d)
-	r.check(d)
+	r.checkLater(d)
 	if evs := c.eventsFor(key); len(evs) == 1 && evs[0].Waited > 0 {
 		n := int(reads.Load())
 		t := r.truth
