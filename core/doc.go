@@ -29,7 +29,8 @@
 //
 // NewTxGuard commits a job's database writes with its key. Guard.Claim and
 // Guard.Finish serve batch consumers. Guard.Enqueue publishes a job at most
-// once per key and window. docs/semantics.md explains the outcomes, and
-// docs/stores.md the settings and the stores. Package core/driver is the
-// contract a store implements.
+// once per key and window. docs/semantics.md explains the outcomes and
+// lists the metrics. docs/operations.md explains the alert rules and the
+// dashboard in monitoring/, and docs/stores.md the settings and the stores.
+// Package core/driver is the contract a store implements.
 package core

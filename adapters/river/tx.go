@@ -50,7 +50,9 @@ type txWrapped[T river.JobArgs] struct {
 // transactional mode of a Guard on a *pgstore.Store in River's database. In
 // one transaction, the worker records the job's key, runs w.WorkTx, and
 // completes the job with river.JobCompleteTx. The three become durable
-// together or not at all, even across a crash. Redis is not needed.
+// together or not at all, even across a crash. Redis is not needed: tg is
+// core.NewTxGuard[pgx.Tx](guard), for a Guard on pgstore.New over River's
+// pool.
 //
 // Keys and outcomes are as for Wrap, with these differences:
 //

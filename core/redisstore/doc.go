@@ -24,7 +24,8 @@
 // A done marker that Redis loses lets a duplicate run. Eviction, a restart
 // without persistence and a failover lose them. New warns of the first two,
 // and Config.Strict refuses them. Config.WaitReplicas closes the failover
-// gap, and Config.WaitAOF the restart's.
+// gap when the promoted replica is one that acknowledged, and
+// Config.WaitAOF the restart's.
 //
 // docs/operations.md explains running Redis for jobonce: the checks,
 // failover, detection at run time, the completion signal, and how the store
