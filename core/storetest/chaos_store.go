@@ -365,16 +365,16 @@ func (c *chaosStore) Extend(ctx context.Context, key string, token driver.Token,
 
 // Complete implements driver.Store. A done marker answered ErrUnreplicated
 // is lost half the time when the store can forget it (ChaosOptions.Forget),
-// unless the claim's marker was written before.
+// unless the claim's marker may have been written before.
 func (c *chaosStore) Complete(ctx context.Context, req driver.CompleteRequest) (err error) {
 	f, d := c.pick(opComplete, false, true)
 	ev := c.log.begin(ctx, opComplete, f, req.Key, req.Token)
 	ev.setMarker(req)
 	defer func() { ev.end(0, err) }()
-	// A failover loses a marker no replica has; one this claim wrote before
-	// without a fault (a retry after a lost reply) is durable already, and
-	// copies may have read it as done.
-	lose := f == unreplicated && c.forget != nil && !c.log.holdsMarker(req.Key, req.Token) && c.coin(0.5)
+	// A failover loses a marker no replica has; one this claim may have
+	// written before (a retry after a lost reply or a cut connection) counts
+	// as durable, and copies may have read it as done.
+	lose := f == unreplicated && c.forget != nil && !c.log.mayHoldMarker(req.Key, req.Token) && c.coin(0.5)
 	if lose {
 		c.setFragile(req.Key, 1)
 		defer c.setFragile(req.Key, -1)
@@ -669,9 +669,11 @@ func (l *storeLog) granted(ev *storeEvent, sent time.Time, state driver.State, e
 	l.mu.Unlock()
 }
 
-// holdsMarker reports whether the store keeps a done marker that token
-// wrote to key: one written, with no failover that lost the key since.
-func (l *storeLog) holdsMarker(key string, token driver.Token) bool {
+// mayHoldMarker reports whether the store may keep a done marker that token
+// wrote to key: one written, or whose write reached the store with its
+// answer unknown (a cut connection), with no failover that lost the key
+// since.
+func (l *storeLog) mayHoldMarker(key string, token driver.Token) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	kl := l.keys[key]
@@ -683,7 +685,7 @@ func (l *storeLog) holdsMarker(key string, token driver.Token) bool {
 		switch {
 		case ev.op == opForget && ev.reached && ev.innerErr == nil:
 			held = false
-		case written(ev) && ev.token == token:
+		case (written(ev) || mayHaveWritten(ev)) && ev.token == token:
 			held = true
 		}
 	}

@@ -69,20 +69,27 @@ func breachNames(b map[string]*breachGroup) []string {
 
 // TestAFailoverLosesOnlyAMarkerNoReplicaHas: the chaos store loses a done
 // marker answered ErrUnreplicated only when its claim's marker was not
-// written before: a marker written without a fault (a retry after a lost
-// reply resends it) is durable, and copies may have read it as done.
+// written before: a marker written without a fault, or whose write reached
+// the store and got no answer (a retry after a lost reply or a cut
+// connection resends it), is durable, and copies may have read it as done.
 func TestAFailoverLosesOnlyAMarkerNoReplicaHas(t *testing.T) {
 	l := newStoreLog()
 	tok, other := driver.NewToken(), driver.NewToken()
-	require.False(t, l.holdsMarker("k", tok), "nothing written yet")
+	require.False(t, l.mayHoldMarker("k", tok), "nothing written yet")
 	claim := l.begin(nil, opClaimBatch, pass, "k", tok)
 	l.applied(claim, time.Now(), driver.StateClaimed, nil)
-	require.False(t, l.holdsMarker("k", tok), "a claim is no marker")
+	require.False(t, l.mayHoldMarker("k", tok), "a claim is no marker")
 	marker := l.begin(nil, opCompleteBatch, errAfter, "k", tok)
 	l.applied(marker, time.Now(), 0, nil)
-	require.True(t, l.holdsMarker("k", tok), "the marker whose reply was lost is written")
-	require.False(t, l.holdsMarker("k", other), "another claim's marker")
+	require.True(t, l.mayHoldMarker("k", tok), "the marker whose reply was lost is written")
+	require.False(t, l.mayHoldMarker("k", other), "another claim's marker")
 	forget := l.begin(nil, opForget, unreplicated, "k", tok)
 	l.applied(forget, time.Now(), 0, nil)
-	require.False(t, l.holdsMarker("k", tok), "a failover lost it")
+	require.False(t, l.mayHoldMarker("k", tok), "a failover lost it")
+	cut := l.begin(nil, opComplete, pass, "k", tok)
+	l.applied(cut, time.Now(), 0, io.EOF)
+	require.True(t, l.mayHoldMarker("k", tok), "a marker whose connection was cut may be written")
+	refused := l.begin(nil, opComplete, pass, "k", other)
+	l.applied(refused, time.Now(), 0, core.ErrLeaseLost)
+	require.False(t, l.mayHoldMarker("k", other), "a marker the store refused is not written")
 }
