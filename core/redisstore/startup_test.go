@@ -45,14 +45,15 @@ func claimOnce(t *testing.T, s *redisstore.Store) {
 
 // requireCouldNotCheck requires that logs hold exactly one warning, New's
 // about the check it could not make, giving a reason that contains why.
-// timedOut is the reason New gives for a read its timeout ended: the
-// read's own, or, when the process stalled across the read's end (1.8s)
-// and New's wait's (2s) from start, the wait's, which may then end first.
-func timedOut(stalls *stall.Probe, start time.Time) string {
+// timedOut is the pattern of the reason New gives for a read that ended
+// with why: why itself, or, when the process stalled across the read's end
+// (1.8s) and New's wait's (2s) from start, also the wait's, which may then
+// end first.
+func timedOut(stalls *stall.Probe, start time.Time, why string) string {
 	if stalls.Within(start.Add(1700*time.Millisecond), start.Add(2100*time.Millisecond)) >= 20*time.Millisecond {
-		return "i/o timeout|context deadline exceeded|no answer within"
+		return why + "|no answer within"
 	}
-	return "i/o timeout|context deadline exceeded"
+	return why
 }
 
 func requireCouldNotCheck(t *testing.T, logs *records, why string) {
@@ -80,7 +81,7 @@ func TestNewSaysItCouldNotCheckAHungServerAndTheFirstClaimChecks(t *testing.T) {
 	stalls.RequireWithin(t, start, 3*time.Second, "the check is bounded by 2s")
 	require.NoError(t, err)
 	require.True(t, proxy.Silenced(), "the check's request was lost")
-	requireCouldNotCheck(t, &logs, timedOut(stalls, start))
+	requireCouldNotCheck(t, &logs, timedOut(stalls, start, "i/o timeout"))
 	require.Empty(t, logs.events(), "nothing reported of a server not read")
 
 	claimOnce(t, s)
@@ -131,7 +132,7 @@ func TestNewSaysItCouldNotProbeWaitAOF(t *testing.T) {
 		name, addr, why string
 	}{
 		{"Refused", testenv.ClosedAddr(t), "connection refused"},
-		{"Hung", hung.Addr(), ""}, // timedOut
+		{"Hung", hung.Addr(), "i/o timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs records
@@ -142,11 +143,7 @@ func TestNewSaysItCouldNotProbeWaitAOF(t *testing.T) {
 			warns := logs.warns()
 			require.Len(t, warns, 1, "%v", warns)
 			require.Contains(t, warns[0]["msg"], "jobonce: redisstore: New could not check that the server has WAITAOF and appendonly yes")
-			why := tc.why
-			if why == "" {
-				why = timedOut(stalls, start)
-			}
-			require.Regexp(t, why, warns[0]["error"])
+			require.Regexp(t, timedOut(stalls, start, tc.why), warns[0]["error"])
 		})
 	}
 }
@@ -253,7 +250,7 @@ func TestNewAnswersWithinTwoSecondsAgainstAHungServerWhateverTheClient(t *testin
 				var reasons []string
 				for _, w := range logs.warns() {
 					if strings.Contains(w["msg"], "could not check") {
-						why := timedOut(stalls, start)
+						why := timedOut(stalls, start, "i/o timeout|context deadline exceeded")
 						if !strings.Contains(why, "no answer within") {
 							require.NotContains(t, w["error"], "no answer within", "the read ended on its own: %v", w)
 						}
