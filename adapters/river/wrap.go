@@ -102,7 +102,8 @@ func (*wrapMark) Work(ctx context.Context, job *rivertype.JobRow, doInner func(c
 	return doInner(context.WithValue(ctx, wrappedKey{}, job))
 }
 
-// wrappedJob reports whether job is worked by a Wrap that claims it.
+// wrappedJob reports whether job is worked by a Wrap or WrapTx that claims
+// or records it.
 func wrappedJob(ctx context.Context, job *rivertype.JobRow) bool {
 	row, _ := ctx.Value(wrappedKey{}).(*rivertype.JobRow)
 	return row != nil && row == job
