@@ -397,11 +397,11 @@ func sharedRecords(t *testing.T, fifo bool) {
 		return nil
 	}, nil)
 	poll := func(client sqsonce.Client, until func() bool) {
-		p := &sqsonce.Poller{Client: client, QueueURL: q.url, Guard: g, WaitTime: time.Second, VisibilityTimeout: 2 * time.Second,
-			Handler: func(_ context.Context, m types.Message) error {
-				seen.add("poller:" + aws.ToString(m.Body))
-				return nil
-			}}
+		p, err := sqsonce.NewPoller(g, client, q.url, func(_ context.Context, m types.Message) error {
+			seen.add("poller:" + aws.ToString(m.Body))
+			return nil
+		}, &sqsonce.PollerConfig{WaitTime: time.Second, VisibilityTimeout: 2 * time.Second})
+		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- p.Run(ctx) }()

@@ -233,7 +233,7 @@ func (b *batch) round(idx, spares []int, results chan result) {
 	// The Guard bounds the claim by its StoreTimeout: a store that does not
 	// answer in time is Unavailable, while the handlers' context ending (the
 	// shutdown deadline) is Canceled.
-	claims := r.p.Guard.Claim(r.hctx, jobs...)
+	claims := r.p.guard.Claim(r.hctx, jobs...)
 
 	running := 0
 	for j, i := range idx {
@@ -260,7 +260,7 @@ func (b *batch) round(idx, spares []int, results chan result) {
 
 // handler returns the job function of message m.
 func (r *session) handler(m types.Message) core.RunFunc {
-	return func(ctx context.Context) ([]byte, error) { return nil, r.p.Handler(ctx, m) }
+	return func(ctx context.Context) ([]byte, error) { return nil, r.p.handler(ctx, m) }
 }
 
 // work runs the handler for one claimed message. Its handler slot is freed
@@ -338,7 +338,7 @@ func (b *batch) finish() {
 	for j, i := range b.done {
 		claims[j] = b.claims[i]
 	}
-	outs := b.r.p.Guard.Finish(context.WithoutCancel(b.r.hctx), claims...)
+	outs := b.r.p.guard.Finish(context.WithoutCancel(b.r.hctx), claims...)
 	for j, i := range b.done {
 		b.settle(i, outs[j], nil)
 	}

@@ -133,7 +133,7 @@ func benchPoller(b *testing.B, c *sqs.Client, rdb *redis.Client, prefix string, 
 	watch := &deleteWatch{Client: c, done: make(chan struct{})}
 	watch.left.Store(int64(b.N))
 	h := testenv.RecordReturns(delays, defaultKey(url), noop)
-	p := &sqsonce.Poller{Client: watch, QueueURL: url, Guard: g, Handler: h, Concurrency: concurrency, Receivers: receivers, WaitTime: time.Second}
+	p := newPoller(b, g, watch, url, h, &sqsonce.PollerConfig{Concurrency: concurrency, Receivers: receivers, WaitTime: time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	b.ResetTimer()
@@ -226,8 +226,7 @@ func BenchmarkPollerInterleaved(b *testing.B) {
 			watch := &deleteWatch{Client: c, done: make(chan struct{})}
 			watch.left.Store(int64(n))
 			h := testenv.RecordReturns(v.delays, defaultKey(v.queues[k]), noop)
-			p := &sqsonce.Poller{Client: watch, QueueURL: v.queues[k], Guard: v.guard, Handler: h,
-				Concurrency: v.concurrency, Receivers: v.receivers, WaitTime: time.Second}
+			p := newPoller(b, v.guard, watch, v.queues[k], h, &sqsonce.PollerConfig{Concurrency: v.concurrency, Receivers: v.receivers, WaitTime: time.Second})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- p.Run(ctx) }()

@@ -93,12 +93,10 @@ func testPollerHungStoreIsUnavailable(t *testing.T, s server) {
 	g := testenv.NewGuard(t, store, &core.Config{KeyPrefix: prefix, StoreTimeout: 300 * time.Millisecond})
 	vis := newVisibilities(c)
 	var ran atomic.Int32
-	p := &sqsonce.Poller{Client: vis, QueueURL: q.url, Guard: g, WaitTime: time.Second,
-		VisibilityTimeout: 2 * time.Second, Config: &sqsonce.Config{UnavailableDelay: 5 * time.Second},
-		Handler: func(context.Context, types.Message) error {
-			ran.Add(1)
-			return nil
-		}}
+	p := newPoller(t, g, vis, q.url, func(context.Context, types.Message) error {
+		ran.Add(1)
+		return nil
+	}, &sqsonce.PollerConfig{WaitTime: time.Second, VisibilityTimeout: 2 * time.Second, Config: sqsonce.Config{UnavailableDelay: 5 * time.Second}})
 	stop := startPoller(t, p)
 	bodies := []string{"hung-1", "hung-2", "hung-3"}
 	sendAll(t, c, q.url, bodies)
@@ -141,8 +139,7 @@ func testPollerStopDuringHungClaim(t *testing.T, s server) {
 	// A long poll the stopped Poller abandoned may still take the handed-back
 	// message on the server (SQS does the same); a short visibility brings it
 	// back soon.
-	p := &sqsonce.Poller{Client: vis, QueueURL: q.url, Guard: g, WaitTime: time.Second,
-		VisibilityTimeout: 2 * time.Second, ShutdownTimeout: 500 * time.Millisecond, Handler: handler}
+	p := newPoller(t, g, vis, q.url, handler, &sqsonce.PollerConfig{WaitTime: time.Second, VisibilityTimeout: 2 * time.Second, ShutdownTimeout: 500 * time.Millisecond})
 	stop := startPoller(t, p)
 	sendAll(t, c, q.url, []string{"stopped-while-claiming"})
 
@@ -164,7 +161,7 @@ func testPollerStopDuringHungClaim(t *testing.T, s server) {
 	require.Empty(t, eff.all(t), "the job ran")
 	// The store answers again: the next Poller runs the job once.
 	store.Hang.Store(false)
-	next := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, WaitTime: time.Second, Handler: handler}
+	next := newPoller(t, g, c, q.url, handler, &sqsonce.PollerConfig{WaitTime: time.Second})
 	startPoller(t, next)
 	require.Eventually(t, func() bool { return eff.count() == 1 }, s.within(10*time.Second), 50*time.Millisecond, "the next Poller runs it")
 	requireDrained(t, c, q.url, s.within(10*time.Second))

@@ -104,28 +104,19 @@ type options struct {
 	fifo      bool // the queue's name ends in .fifo
 }
 
-// callerNames name, in errors, how a caller of Config.options was given the
-// Guard and the queue URL.
-type callerNames struct{ guard, queueURL string }
-
-var (
-	decorateNames = callerNames{"Decorate: Guard", "Decorate: queue URL"}
-	pollerNames   = callerNames{"Poller.Guard", "Poller.QueueURL"}
-)
-
 // options returns c with its defaults for the queue at queueURL, or an error
-// naming the problem; caller says how g and queueURL were given, for the
-// errors about them.
-func (c *Config) options(g *core.Guard, queueURL string, caller callerNames) (*options, error) {
+// naming the problem; caller names the function given g and queueURL, for
+// the errors about them.
+func (c *Config) options(g *core.Guard, queueURL string, caller string) (*options, error) {
 	if g == nil {
-		return nil, errors.New("jobonce: sqsonce: " + caller.guard + " is nil")
+		return nil, errors.New("jobonce: sqsonce: " + caller + ": Guard is nil")
 	}
 	if queueURL == "" {
-		return nil, errors.New("jobonce: sqsonce: " + caller.queueURL + " is empty")
+		return nil, errors.New("jobonce: sqsonce: " + caller + ": queue URL is empty")
 	}
 	name, ok := jobkey.SQSQueueName(queueURL)
 	if !ok {
-		return nil, fmt.Errorf("jobonce: sqsonce: %s %q has no queue name", caller.queueURL, queueURL)
+		return nil, fmt.Errorf("jobonce: sqsonce: %s: queue URL %q has no queue name", caller, queueURL)
 	}
 	o := &options{queueName: name, fifo: jobkey.SQSFIFO(name)}
 	if c != nil {

@@ -57,11 +57,9 @@ func TestPollerCrash(t *testing.T) {
 	t.Logf("killed the worker after %d effects, with %d handlers in flight", made, held)
 
 	g := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{Lease: 2 * time.Second})
-	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, Concurrency: 16, WaitTime: time.Second,
-		VisibilityTimeout: 3 * time.Second,
-		Handler: func(ctx context.Context, m types.Message) error {
-			return eff.record(ctx, aws.ToString(m.Body))
-		}}
+	p := newPoller(t, g, c, q.url, func(ctx context.Context, m types.Message) error {
+		return eff.record(ctx, aws.ToString(m.Body))
+	}, &sqsonce.PollerConfig{Concurrency: 16, WaitTime: time.Second, VisibilityTimeout: 3 * time.Second})
 	stop := startPoller(t, p)
 	require.Eventually(t, func() bool { return eff.count() == jobs }, time.Minute, 50*time.Millisecond)
 	requireDrained(t, c, q.url, time.Minute)
@@ -92,24 +90,22 @@ func TestCrashWorker(t *testing.T) {
 			}
 		},
 	})
-	p := &sqsonce.Poller{Client: c, QueueURL: os.Getenv(crashQueueEnv), Guard: g, Concurrency: 16,
-		WaitTime: time.Second, VisibilityTimeout: 3 * time.Second,
-		Handler: func(ctx context.Context, m types.Message) error {
-			passing.Add(1)
-			if made.Load() >= crashGate {
-				passing.Add(-1)
-				held.Add(1)
-				<-ctx.Done() // held until the kill
-				return ctx.Err()
-			}
-			time.Sleep(2 * time.Millisecond) // the job's work
-			err := eff.record(ctx, aws.ToString(m.Body))
-			if err == nil {
-				made.Add(1)
-			}
+	p := newPoller(t, g, c, os.Getenv(crashQueueEnv), func(ctx context.Context, m types.Message) error {
+		passing.Add(1)
+		if made.Load() >= crashGate {
 			passing.Add(-1)
-			return err
-		}}
+			held.Add(1)
+			<-ctx.Done() // held until the kill
+			return ctx.Err()
+		}
+		time.Sleep(2 * time.Millisecond) // the job's work
+		err := eff.record(ctx, aws.ToString(m.Body))
+		if err == nil {
+			made.Add(1)
+		}
+		passing.Add(-1)
+		return err
+	}, &sqsonce.PollerConfig{Concurrency: 16, WaitTime: time.Second, VisibilityTimeout: 3 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {

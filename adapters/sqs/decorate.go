@@ -50,7 +50,7 @@ type HandlerFunc func(ctx context.Context, m types.Message) error
 // queue URL or an invalid Config. docs/sqs.md explains the receive
 // settings and the delays.
 func Decorate(g *core.Guard, client Client, queueURL string, h HandlerFunc, cfg *Config) (HandlerFunc, error) {
-	o, err := cfg.options(g, queueURL, decorateNames)
+	o, err := cfg.options(g, queueURL, "Decorate")
 	switch {
 	case err != nil:
 		return nil, err

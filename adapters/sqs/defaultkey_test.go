@@ -59,13 +59,12 @@ func TestDefaultKeyIsTheKeyThePollerAndDecorateClaim(t *testing.T) {
 			g := testenv.MemGuard(t, &core.Config{Observer: outs.Observe})
 			var mu sync.Mutex
 			var received []types.Message
-			p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, WaitTime: time.Second,
-				Handler: func(_ context.Context, m types.Message) error {
-					mu.Lock()
-					defer mu.Unlock()
-					received = append(received, m)
-					return nil
-				}}
+			p := newPoller(t, g, c, q.url, func(_ context.Context, m types.Message) error {
+				mu.Lock()
+				defer mu.Unlock()
+				received = append(received, m)
+				return nil
+			}, &sqsonce.PollerConfig{WaitTime: time.Second})
 			stop := startPoller(t, p)
 			require.Eventually(t, func() bool { return len(ranKeys(&outs)) == len(bodies) }, time.Minute, 20*time.Millisecond)
 			require.NoError(t, stop())

@@ -7,10 +7,11 @@
 //
 // # Getting started
 //
-// Poller is a complete consumer. Set its fields, then call Run:
+// Poller is a complete consumer:
 //
-//	p := &sqsonce.Poller{Client: sqsClient, QueueURL: queueURL, Guard: guard, Handler: handle}
-//	err := p.Run(ctx)
+//	p, err := sqsonce.NewPoller(guard, sqsClient, queueURL, handle, nil)
+//	// ...
+//	err = p.Run(ctx)
 //
 // Decorate wraps a handler for a receive loop of your own. Send publishes a
 // message at most once per key within a window.
@@ -23,9 +24,10 @@
 // is the queue and the MessageId, so every message sent runs. Work that
 // repeats on purpose with one body names its key instead:
 //
-//	p.Config = &sqsonce.Config{KeyAttribute: "job"}                                                    // the sender names the key in a message attribute
-//	p.Config = &sqsonce.Config{Key: func(m types.Message) string { return aws.ToString(m.MessageId) }} // every message sent runs once
+//	cfg := &sqsonce.Config{KeyAttribute: "job"}                                                    // the sender names the key in a message attribute
+//	cfg := &sqsonce.Config{Key: func(m types.Message) string { return aws.ToString(m.MessageId) }} // every message sent runs once
 //
+// Decorate takes the Config; a Poller takes it as PollerConfig.Config.
 // docs/sqs.md explains the keys, what happens to each message, batches,
 // FIFO groups and stopping.
 package sqsonce

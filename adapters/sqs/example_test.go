@@ -40,16 +40,16 @@ func ExamplePoller() {
 
 	guard, closeStore := exampleGuard()
 	defer closeStore()
-	p := &sqsonce.Poller{
-		Client:   client,
-		QueueURL: queueURL,
-		Guard:    guard,
-		Config:   &sqsonce.Config{KeyAttribute: "job"},
-		Handler: func(ctx context.Context, m types.Message) error {
-			fmt.Println("sending the welcome email", aws.ToString(m.Body))
-			return nil
-		},
+	handle := func(ctx context.Context, m types.Message) error {
+		fmt.Println("sending the welcome email", aws.ToString(m.Body))
+		return nil
+	}
+	p, err := sqsonce.NewPoller(guard, client, queueURL, handle, &sqsonce.PollerConfig{
+		Config:      sqsonce.Config{KeyAttribute: "job"},
 		Concurrency: 32,
+	})
+	if err != nil {
+		log.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -50,8 +50,7 @@ func testPollerHandlerFailure(t *testing.T, s server) {
 		return eff.record(ctx, body)
 	}
 	g := testenv.RedisGuardOn(t, rdb, prefix, nil)
-	p := &sqsonce.Poller{Client: rec, QueueURL: q.url, Guard: g, Handler: handler, WaitTime: time.Second,
-		Config: &sqsonce.Config{FailureDelay: 2 * time.Second}}
+	p := newPoller(t, g, rec, q.url, handler, &sqsonce.PollerConfig{WaitTime: time.Second, Config: sqsonce.Config{FailureDelay: 2 * time.Second}})
 	stop := startPoller(t, p)
 	ids := []string{"fails-once", "panics-once"}
 	sendAll(t, c, q.url, ids)
@@ -102,12 +101,10 @@ func testPollerStoreOutage(t *testing.T, s server) {
 	require.NoError(t, err)
 
 	ran := make(chan struct{}, 1)
-	p := &sqsonce.Poller{Client: rec, QueueURL: q.url, Guard: downGuard, WaitTime: time.Second,
-		VisibilityTimeout: 2 * time.Second, Config: &sqsonce.Config{UnavailableDelay: 6 * time.Second},
-		Handler: func(context.Context, types.Message) error {
-			ran <- struct{}{}
-			return nil
-		}}
+	p := newPoller(t, downGuard, rec, q.url, func(context.Context, types.Message) error {
+		ran <- struct{}{}
+		return nil
+	}, &sqsonce.PollerConfig{WaitTime: time.Second, VisibilityTimeout: 2 * time.Second, Config: sqsonce.Config{UnavailableDelay: 6 * time.Second}})
 	stop := startPoller(t, p)
 	sendAll(t, c, q.url, []string{"during-outage"})
 	require.Eventually(t, func() bool { return p.Stats().Unavailable == 1 }, s.within(10*time.Second), 20*time.Millisecond)
@@ -119,8 +116,9 @@ func testPollerStoreOutage(t *testing.T, s server) {
 	v, f := depth(t, c, q.url)
 	require.Equal(t, 1, v+f, "the message must stay in the queue")
 
-	up := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
-		Handler: func(ctx context.Context, m types.Message) error { return eff.record(ctx, aws.ToString(m.Body)) }}
+	up := newPoller(t, testenv.RedisGuardOn(t, rdb, prefix, nil), c, q.url,
+		func(ctx context.Context, m types.Message) error { return eff.record(ctx, aws.ToString(m.Body)) },
+		&sqsonce.PollerConfig{WaitTime: time.Second})
 	startPoller(t, up)
 	require.Eventually(t, func() bool { return eff.count() == 1 }, s.within(20*time.Second), 50*time.Millisecond)
 	requireDrained(t, c, q.url, s.within(10*time.Second))
@@ -143,9 +141,9 @@ func testPollerConflict(t *testing.T, s server) {
 	rdb := testenv.Redis(t, prefix)
 	q := createQueue(t, c, queueSpec{visibility: 1, maxReceive: 2})
 	eff := newEffects(rdb, prefix)
-	p := &sqsonce.Poller{Client: attributesAsAsked{c}, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
-		VisibilityTimeout: 2 * time.Second, Config: &sqsonce.Config{KeyAttribute: "job"},
-		Handler: func(ctx context.Context, m types.Message) error { return eff.record(ctx, aws.ToString(m.Body)) }}
+	p := newPoller(t, testenv.RedisGuardOn(t, rdb, prefix, nil), attributesAsAsked{c}, q.url,
+		func(ctx context.Context, m types.Message) error { return eff.record(ctx, aws.ToString(m.Body)) },
+		&sqsonce.PollerConfig{WaitTime: time.Second, VisibilityTimeout: 2 * time.Second, Config: sqsonce.Config{KeyAttribute: "job"}})
 	stop := startPoller(t, p)
 
 	sendKeyed(t, c, q.url, "refund-5", "refund 5 EUR")

@@ -173,14 +173,14 @@ type queueAttributes interface {
 
 var _ queueAttributes = (*sqs.Client)(nil)
 
-// maxReceiveCount returns Poller.MaxReceiveCount, or on a FIFO queue, when it
+// maxReceiveCount returns PollerConfig.MaxReceiveCount, or on a FIFO queue, when it
 // is zero, the maxReceiveCount of the queue's redrive policy (0 when there is
 // none or it cannot be read).
 func (r *session) maxReceiveCount(ctx context.Context) int {
-	if n := r.p.MaxReceiveCount; n != 0 || !r.o.fifo {
+	if n := r.p.cfg.MaxReceiveCount; n != 0 || !r.o.fifo {
 		return max(n, 0)
 	}
-	qa, ok := r.p.Client.(queueAttributes)
+	qa, ok := r.p.client.(queueAttributes)
 	if !ok {
 		return 0
 	}
@@ -196,7 +196,7 @@ func (r *session) maxReceiveCount(ctx context.Context) int {
 			return n
 		}
 	}
-	r.o.Logger.WarnContext(ctx, "jobonce: sqsonce: could not read the queue's redrive policy; a failing FIFO message's followers are handed back unrun (set Poller.MaxReceiveCount)",
+	r.o.Logger.WarnContext(ctx, "jobonce: sqsonce: could not read the queue's redrive policy; a failing FIFO message's followers are handed back unrun (set PollerConfig.MaxReceiveCount)",
 		"queue", r.o.queueName, "error", err)
 	return 0
 }

@@ -68,8 +68,7 @@ func testPollerFIFOOrder(t *testing.T, s server) {
 		return eff.record(ctx, body)
 	}
 	g := testenv.RedisGuardOn(t, rdb, prefix, nil)
-	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, Handler: handler, WaitTime: time.Second,
-		Config: &sqsonce.Config{FailureDelay: time.Second}}
+	p := newPoller(t, g, c, q.url, handler, &sqsonce.PollerConfig{WaitTime: time.Second, Config: sqsonce.Config{FailureDelay: time.Second}})
 	stop := startPoller(t, p)
 	require.Eventually(t, func() bool { return eff.count() == n }, s.within(30*time.Second), 50*time.Millisecond)
 	requireDrained(t, c, q.url, s.within(10*time.Second))
@@ -144,12 +143,11 @@ func testPollerFIFOFailingHead(t *testing.T, s server) {
 		}
 		return nil
 	}
-	p := &sqsonce.Poller{Client: receiveSizes(rec, func(n int) {
+	p := newPoller(t, testenv.RedisGuardOn(t, rdb, prefix, nil), receiveSizes(rec, func(n int) {
 		mu.Lock()
 		received = max(received, n)
 		mu.Unlock()
-	}), QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), Handler: handler, WaitTime: time.Second,
-		VisibilityTimeout: 4 * time.Second, MaxReceiveCount: 3, Config: &sqsonce.Config{FailureDelay: time.Second}}
+	}), q.url, handler, &sqsonce.PollerConfig{WaitTime: time.Second, VisibilityTimeout: 4 * time.Second, MaxReceiveCount: 3, Config: sqsonce.Config{FailureDelay: time.Second}})
 	stop := startPoller(t, p)
 	requireDrained(t, c, q.url, s.within(40*time.Second))
 	require.NoError(t, stop())
@@ -217,12 +215,10 @@ func TestPollerFIFOStopDuringRetry(t *testing.T) {
 	require.NoError(t, err)
 
 	ran := make(chan string, 10)
-	p := &sqsonce.Poller{Client: rec, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
-		MaxReceiveCount: 5, ShutdownTimeout: 20 * time.Second, Config: &sqsonce.Config{FailureDelay: 30 * time.Second},
-		Handler: func(ctx context.Context, m types.Message) error {
-			ran <- aws.ToString(m.Body)
-			return errors.New("fails")
-		}}
+	p := newPoller(t, testenv.RedisGuardOn(t, rdb, prefix, nil), rec, q.url, func(ctx context.Context, m types.Message) error {
+		ran <- aws.ToString(m.Body)
+		return errors.New("fails")
+	}, &sqsonce.PollerConfig{WaitTime: time.Second, MaxReceiveCount: 5, ShutdownTimeout: 20 * time.Second, Config: sqsonce.Config{FailureDelay: 30 * time.Second}})
 	stop := startPoller(t, p)
 	select {
 	case b := <-ran:
@@ -261,8 +257,7 @@ func TestPollerRunsOneDeduplicationIDInTwoGroups(t *testing.T) {
 	sendToGroups(t, c, q.url, "bill-1", map[string]string{"account-1": "bill account 1", "account-2": "bill account 2"})
 
 	var runs runsByID
-	p := &sqsonce.Poller{Client: groupScoped{c}, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil),
-		Handler: runs.record, WaitTime: time.Second}
+	p := newPoller(t, testenv.RedisGuardOn(t, rdb, prefix, nil), groupScoped{c}, q.url, runs.record, &sqsonce.PollerConfig{WaitTime: time.Second})
 	stop := startPoller(t, p)
 	requireDrained(t, c, q.url, 20*time.Second)
 	require.NoError(t, stop())
@@ -302,8 +297,7 @@ func TestPollerRunsAFIFOMessageReceivedWithoutItsDeduplicationID(t *testing.T) {
 		require.NoError(t, err)
 	}
 	var runs runsByID
-	p := &sqsonce.Poller{Client: withoutDeduplicationID{c}, QueueURL: q.url,
-		Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), Handler: runs.record, WaitTime: time.Second}
+	p := newPoller(t, testenv.RedisGuardOn(t, rdb, prefix, nil), withoutDeduplicationID{c}, q.url, runs.record, &sqsonce.PollerConfig{WaitTime: time.Second})
 	stop := startPoller(t, p)
 	requireDrained(t, c, q.url, 20*time.Second)
 	require.NoError(t, stop())
@@ -360,8 +354,8 @@ func TestPollerFIFOShutdownCancelledAttemptIsNotAGiveUp(t *testing.T) {
 		return nil
 	}
 	g := testenv.RedisGuardOn(t, rdb, prefix, nil)
-	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, Handler: handler, WaitTime: time.Second,
-		MaxReceiveCount: 2, ShutdownTimeout: 500 * time.Millisecond, Config: &sqsonce.Config{FailureDelay: time.Second}}
+	p := newPoller(t, g, c, q.url, handler,
+		&sqsonce.PollerConfig{WaitTime: time.Second, MaxReceiveCount: 2, ShutdownTimeout: 500 * time.Millisecond, Config: sqsonce.Config{FailureDelay: time.Second}})
 	stop := startPoller(t, p)
 	select {
 	case <-second:

@@ -557,3 +557,11 @@ func (a attributesAsAsked) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMe
 	}
 	return out, err
 }
+
+// newPoller returns sqsonce.NewPoller's Poller, failing t on its error.
+func newPoller(t testing.TB, g *core.Guard, c sqsonce.Client, queueURL string, h sqsonce.HandlerFunc, cfg *sqsonce.PollerConfig) *sqsonce.Poller {
+	t.Helper()
+	p, err := sqsonce.NewPoller(g, c, queueURL, h, cfg)
+	require.NoError(t, err)
+	return p
+}

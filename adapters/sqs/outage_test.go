@@ -75,8 +75,9 @@ func TestPollerHungStoreIsAnOutage(t *testing.T) {
 		}}
 		var ranMu sync.Mutex
 		ran := 0
-		p := &sqsonce.Poller{Client: client, QueueURL: "http://127.0.0.1:1/000000000000/q", Guard: g, WaitTime: time.Second,
-			Handler: func(context.Context, types.Message) error { ranMu.Lock(); ran++; ranMu.Unlock(); return nil }}
+		p := newPoller(t, g, client, "http://127.0.0.1:1/000000000000/q",
+			func(context.Context, types.Message) error { ranMu.Lock(); ran++; ranMu.Unlock(); return nil },
+			&sqsonce.PollerConfig{WaitTime: time.Second})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- p.Run(ctx) }()

@@ -168,21 +168,18 @@ func testPartialFailure(t *testing.T, s server, visibility, wholeCall bool) {
 	ids := []string{"ok-1", "spoiled", "ok-2", "ok-3"}
 	var mu sync.Mutex
 	attempts := map[string][]time.Time{}
-	p := &sqsonce.Poller{Client: sp, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
-		VisibilityTimeout: 2 * time.Second,
-		Config:            &sqsonce.Config{FailureDelay: 20 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
-		Handler: func(ctx context.Context, m types.Message) error {
-			body := aws.ToString(m.Body)
-			mu.Lock()
-			attempts[body] = append(attempts[body], time.Now())
-			n := len(attempts[body])
-			mu.Unlock()
-			if visibility && body == "spoiled" && n == 1 {
-				// Its visibility change (to FailureDelay) is the one spoiled.
-				return errors.New("fails once")
-			}
-			return eff.record(ctx, body)
-		}}
+	p := newPoller(t, testenv.RedisGuardOn(t, rdb, prefix, nil), sp, q.url, func(ctx context.Context, m types.Message) error {
+		body := aws.ToString(m.Body)
+		mu.Lock()
+		attempts[body] = append(attempts[body], time.Now())
+		n := len(attempts[body])
+		mu.Unlock()
+		if visibility && body == "spoiled" && n == 1 {
+			// Its visibility change (to FailureDelay) is the one spoiled.
+			return errors.New("fails once")
+		}
+		return eff.record(ctx, body)
+	}, &sqsonce.PollerConfig{WaitTime: time.Second, VisibilityTimeout: 2 * time.Second, Config: sqsonce.Config{FailureDelay: 20 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
 	sendAll(t, c, q.url, ids)
 	stop := startPoller(t, p)
 	require.Eventually(t, func() bool { return eff.count() == len(ids) }, s.within(20*time.Second), 50*time.Millisecond)

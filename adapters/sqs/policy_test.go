@@ -26,7 +26,7 @@ func testOptions(t *testing.T, cfg *Config) *options {
 
 func testOptionsFor(t *testing.T, queueURL string, cfg *Config) *options {
 	t.Helper()
-	o, err := cfg.options(testenv.MemGuard(t, nil), queueURL, decorateNames)
+	o, err := cfg.options(testenv.MemGuard(t, nil), queueURL, "Decorate")
 	require.NoError(t, err)
 	return o
 }
@@ -205,12 +205,12 @@ func TestConfigErrors(t *testing.T) {
 		{&Config{MaxDelay: -1}, testQueueURL, g, "jobonce: sqsonce: Config.MaxDelay must not be negative, got -1ns"},
 		{&Config{MaxDelay: 13 * time.Hour}, testQueueURL, g, "jobonce: sqsonce: Config.MaxDelay must not exceed SQS's 12h limit, got 13h0m0s"},
 	} {
-		_, err := tc.cfg.options(tc.g, tc.url, decorateNames)
+		_, err := tc.cfg.options(tc.g, tc.url, "Decorate")
 		require.EqualError(t, err, tc.want)
 	}
 
 	cfg := &Config{}
-	o, err := cfg.options(g, testQueueURL, decorateNames)
+	o, err := cfg.options(g, testQueueURL, "Decorate")
 	require.NoError(t, err)
 	require.Equal(t, time.Second, o.RunningDelay)
 	require.Equal(t, 10*time.Second, o.UnavailableDelay)
@@ -271,56 +271,75 @@ func TestSendMisconfigured(t *testing.T) {
 	}
 }
 
-func TestPollerErrors(t *testing.T) {
+func TestNewPollerErrors(t *testing.T) {
 	t.Parallel()
 	g := testenv.MemGuard(t, nil)
 	noop := func(context.Context, types.Message) error { return nil }
-	valid := func() *Poller {
-		return &Poller{Client: nopClient{}, QueueURL: testQueueURL, Guard: g, Handler: noop}
+	// args are NewPoller's arguments, valid until a case changes one.
+	type args struct {
+		g   *core.Guard
+		c   Client
+		url string
+		h   HandlerFunc
+		cfg PollerConfig
 	}
+	valid := func() *args { return &args{g, nopClient{}, testQueueURL, noop, PollerConfig{}} }
 	for _, tc := range []struct {
-		change func(*Poller)
+		change func(*args)
 		want   string
 	}{
-		{func(p *Poller) { p.Client = nil }, "Poller.Client"},
-		{func(p *Poller) { p.Client = (*sqs.Client)(nil) }, "Poller.Client"},
-		{func(p *Poller) { p.QueueURL = "" }, "Poller.QueueURL"},
-		{func(p *Poller) { p.QueueURL = "http://127.0.0.1:4566/" }, "Poller.QueueURL"},
-		{func(p *Poller) { p.Guard = nil }, "Poller.Guard"},
-		{func(p *Poller) { p.Handler = nil }, "Poller.Handler"},
-		{func(p *Poller) { p.Concurrency = -1 }, "Poller.Concurrency"},
-		{func(p *Poller) { p.Receivers = -1 }, "Poller.Receivers"},
-		{func(p *Poller) { p.BatchSize = 11 }, "Poller.BatchSize"},
-		{func(p *Poller) { p.WaitTime = 21 * time.Second }, "Poller.WaitTime"},
-		{func(p *Poller) { p.WaitTime = 1500 * time.Millisecond }, "Poller.WaitTime"},
-		{func(p *Poller) { p.VisibilityTimeout = time.Second }, "Poller.VisibilityTimeout"},
-		{func(p *Poller) { p.VisibilityTimeout = 13 * time.Hour }, "Poller.VisibilityTimeout"},
-		{func(p *Poller) { p.ShutdownTimeout = -1 }, "Poller.ShutdownTimeout"},
-		{func(p *Poller) { p.FlushDelay = -1 }, "Poller.FlushDelay"},
-		{func(p *Poller) { p.Config = &Config{UnavailableDelay: -1} }, "Config.UnavailableDelay"},
+		{func(a *args) { a.c = nil }, "NewPoller: client"},
+		{func(a *args) { a.c = (*sqs.Client)(nil) }, "NewPoller: client"},
+		{func(a *args) { a.url = "" }, "NewPoller: queue URL"},
+		{func(a *args) { a.url = "http://127.0.0.1:4566/" }, "NewPoller: queue URL"},
+		{func(a *args) { a.g = nil }, "NewPoller: Guard"},
+		{func(a *args) { a.h = nil }, "NewPoller: handler"},
+		{func(a *args) { a.cfg.Concurrency = -1 }, "PollerConfig.Concurrency"},
+		{func(a *args) { a.cfg.Receivers = -1 }, "PollerConfig.Receivers"},
+		{func(a *args) { a.cfg.BatchSize = 11 }, "PollerConfig.BatchSize"},
+		{func(a *args) { a.cfg.WaitTime = 21 * time.Second }, "PollerConfig.WaitTime"},
+		{func(a *args) { a.cfg.WaitTime = 1500 * time.Millisecond }, "PollerConfig.WaitTime"},
+		{func(a *args) { a.cfg.VisibilityTimeout = time.Second }, "PollerConfig.VisibilityTimeout"},
+		{func(a *args) { a.cfg.VisibilityTimeout = 13 * time.Hour }, "PollerConfig.VisibilityTimeout"},
+		{func(a *args) { a.cfg.ShutdownTimeout = -1 }, "PollerConfig.ShutdownTimeout"},
+		{func(a *args) { a.cfg.FlushDelay = -1 }, "PollerConfig.FlushDelay"},
+		{func(a *args) { a.cfg.UnavailableDelay = -1 }, "Config.UnavailableDelay"},
 	} {
-		p := valid()
-		tc.change(p)
-		err := p.Run(context.Background())
+		a := valid()
+		tc.change(a)
+		p, err := NewPoller(a.g, a.c, a.url, a.h, &a.cfg)
+		require.Nil(t, p)
 		require.Error(t, err)
 		require.True(t, strings.HasPrefix(err.Error(), "jobonce: sqsonce: "+tc.want+" "), "%q does not name %s", err, tc.want)
 	}
 	// A field whose zero value means its default says so, not "positive".
 	for _, tc := range []struct {
-		change func(*Poller)
+		change func(*args)
 		want   string
 	}{
-		{func(p *Poller) { p.Concurrency = -1 }, "jobonce: sqsonce: Poller.Concurrency must not be negative (0 means 20), got -1"},
-		{func(p *Poller) { p.Receivers = -2 }, "jobonce: sqsonce: Poller.Receivers must not be negative (0 means 1), got -2"},
-		{func(p *Poller) { p.BatchSize = 11 }, "jobonce: sqsonce: Poller.BatchSize must be 0 (default 10) to 10, got 11"},
-		{func(p *Poller) { p.WaitTime = 21 * time.Second }, "jobonce: sqsonce: Poller.WaitTime must be whole seconds from 0 (default 20s) to 20s, got 21s"},
-		{func(p *Poller) { p.VisibilityTimeout = time.Second }, "jobonce: sqsonce: Poller.VisibilityTimeout must be 0 (default 30s) or whole seconds from 2s to 12h, got 1s"},
-		{func(p *Poller) { p.QueueURL = "http://127.0.0.1:4566/" }, `jobonce: sqsonce: Poller.QueueURL "http://127.0.0.1:4566/" has no queue name`},
+		{func(a *args) { a.cfg.Concurrency = -1 }, "jobonce: sqsonce: PollerConfig.Concurrency must not be negative (0 means 20), got -1"},
+		{func(a *args) { a.cfg.Receivers = -2 }, "jobonce: sqsonce: PollerConfig.Receivers must not be negative (0 means 1), got -2"},
+		{func(a *args) { a.cfg.BatchSize = 11 }, "jobonce: sqsonce: PollerConfig.BatchSize must be 0 (default 10) to 10, got 11"},
+		{func(a *args) { a.cfg.WaitTime = 21 * time.Second }, "jobonce: sqsonce: PollerConfig.WaitTime must be whole seconds from 0 (default 20s) to 20s, got 21s"},
+		{func(a *args) { a.cfg.VisibilityTimeout = time.Second }, "jobonce: sqsonce: PollerConfig.VisibilityTimeout must be 0 (default 30s) or whole seconds from 2s to 12h, got 1s"},
+		{func(a *args) { a.url = "http://127.0.0.1:4566/" }, `jobonce: sqsonce: NewPoller: queue URL "http://127.0.0.1:4566/" has no queue name`},
 	} {
-		p := valid()
-		tc.change(p)
-		require.EqualError(t, p.Run(context.Background()), tc.want)
+		a := valid()
+		tc.change(a)
+		_, err := NewPoller(a.g, a.c, a.url, a.h, &a.cfg)
+		require.EqualError(t, err, tc.want)
 	}
+	// A nil *PollerConfig gives the defaults, and the Config is copied.
+	cfg := &PollerConfig{Concurrency: 3}
+	p, err := NewPoller(g, nopClient{}, testQueueURL, noop, cfg)
+	require.NoError(t, err)
+	cfg.Concurrency = -1
+	require.Equal(t, 3, p.cfg.Concurrency)
+	require.Equal(t, 3, p.cfg.BatchSize, "a batch asks for no more than Concurrency")
+	p, err = NewPoller(g, nopClient{}, testQueueURL, noop, nil)
+	require.NoError(t, err)
+	require.Equal(t, PollerConfig{Config: p.cfg.Config, Concurrency: 20, Receivers: 1, BatchSize: 10, WaitTime: 20 * time.Second,
+		VisibilityTimeout: 30 * time.Second, ShutdownTimeout: 30 * time.Second, FlushDelay: 20 * time.Millisecond}, p.cfg)
 }
 
 func TestSplitRound(t *testing.T) {

@@ -1,6 +1,7 @@
 package sqsonce
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,25 +17,12 @@ import (
 	"github.com/jobonce/jobonce/internal/nilcheck"
 )
 
-// Poller consumes a queue. It long-polls for batches, claims each batch's
-// messages together and runs Handler with bounded concurrency. It records a
-// batch's done markers in one store round trip and deletes the messages
-// with DeleteMessageBatch. A running message's visibility is renewed, so a
-// long job's message is not redelivered. Messages that must wait are
-// settled as Decorate settles them. docs/sqs.md explains batches, FIFO
-// groups and stopping.
-//
-// Set the exported fields, then call Run. Do not copy a Poller after Run
-// starts.
-type Poller struct {
-	// Client talks to SQS. It is required.
-	Client Client
-	// QueueURL is the queue's URL. It is required.
-	QueueURL string
-	// Guard keeps the claims. It is required.
-	Guard *core.Guard
-	// Handler handles one message. It is required.
-	Handler HandlerFunc
+// PollerConfig sets a Poller's receives, handlers and shutdown. A nil
+// *PollerConfig gives the defaults.
+type PollerConfig struct {
+	// Config derives keys and sets delays, as for Decorate. Defaults to the
+	// zero Config (its defaults).
+	Config
 
 	// Concurrency is how many handlers run at once. Defaults to 20.
 	Concurrency int
@@ -63,16 +51,72 @@ type Poller struct {
 	// MaxReceiveCount is the maxReceiveCount of the queue's redrive policy.
 	// On a FIFO queue, it bounds the retries in place of a failing message
 	// whose group waits behind it. When zero, Run reads the queue's
-	// RedrivePolicy if Client has GetQueueAttributes, as *sqs.Client does.
-	// When negative or unknown, nothing is retried in place. Defaults to 0.
+	// RedrivePolicy if the client has GetQueueAttributes, as *sqs.Client
+	// does. When negative or unknown, nothing is retried in place.
+	// Defaults to 0.
 	MaxReceiveCount int
-	// Config derives keys and sets delays, as for Decorate. Defaults to nil
-	// (the defaults).
-	Config *Config
+}
+
+// Poller consumes a queue. It long-polls for batches, claims each batch's
+// messages together and runs its handler with bounded concurrency. It
+// records a batch's done markers in one store round trip and deletes the
+// messages with DeleteMessageBatch. A running message's visibility is
+// renewed, so a long job's message is not redelivered. Messages that must
+// wait are settled as Decorate settles them. docs/sqs.md explains batches,
+// FIFO groups and stopping.
+type Poller struct {
+	client  Client
+	url     string
+	guard   *core.Guard
+	handler HandlerFunc
+	cfg     PollerConfig // with its defaults
+	o       *options
 
 	running atomic.Bool
 	stats   counters
 	givenUp givenUp
+}
+
+// NewPoller returns a Poller that runs h once per key for the messages of
+// the queue at queueURL, claiming them on g. It returns an error naming
+// the problem for a nil Guard, client or handler, an empty queue URL or an
+// invalid PollerConfig.
+func NewPoller(g *core.Guard, client Client, queueURL string, h HandlerFunc, cfg *PollerConfig) (*Poller, error) {
+	var c PollerConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	o, err := c.Config.options(g, queueURL, "NewPoller")
+	switch {
+	case err != nil:
+		return nil, err
+	case nilcheck.IsNil(client):
+		return nil, errors.New("jobonce: sqsonce: NewPoller: client is nil")
+	case h == nil:
+		return nil, errors.New("jobonce: sqsonce: NewPoller: handler is nil")
+	case c.Concurrency < 0:
+		return nil, fmt.Errorf("jobonce: sqsonce: PollerConfig.Concurrency must not be negative (0 means 20), got %d", c.Concurrency)
+	case c.Receivers < 0:
+		return nil, fmt.Errorf("jobonce: sqsonce: PollerConfig.Receivers must not be negative (0 means 1), got %d", c.Receivers)
+	case c.BatchSize < 0 || c.BatchSize > 10:
+		return nil, fmt.Errorf("jobonce: sqsonce: PollerConfig.BatchSize must be 0 (default 10) to 10, got %d", c.BatchSize)
+	case c.WaitTime < 0 || c.WaitTime > 20*time.Second || c.WaitTime%time.Second != 0:
+		return nil, fmt.Errorf("jobonce: sqsonce: PollerConfig.WaitTime must be whole seconds from 0 (default 20s) to 20s, got %s", c.WaitTime)
+	case c.VisibilityTimeout != 0 && (c.VisibilityTimeout < 2*time.Second || c.VisibilityTimeout > maxVisibility || c.VisibilityTimeout%time.Second != 0):
+		return nil, fmt.Errorf("jobonce: sqsonce: PollerConfig.VisibilityTimeout must be 0 (default 30s) or whole seconds from 2s to 12h, got %s", c.VisibilityTimeout)
+	case c.ShutdownTimeout < 0:
+		return nil, fmt.Errorf("jobonce: sqsonce: PollerConfig.ShutdownTimeout must not be negative, got %s", c.ShutdownTimeout)
+	case c.FlushDelay < 0:
+		return nil, fmt.Errorf("jobonce: sqsonce: PollerConfig.FlushDelay must not be negative, got %s", c.FlushDelay)
+	}
+	c.Concurrency = cmp.Or(c.Concurrency, 20)
+	c.Receivers = cmp.Or(c.Receivers, 1)
+	c.BatchSize = min(cmp.Or(c.BatchSize, 10), c.Concurrency)
+	c.WaitTime = cmp.Or(c.WaitTime, 20*time.Second)
+	c.VisibilityTimeout = cmp.Or(c.VisibilityTimeout, 30*time.Second)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 30*time.Second)
+	c.FlushDelay = cmp.Or(c.FlushDelay, 20*time.Millisecond)
+	return &Poller{client: client, url: queueURL, guard: g, handler: h, cfg: c, o: o}, nil
 }
 
 // Run consumes the queue until ctx is cancelled. Then it stops receiving,
@@ -84,17 +128,17 @@ type Poller struct {
 // If some still run, Run returns an error matching ErrHandlersRunning
 // without them. Receive errors are logged and retried with a backoff. A
 // queue that does not exist stops Run the same way, and Run returns the
-// error. For a misconfigured Poller, Run returns an error naming the field
-// before receiving anything, as it does while another Run runs.
+// error. Run returns an error at once while another Run of p runs.
 func (p *Poller) Run(ctx context.Context) error {
-	r, err := p.start()
-	if err != nil {
-		return err
-	}
 	if !p.running.CompareAndSwap(false, true) {
 		return errors.New("jobonce: sqsonce: Poller.Run is already running")
 	}
 	defer p.running.Store(false)
+	c := &p.cfg
+	r := &session{p: p, o: p.o, url: aws.String(p.url), givenUp: &p.givenUp,
+		conc: c.Concurrency, receivers: c.Receivers, batch: int32(c.BatchSize), wait: seconds(c.WaitTime),
+		vis: c.VisibilityTimeout, shutdown: c.ShutdownTimeout, flush: c.FlushDelay,
+		slots: make(chan struct{}, c.Concurrency)}
 	return r.run(ctx)
 }
 
@@ -125,69 +169,6 @@ type session struct {
 	// abandoned is set when Run returned while handlers ran: their batches
 	// no longer renew visibility.
 	abandoned atomic.Bool
-}
-
-func (p *Poller) start() (*session, error) {
-	switch {
-	case nilcheck.IsNil(p.Client):
-		return nil, errors.New("jobonce: sqsonce: Poller.Client is nil")
-	case p.QueueURL == "":
-		return nil, errors.New("jobonce: sqsonce: Poller.QueueURL is empty")
-	case p.Guard == nil:
-		return nil, errors.New("jobonce: sqsonce: Poller.Guard is nil")
-	case p.Handler == nil:
-		return nil, errors.New("jobonce: sqsonce: Poller.Handler is nil")
-	}
-	o, err := p.Config.options(p.Guard, p.QueueURL, pollerNames)
-	if err != nil {
-		return nil, err
-	}
-	r := &session{p: p, o: o, url: aws.String(p.QueueURL), givenUp: &p.givenUp,
-		conc: p.Concurrency, batch: int32(p.BatchSize), vis: p.VisibilityTimeout,
-		shutdown: p.ShutdownTimeout, flush: p.FlushDelay}
-	wait := p.WaitTime
-	switch {
-	case r.conc < 0:
-		return nil, fmt.Errorf("jobonce: sqsonce: Poller.Concurrency must not be negative (0 means 20), got %d", r.conc)
-	case p.Receivers < 0:
-		return nil, fmt.Errorf("jobonce: sqsonce: Poller.Receivers must not be negative (0 means 1), got %d", p.Receivers)
-	case p.BatchSize < 0 || p.BatchSize > 10:
-		return nil, fmt.Errorf("jobonce: sqsonce: Poller.BatchSize must be 0 (default 10) to 10, got %d", p.BatchSize)
-	case wait < 0 || wait > 20*time.Second || wait%time.Second != 0:
-		return nil, fmt.Errorf("jobonce: sqsonce: Poller.WaitTime must be whole seconds from 0 (default 20s) to 20s, got %s", wait)
-	case r.vis != 0 && (r.vis < 2*time.Second || r.vis > maxVisibility || r.vis%time.Second != 0):
-		return nil, fmt.Errorf("jobonce: sqsonce: Poller.VisibilityTimeout must be 0 (default 30s) or whole seconds from 2s to 12h, got %s", r.vis)
-	case r.shutdown < 0:
-		return nil, fmt.Errorf("jobonce: sqsonce: Poller.ShutdownTimeout must not be negative, got %s", r.shutdown)
-	case r.flush < 0:
-		return nil, fmt.Errorf("jobonce: sqsonce: Poller.FlushDelay must not be negative, got %s", r.flush)
-	}
-	if r.conc == 0 {
-		r.conc = 20
-	}
-	r.receivers = p.Receivers
-	if r.receivers == 0 {
-		r.receivers = 1
-	}
-	if r.batch == 0 {
-		r.batch = 10
-	}
-	r.batch = min(r.batch, int32(r.conc))
-	if wait == 0 {
-		wait = 20 * time.Second
-	}
-	r.wait = seconds(wait)
-	if r.vis == 0 {
-		r.vis = 30 * time.Second
-	}
-	if r.shutdown == 0 {
-		r.shutdown = 30 * time.Second
-	}
-	if r.flush == 0 {
-		r.flush = 20 * time.Millisecond
-	}
-	r.slots = make(chan struct{}, r.conc)
-	return r, nil
 }
 
 func (r *session) run(ctx context.Context) error {
@@ -247,7 +228,7 @@ func (r *session) run(ctx context.Context) error {
 	r.abandoned.Store(true)
 	r.o.Logger.ErrorContext(ctx, "jobonce: sqsonce: handlers ignore their cancelled contexts; Run returns without them and their messages come back when their visibility lapses",
 		"queue", r.o.queueName, "handlers", n, "timeout", r.shutdown, "grace", shutdownGrace)
-	return errors.Join(fatal, fmt.Errorf("%w: %d, %s after Poller.ShutdownTimeout (%s) cancelled their contexts; their messages were not deleted",
+	return errors.Join(fatal, fmt.Errorf("%w: %d, %s after PollerConfig.ShutdownTimeout (%s) cancelled their contexts; their messages were not deleted",
 		ErrHandlersRunning, n, shutdownGrace, r.shutdown))
 }
 
@@ -278,7 +259,7 @@ func (r *session) receive(ctx context.Context) error {
 				return nil
 			}
 			if errors.As(err, new(*types.QueueDoesNotExist)) {
-				return fmt.Errorf("jobonce: sqsonce: receive from %s: %w", r.p.QueueURL, err)
+				return fmt.Errorf("jobonce: sqsonce: receive from %s: %w", r.p.url, err)
 			}
 			pause = min(max(2*pause, 100*time.Millisecond), 10*time.Second)
 			r.o.Logger.WarnContext(ctx, "jobonce: sqsonce: receive failed", "queue", r.o.queueName, "retry_in", pause, "error", err)
@@ -307,7 +288,7 @@ func (r *session) receiveBatch(ctx context.Context, n int32) (out *sqs.ReceiveMe
 			out, err = nil, fmt.Errorf("jobonce: sqsonce: SQS client panicked in ReceiveMessage: %v", p)
 		}
 	}()
-	out, err = r.p.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+	out, err = r.p.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 		QueueUrl:                    r.url,
 		MaxNumberOfMessages:         n,
 		WaitTimeSeconds:             r.wait,

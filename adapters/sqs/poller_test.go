@@ -54,7 +54,7 @@ func testPollerRunsEachJobOnce(t *testing.T, s server, jobs int) {
 	for i := range pollers {
 		// Lease bounds the RetryAfter hint, so copies found running come back soon.
 		g := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{Lease: 3 * time.Second})
-		pollers[i] = &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, Handler: handler, Concurrency: 8, WaitTime: time.Second}
+		pollers[i] = newPoller(t, g, c, q.url, handler, &sqsonce.PollerConfig{Concurrency: 8, WaitTime: time.Second})
 		stops[i] = startPoller(t, pollers[i])
 	}
 
@@ -122,8 +122,7 @@ func testPollerLongJobWithDuplicate(t *testing.T, s server) {
 	var pollers [2]*sqsonce.Poller
 	for i := range pollers {
 		g := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{Lease: 2 * time.Second})
-		pollers[i] = &sqsonce.Poller{Client: rec, QueueURL: q.url, Guard: g, Handler: handler,
-			Concurrency: 2, WaitTime: time.Second, VisibilityTimeout: 4 * time.Second}
+		pollers[i] = newPoller(t, g, rec, q.url, handler, &sqsonce.PollerConfig{Concurrency: 2, WaitTime: time.Second, VisibilityTimeout: 4 * time.Second})
 		startPoller(t, pollers[i])
 	}
 	sendAll(t, c, q.url, []string{"long-job"})
@@ -199,8 +198,7 @@ func testPollerGracefulStop(t *testing.T, s server) {
 		return nil
 	}
 	g := testenv.RedisGuardOn(t, rdb, prefix, nil)
-	p := &sqsonce.Poller{Client: rec, QueueURL: q.url, Guard: g, Handler: firstRun,
-		Concurrency: 4, WaitTime: time.Second, ShutdownTimeout: 2 * time.Second}
+	p := newPoller(t, g, rec, q.url, firstRun, &sqsonce.PollerConfig{Concurrency: 4, WaitTime: time.Second, ShutdownTimeout: 2 * time.Second})
 	stop := startPoller(t, p)
 	for range 4 {
 		select {
@@ -232,7 +230,7 @@ func testPollerGracefulStop(t *testing.T, s server) {
 	// Handed back at once, so a second Poller finishes them without waiting
 	// for the 30 s visibility timeout.
 	finish := func(ctx context.Context, m types.Message) error { return eff.record(ctx, aws.ToString(m.Body)) }
-	p2 := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), Handler: finish, WaitTime: time.Second}
+	p2 := newPoller(t, testenv.RedisGuardOn(t, rdb, prefix, nil), c, q.url, finish, &sqsonce.PollerConfig{WaitTime: time.Second})
 	startPoller(t, p2)
 	require.Eventually(t, func() bool { return eff.count() == len(ids) }, s.within(20*time.Second), 50*time.Millisecond)
 	requireDrained(t, c, q.url, s.within(10*time.Second))
@@ -251,8 +249,9 @@ func testPollerMissingQueue(t *testing.T, s server) {
 	prefix := testenv.Prefix(t)
 	rdb := testenv.Redis(t, prefix)
 	q := createQueue(t, c, queueSpec{})
-	p := &sqsonce.Poller{Client: c, QueueURL: q.url + "-missing", Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
-		Handler: func(context.Context, types.Message) error { return nil }}
+	p := newPoller(t, testenv.RedisGuardOn(t, rdb, prefix, nil), c, q.url+"-missing",
+		func(context.Context, types.Message) error { return nil },
+		&sqsonce.PollerConfig{WaitTime: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := p.Run(ctx)
@@ -270,16 +269,14 @@ func TestPollerLeavesNoGoroutine(t *testing.T) {
 	q := createQueue(t, c, queueSpec{visibility: 30})
 	sendAll(t, c, q.url, []string{"quick", "stuck"})
 	started := make(chan struct{}, 2)
-	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
-		ShutdownTimeout: 500 * time.Millisecond,
-		Handler: func(ctx context.Context, m types.Message) error {
-			started <- struct{}{}
-			if aws.ToString(m.Body) == "stuck" {
-				<-ctx.Done()
-				return ctx.Err()
-			}
-			return nil
-		}}
+	p := newPoller(t, testenv.RedisGuardOn(t, rdb, prefix, nil), c, q.url, func(ctx context.Context, m types.Message) error {
+		started <- struct{}{}
+		if aws.ToString(m.Body) == "stuck" {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}, &sqsonce.PollerConfig{WaitTime: time.Second, ShutdownTimeout: 500 * time.Millisecond})
 	stop := startPoller(t, p)
 	for range 2 {
 		<-started
@@ -311,13 +308,12 @@ func TestPollerShadowModeAndJobContext(t *testing.T) {
 	var outs testenv.Outcomes
 	g := testenv.RedisGuard(t, &core.Config{Shadow: true, Observer: outs.Observe})
 	keys := make(chan string, 2)
-	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, WaitTime: time.Second, Concurrency: 1, BatchSize: 1,
-		Handler: func(ctx context.Context, m types.Message) error {
-			key, ok := core.IdempotencyKey(ctx)
-			require.True(t, ok)
-			keys <- key
-			return nil
-		}}
+	p := newPoller(t, g, c, q.url, func(ctx context.Context, m types.Message) error {
+		key, ok := core.IdempotencyKey(ctx)
+		require.True(t, ok)
+		keys <- key
+		return nil
+	}, &sqsonce.PollerConfig{WaitTime: time.Second, Concurrency: 1, BatchSize: 1})
 	sendAll(t, c, q.url, []string{"ship order 9", "ship order 9"})
 	stop := startPoller(t, p)
 	first, second := <-keys, <-keys
@@ -353,13 +349,11 @@ func TestRunReturnsWhileAHandlerIgnoresItsContext(t *testing.T) {
 	sendAll(t, c, q.url, []string{"stubborn"})
 	rec := newRecorder(c)
 	started, release := make(chan struct{}), make(chan struct{})
-	p := &sqsonce.Poller{Client: rec, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
-		ShutdownTimeout: time.Second,
-		Handler: func(context.Context, types.Message) error {
-			close(started)
-			<-release
-			return nil
-		}}
+	p := newPoller(t, testenv.RedisGuardOn(t, rdb, prefix, nil), rec, q.url, func(context.Context, types.Message) error {
+		close(started)
+		<-release
+		return nil
+	}, &sqsonce.PollerConfig{WaitTime: time.Second, ShutdownTimeout: time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
@@ -396,14 +390,12 @@ func TestPollerFailsAMessageWhoseKeyPanics(t *testing.T) {
 	q := createQueue(t, c, queueSpec{visibility: 2})
 	sendAll(t, c, q.url, []string{"ok-1", "boom", "ok-2"})
 	var runs runsByID
-	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
-		Handler: runs.record,
-		Config: &sqsonce.Config{Key: func(m types.Message) string {
-			if aws.ToString(m.Body) == "boom" {
-				panic("no key for boom")
-			}
-			return aws.ToString(m.Body)
-		}}}
+	p := newPoller(t, testenv.RedisGuardOn(t, rdb, prefix, nil), c, q.url, runs.record, &sqsonce.PollerConfig{WaitTime: time.Second, Config: sqsonce.Config{Key: func(m types.Message) string {
+		if aws.ToString(m.Body) == "boom" {
+			panic("no key for boom")
+		}
+		return aws.ToString(m.Body)
+	}}})
 	stop := startPoller(t, p)
 	require.Eventually(t, func() bool { st := p.Stats(); return st.Ran == 2 && st.Failed >= 1 }, 20*time.Second, 10*time.Millisecond)
 	require.NoError(t, stop())
@@ -437,8 +429,7 @@ func TestPollerRecoversAPanickingReceive(t *testing.T) {
 	sendAll(t, c, q.url, []string{"job-1"})
 	var runs runsByID
 	client := &panicsOnce{Client: c}
-	p := &sqsonce.Poller{Client: client, QueueURL: q.url, Guard: testenv.RedisGuardOn(t, rdb, prefix, nil), WaitTime: time.Second,
-		Handler: runs.record}
+	p := newPoller(t, testenv.RedisGuardOn(t, rdb, prefix, nil), client, q.url, runs.record, &sqsonce.PollerConfig{WaitTime: time.Second})
 	stop := startPoller(t, p)
 	requireDrained(t, c, q.url, 20*time.Second)
 	require.NoError(t, stop())
@@ -457,8 +448,7 @@ func TestPollerLogsTheFirstSkipAtInfo(t *testing.T) {
 	var logs testenv.Records
 	g := testenv.RedisGuard(t, &core.Config{Logger: logs.Logger()})
 	var runs atomic.Int32
-	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, Concurrency: 1, WaitTime: time.Second,
-		Handler: func(context.Context, types.Message) error { runs.Add(1); return nil }}
+	p := newPoller(t, g, c, q.url, func(context.Context, types.Message) error { runs.Add(1); return nil }, &sqsonce.PollerConfig{Concurrency: 1, WaitTime: time.Second})
 	stop := startPoller(t, p)
 	require.Eventually(t, func() bool { return p.Stats().Deleted == 3 }, time.Minute, 20*time.Millisecond)
 	require.NoError(t, stop())

@@ -155,11 +155,11 @@ func testPollerRandomized(t *testing.T, s server, jobs int) {
 	var pollers [2]*sqsonce.Poller
 	for i := range pollers {
 		g := testenv.RedisGuardOn(t, rdb, prefix, &core.Config{Lease: time.Second, Observer: observer})
-		pollers[i] = &sqsonce.Poller{Client: j, QueueURL: q.url, Guard: g, Handler: handler, Concurrency: 8,
-			BatchSize: 1 + rnd.intN(10), FlushDelay: rnd.duration(100 * time.Millisecond), WaitTime: time.Second,
-			VisibilityTimeout: 2 * time.Second, Config: &sqsonce.Config{FailureDelay: time.Second}}
+		cfg := &sqsonce.PollerConfig{Concurrency: 8, BatchSize: 1 + rnd.intN(10), FlushDelay: rnd.duration(100 * time.Millisecond),
+			WaitTime: time.Second, VisibilityTimeout: 2 * time.Second, Config: sqsonce.Config{FailureDelay: time.Second}}
+		pollers[i] = newPoller(t, g, j, q.url, handler, cfg)
 		startPoller(t, pollers[i])
-		t.Logf("poller %d: batch size %d, flush delay %s", i, pollers[i].BatchSize, pollers[i].FlushDelay)
+		t.Logf("poller %d: batch size %d, flush delay %s", i, cfg.BatchSize, cfg.FlushDelay)
 	}
 
 	require.Eventually(t, func() bool { return eff.count() == jobs }, s.within(2*time.Minute), 100*time.Millisecond,

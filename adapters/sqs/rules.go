@@ -19,7 +19,7 @@ type Rules struct{ o *options }
 // queueURL; only the queue's name matters. It returns an error naming what
 // is invalid.
 func (c *Config) Rules(g *core.Guard, queueURL string) (*Rules, error) {
-	o, err := c.options(g, queueURL, callerNames{"Rules: Guard", "Rules: queue URL"})
+	o, err := c.options(g, queueURL, "Rules")
 	if err != nil {
 		return nil, err
 	}

@@ -93,7 +93,7 @@ func (b *batch) delete(idx []int) {
 	}
 	b.out.push(func() {
 		out, err := call(r, func(ctx context.Context) (*sqs.DeleteMessageBatchOutput, error) {
-			return r.p.Client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: r.url, Entries: entries})
+			return r.p.client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: r.url, Entries: entries})
 		})
 		if err != nil {
 			r.p.stats.deleteErrors.Add(int64(len(idx)))
@@ -123,7 +123,7 @@ func (b *batch) changeVisibility(idx []int, delays []int32) {
 	}
 	b.out.push(func() {
 		out, err := call(r, func(ctx context.Context) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
-			return r.p.Client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: r.url, Entries: entries})
+			return r.p.client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: r.url, Entries: entries})
 		})
 		if err != nil {
 			r.p.stats.visibilityErrors.Add(int64(len(idx)))

@@ -86,7 +86,7 @@ func benchSettle(b *testing.B, c *sqs.Client, form, variant string) {
 	start := time.Now()
 	switch form {
 	case "poller":
-		p := &sqsonce.Poller{Client: c, QueueURL: url, Guard: g, Handler: handler}
+		p := newPoller(b, g, c, url, handler, nil)
 		wg.Go(func() {
 			if err := p.Run(ctx); err != nil {
 				b.Error(err)

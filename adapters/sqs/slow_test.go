@@ -111,23 +111,21 @@ func TestPollerMarkerBeforeSlowSQS(t *testing.T) {
 				}
 			}})
 		jobs := []string{"job-1", "job-2", "job-3", "job-4"}
-		p := &sqsonce.Poller{Client: slow, QueueURL: q.url, Guard: g, Concurrency: 10, WaitTime: time.Second,
-			Config: &sqsonce.Config{FailureDelay: time.Second},
-			Handler: func(ctx context.Context, m types.Message) error {
-				body := aws.ToString(m.Body)
-				mu.Lock()
-				runs[body]++
-				n := runs[body]
-				mu.Unlock()
-				if body == "slow-fail" {
-					if n == 1 {
-						return errors.New("fails once")
-					}
-					return nil
+		p := newPoller(t, g, slow, q.url, func(ctx context.Context, m types.Message) error {
+			body := aws.ToString(m.Body)
+			mu.Lock()
+			runs[body]++
+			n := runs[body]
+			mu.Unlock()
+			if body == "slow-fail" {
+				if n == 1 {
+					return errors.New("fails once")
 				}
-				time.Sleep(300 * time.Millisecond) // the job's work
 				return nil
-			}}
+			}
+			time.Sleep(300 * time.Millisecond) // the job's work
+			return nil
+		}, &sqsonce.PollerConfig{Concurrency: 10, WaitTime: time.Second, Config: sqsonce.Config{FailureDelay: time.Second}})
 		sendAll(t, s.client, q.url, append([]string{"slow-fail"}, jobs...))
 		startPoller(t, p)
 		select {

@@ -45,10 +45,10 @@ func TestCopiesOfARunningJobLeaveThePoolToOtherMessages(t *testing.T) {
 		}
 		return eff.record(ctx, aws.ToString(m.Body))
 	}
-	p := &sqsonce.Poller{Client: c, QueueURL: q.url, Guard: g, Handler: handler,
+	p := newPoller(t, g, c, q.url, handler, &sqsonce.PollerConfig{
 		Concurrency: 10, WaitTime: time.Second, VisibilityTimeout: 20 * time.Minute,
 		// MaxDelay brings hidden copies back soon once the long job ends.
-		Config: &sqsonce.Config{WaitRunning: 10 * time.Minute, MaxDelay: 5 * time.Second}}
+		Config: sqsonce.Config{WaitRunning: 10 * time.Minute, MaxDelay: 5 * time.Second}})
 	stop := startPoller(t, p)
 	t.Cleanup(releaseLong) // before the Poller stops
 

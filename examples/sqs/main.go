@@ -114,17 +114,19 @@ func run() error {
 
 	var effects atomic.Int64
 	all := make(chan struct{})
-	poller := &sqsonce.Poller{
-		Client: client, QueueURL: queueURL, Guard: guard,
-		Config:   &sqsonce.Config{KeyAttribute: "job"},
+	handle := func(ctx context.Context, m types.Message) error {
+		fmt.Printf("handled %s\n", aws.ToString(m.Body))
+		if effects.Add(1) == jobs+1 {
+			close(all)
+		}
+		return nil
+	}
+	poller, err := sqsonce.NewPoller(guard, client, queueURL, handle, &sqsonce.PollerConfig{
+		Config:   sqsonce.Config{KeyAttribute: "job"},
 		WaitTime: time.Second,
-		Handler: func(ctx context.Context, m types.Message) error {
-			fmt.Printf("handled %s\n", aws.ToString(m.Body))
-			if effects.Add(1) == jobs+1 {
-				close(all)
-			}
-			return nil
-		},
+	})
+	if err != nil {
+		return err
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
