@@ -20,10 +20,6 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(*testing.T) driver.Store { return memstore.New() })
 }
 
-func TestChaos(t *testing.T) {
-	storetest.RunChaos(t, storetest.ChaosOptions{Store: memstore.New(), Duration: time.Second})
-}
-
 // loseOneAnswer writes the first done marker and loses its answer, as a
 // network would after the write.
 type loseOneAnswer struct {

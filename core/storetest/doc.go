@@ -31,9 +31,9 @@
 //   - a call with a done context fails with an error wrapping the context's
 //     error and changes nothing; a batch call answers every request so.
 //
-// RunChaos is the chaos harness. It runs jobs through a Guard on a store
-// whose calls fail, hang and answer late, and checks the recorded history
-// against the run-once semantics. jobonce's own stores run both.
+// The chaos harness, which runs jobs through a Guard on a store whose
+// calls fail, hang and answer late, is package chaos of the tests module
+// (github.com/jobonce/jobonce/tests/chaos).
 //
 // Keys are random per run. Every lease or retention the suite writes is at
 // most a minute, except in the longest-duration case. The store's own

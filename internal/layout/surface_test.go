@@ -22,7 +22,7 @@ import (
 // lines of core's documentation, 16 words a sentence). Lower each as the
 // surface shrinks; never raise one to let a name or a sentence in.
 const (
-	maxExportedNames     = 379
+	maxExportedNames     = 363
 	maxCoreDocLines      = 400
 	maxWordsPerSentence  = 16.0
 	exportedNamesTarget  = 230

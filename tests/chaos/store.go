@@ -1,9 +1,10 @@
-package storetest
+package chaos
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -13,10 +14,17 @@ import (
 	"github.com/jobonce/jobonce/core/driver"
 )
 
+// errInjected is the error the faulty store returns for a call it fails
+// before the store: one the Guard must classify as an outage.
+var errInjected = fmt.Errorf("chaos: injected store failure: %w", driver.ErrUnreachable)
+
+// quiet discards the Guards' logs.
+var quiet = slog.New(slog.DiscardHandler)
+
 // storePanic is the value a chaosStore panics with.
 type storePanic struct{ Op string }
 
-func (p storePanic) String() string { return "storetest: injected panic in " + p.Op }
+func (p storePanic) String() string { return "chaos: injected panic in " + p.Op }
 
 // fault is what a Chaos store does to one call.
 type fault uint8
@@ -33,8 +41,8 @@ const (
 	panicAfter         // reaches the store, then panics
 	partial            // batches only: some entries fail, before or after reaching the store
 	replyTimeout       // reaches the store, then no reply until ctx ends (or the store timeout)
-	refused            // the store answers with an error of its own while reachable (ChaosOptions.Refusal)
-	unreplicated       // reaches the store, answered ErrUnreplicated (a claim is then released; see ChaosOptions.Unreplicated)
+	refused            // the store answers with an error of its own while reachable (Options.Refusal)
+	unreplicated       // reaches the store, answered ErrUnreplicated (a claim is then released; see Options.Unreplicated)
 	numFaults
 )
 
@@ -59,7 +67,7 @@ const (
 	opRelease
 	opClaimBatch
 	opCompleteBatch
-	opForget // a failover lost the key's latest write (ChaosOptions.Forget)
+	opForget // a failover lost the key's latest write (Options.Forget)
 )
 
 var opNames = [...]string{"Claim", "Extend", "Complete", "Release", "ClaimBatch", "CompleteBatch", "Forget"}
@@ -72,10 +80,10 @@ func (o op) String() string { return opNames[o] }
 // calls that hang until their context ends, calls that ignore their context
 // for up to twice the store timeout (a dead connection), panics, errors on
 // some entries of a batch (their writes applied or not), answers the store
-// gives while reachable (ChaosOptions.Refusal, as Redis's OOM), and writes
+// gives while reachable (Options.Refusal, as Redis's OOM), and writes
 // answered ErrUnreplicated: a claim so answered is released, as the driver
-// promises, and a done marker so answered (ChaosOptions.Unreplicated) is
-// lost half the time when ChaosOptions.Forget is set, as a failover to a
+// promises, and a done marker so answered (Options.Unreplicated) is
+// lost half the time when Options.Forget is set, as a failover to a
 // replica that missed it would lose it. It always
 // implements driver.BatchStore, passing batches to the wrapped store's own
 // batch calls when it has them and looping over single calls otherwise, so
@@ -109,7 +117,7 @@ var _ driver.BatchStore = (*chaosStore)(nil)
 // NewChaos wraps inner. storeTimeout is the Guard's StoreTimeout: delays are
 // drawn below it, dead connections last up to twice it, and a call whose
 // context never ends hangs for it at most. It starts calm.
-func newChaos(inner driver.Store, seed uint64, storeTimeout time.Duration, opts ChaosOptions) *chaosStore {
+func newChaos(inner driver.Store, seed uint64, storeTimeout time.Duration, opts Options) *chaosStore {
 	c := &chaosStore{inner: inner, timeout: storeTimeout, rate: 0.3, rng: rand.New(rand.NewPCG(seed, 0x636861)), log: newStoreLog(),
 		refusal: opts.Refusal, unreplicated: opts.Unreplicated, forget: opts.Forget, fragile: make(map[string]int)}
 	c.batch, _ = inner.(driver.BatchStore)
@@ -212,7 +220,7 @@ func (c *chaosStore) inject(ctx context.Context, o op, f fault, d time.Duration,
 		return c.refusal()
 	case unreplicated:
 		call(ctx)
-		return fmt.Errorf("%w (storetest: injected after the %s was written)", driver.ErrUnreplicated, o)
+		return fmt.Errorf("%w (chaos: injected after the %s was written)", driver.ErrUnreplicated, o)
 	case delayBefore:
 		if err := c.sleepCtx(ctx, d); err != nil {
 			return err
@@ -342,7 +350,7 @@ func (c *chaosStore) readDurably(key string, reply driver.ClaimReply, err error)
 	fragile := c.fragile[key] > 0
 	c.mu.Unlock()
 	if fragile {
-		return driver.ClaimReply{}, fmt.Errorf("%w (storetest: a done marker read before a failover lost it)", driver.ErrUnreplicated)
+		return driver.ClaimReply{}, fmt.Errorf("%w (chaos: a done marker read before a failover lost it)", driver.ErrUnreplicated)
 	}
 	return reply, nil
 }
@@ -364,7 +372,7 @@ func (c *chaosStore) Extend(ctx context.Context, key string, token driver.Token,
 }
 
 // Complete implements driver.Store. A done marker answered ErrUnreplicated
-// is lost half the time when the store can forget it (ChaosOptions.Forget),
+// is lost half the time when the store can forget it (Options.Forget),
 // unless the claim's marker may have been written before.
 func (c *chaosStore) Complete(ctx context.Context, req driver.CompleteRequest) (err error) {
 	f, d := c.pick(opComplete, false, true)

@@ -1,4 +1,4 @@
-package pgstore_test
+package chaos_test
 
 import (
 	"context"
@@ -12,26 +12,30 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jobonce/jobonce/core/pgstore"
-	"github.com/jobonce/jobonce/core/storetest"
 	"github.com/jobonce/jobonce/internal/pgtest"
 	"github.com/jobonce/jobonce/internal/testenv"
+	"github.com/jobonce/jobonce/tests/chaos"
 )
 
-// TestChaos runs the randomized fault test through a proxy that the test
-// cuts now and then, on top of the faults the Chaos store injects, among
+// isolationDefaults are the default_transaction_isolation settings the
+// store must work under.
+var isolationDefaults = []string{"read committed", "repeatable read", "serializable"}
+
+// TestPgstore runs the harness through a proxy that the test cuts now and
+// then, on top of the faults the harness injects, among
 // them the server's own error answers (out_of_memory), on connections that
 // default to each isolation level, while other processes start with
 // Migrate.
-func TestChaos(t *testing.T) {
+func TestPgstore(t *testing.T) {
 	testenv.Short(t)
 	for _, level := range isolationDefaults {
-		t.Run(level, func(t *testing.T) { chaos(t, level, 400*time.Millisecond) })
+		t.Run(level, func(t *testing.T) { pgChaos(t, level, 400*time.Millisecond) })
 	}
 }
 
-// chaos runs the randomized fault test for d on connections whose
+// pgChaos runs the harness for d on connections whose
 // default_transaction_isolation is level.
-func chaos(t *testing.T, level string, d time.Duration) {
+func pgChaos(t *testing.T, level string, d time.Duration) {
 	direct, schema := pgtest.Postgres(t)
 	cfg, err := pgxpool.ParseConfig(pgtest.DatabaseURL())
 	require.NoError(t, err)
@@ -76,9 +80,9 @@ func chaos(t *testing.T, level string, d time.Duration) {
 			n++
 		}
 	}()
-	storetest.RunChaos(t, storetest.ChaosOptions{
-		Store:    migratedStore(t, viaProxy, nil),
-		Verify:   migratedStore(t, direct, nil),
+	chaos.Run(t, chaos.Options{
+		Store:    pgStore(t, viaProxy),
+		Verify:   pgStore(t, direct),
 		Duration: d,
 		Cut:      flaky.Cut,
 		Restore:  flaky.Restore,
@@ -89,4 +93,12 @@ func chaos(t *testing.T, level string, d time.Duration) {
 	close(stop)
 	require.Positive(t, <-migrated, "no migration started during the run")
 	viaProxy.Close()
+}
+
+// pgStore returns a Store on pool, migrating its table.
+func pgStore(t testing.TB, pool *pgxpool.Pool) *pgstore.Store {
+	t.Helper()
+	s, err := pgstore.New(context.Background(), pool, &pgstore.Config{Migrate: true})
+	require.NoError(t, err)
+	return s
 }

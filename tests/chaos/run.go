@@ -1,4 +1,4 @@
-package storetest
+package chaos
 
 import (
 	"context"
@@ -21,9 +21,9 @@ import (
 	"github.com/jobonce/jobonce/internal/stall"
 )
 
-// ChaosOptions configures RunChaos.
-type ChaosOptions struct {
-	// Store is the store under test. RunChaos wraps it in a faulty store.
+// Options configures Run.
+type Options struct {
+	// Store is the store under test. Run wraps it in a faulty store.
 	Store driver.Store
 	// Verify reaches the same data as Store, without faults or outages, for
 	// the checks after each run. Defaults to Store.
@@ -40,7 +40,7 @@ type ChaosOptions struct {
 	// Defaults to 12.
 	Keys int
 	// Cut, when set, breaks the store's connections, and Restore brings
-	// them back. RunChaos calls them from one goroutine at random moments
+	// them back. Run calls them from one goroutine at random moments
 	// while the store is stormy. It calls Restore once at the end of each
 	// run.
 	Cut, Restore func()
@@ -63,10 +63,10 @@ type ChaosOptions struct {
 	Forget func(ctx context.Context, key string) error
 }
 
-// RunChaos runs a randomized fault test of the Guard on opts.Store. Many
+// Run runs a randomized fault test of the Guard on opts.Store. Many
 // callers deliver jobs on a few keys at once, with short leases and store
 // timeouts. Callers cancel or time out at random, and jobs fail or panic.
-// The store fails, hangs, panics and answers late at random. RunChaos
+// The store fails, hangs, panics and answers late at random. Run
 // tracks what really ran outside the store. It fails the test on a breach
 // of the Guard's invariants:
 //
@@ -90,7 +90,7 @@ type ChaosOptions struct {
 //     itself never adopts another claim's marker nor refuses a marker sent
 //     again for the claim that wrote it;
 //  8. FailOpen runs a job unguarded only on an outage, never on an answer
-//     the store gave (ChaosOptions.Refusal, ErrUnreplicated).
+//     the store gave (Options.Refusal, ErrUnreplicated).
 //
 // A repeated effect (2) is excused only by a LeaseLost or Unrecorded that 7
 // finds true.
@@ -105,9 +105,9 @@ type ChaosOptions struct {
 //
 // The test logs its seed. JOBONCE_CHAOS_SEED replays a run's settings and
 // random choices, though goroutine scheduling still varies.
-func RunChaos(t *testing.T, opts ChaosOptions) {
+func Run(t *testing.T, opts Options) {
 	if opts.Store == nil {
-		t.Fatal("storetest: ChaosOptions.Store is nil")
+		t.Fatal("chaos: Options.Store is nil")
 	}
 	if opts.Verify == nil {
 		opts.Verify = opts.Store
@@ -176,7 +176,7 @@ type chaosMode struct {
 type chaosRun struct {
 	t      *testing.T
 	mode   chaosMode
-	opts   ChaosOptions
+	opts   Options
 	g      *core.Guard
 	chaos  *chaosStore
 	lease  time.Duration
@@ -207,7 +207,7 @@ const chaosScale = 2
 // store timeouts.
 const maxDeadline = 3
 
-func runChaos(t *testing.T, opts ChaosOptions, mode chaosMode, top, seed uint64) {
+func runChaos(t *testing.T, opts Options, mode chaosMode, top, seed uint64) {
 	rng := mrand.New(mrand.NewPCG(seed, 1))
 	r := &chaosRun{
 		t: t, mode: mode, opts: opts,
@@ -557,7 +557,7 @@ const (
 
 type jobPanic struct{ key string }
 
-var errJob = errors.New("storetest: the job failed")
+var errJob = errors.New("chaos: the job failed")
 
 func (r *chaosRun) plan(rng *mrand.Rand) jobPlan {
 	var p jobPlan

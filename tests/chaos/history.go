@@ -1,4 +1,4 @@
-package storetest
+package chaos
 
 import (
 	"errors"
@@ -190,7 +190,7 @@ func (h history) judgeLocked(d *delivery, end durable) (falseExcuse bool) {
 		}
 		return false
 	case core.LeaseLost:
-		// A marker a failover lost afterwards (ChaosOptions.Forget) left the
+		// A marker a failover lost afterwards (Options.Forget) left the
 		// key without this claim: LeaseLost is then true.
 		writes = slices.DeleteFunc(writes, func(ev *storeEvent) bool { return h.forgotten(ev.sent, time.Now()) })
 		if len(writes) > 0 || (mine != 0 && finalWriter == mine) {

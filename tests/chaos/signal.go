@@ -1,4 +1,4 @@
-package storetest
+package chaos
 
 import (
 	"context"
@@ -51,11 +51,11 @@ func (c *chaosStore) Await(ctx context.Context, req driver.ClaimRequest) (driver
 
 // errNoSignal is Listen's error on a store that does not notify: the Guard
 // then polls.
-var errNoSignal = errors.New("storetest: the store under test does not notify")
+var errNoSignal = errors.New("chaos: the store under test does not notify")
 
 // errRefused is the error of a Listen or an Add that the Chaos store
 // refuses, as a server refuses a channel the user may not use.
-var errRefused = errors.New("storetest: injected: channel refused")
+var errRefused = errors.New("chaos: injected: channel refused")
 
 // Listen implements driver.Notifier.
 func (c *chaosStore) Listen(ctx context.Context, notify func(key string)) (driver.Listener, error) {

@@ -1,4 +1,4 @@
-package storetest
+package chaos
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package storetest
+package chaos
 
 import (
 	"context"
@@ -776,7 +776,7 @@ func (t *truth) finish() {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	errProbe := errors.New("storetest: probe")
+	errProbe := errors.New("chaos: probe")
 	ends := make(map[string]durable, len(keys))
 	for _, k := range keys {
 		var end durable
