@@ -151,20 +151,32 @@ func TestEnqueueOfAPublisherThatStoppedPublishesAfterItsLease(t *testing.T) {
 	store := memstore.New()
 	stopped := testenv.NewGuard(t, store, &core.Config{Lease: 200 * time.Millisecond, DisableHeartbeat: true})
 	ctx := context.Background()
-	inFlight, never := make(chan struct{}), make(chan struct{})
+	never := make(chan struct{})
 	t.Cleanup(func() { close(never) })
-	go func() {
-		_, _ = stopped.Enqueue(ctx, "k", time.Hour, func(context.Context) error {
-			close(inFlight)
-			<-never
-			return nil
-		})
-	}()
-	<-inFlight
+	var key string
+	for attempt := 1; key == ""; attempt++ {
+		inFlight, returned := make(chan struct{}), make(chan error, 1)
+		go func() {
+			_, err := stopped.Enqueue(ctx, fmt.Sprintf("k%d", attempt), time.Hour, func(context.Context) error {
+				close(inFlight)
+				<-never
+				return nil
+			})
+			returned <- err
+		}()
+		select {
+		case <-inFlight:
+			key = fmt.Sprintf("k%d", attempt)
+		case err := <-returned:
+			// The claim was answered after its 200ms lease (the process was
+			// held up), so nothing was published: try again.
+			require.Less(t, attempt, 5, "no publish started; the last Enqueue returned %v", err)
+		}
+	}
 	g := testenv.NewGuard(t, store, nil)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		ok, err := g.Enqueue(ctx, "k", time.Hour, func(context.Context) error { return nil })
+		ok, err := g.Enqueue(ctx, key, time.Hour, func(context.Context) error { return nil })
 		if ok {
 			require.NoError(t, err)
 			return
