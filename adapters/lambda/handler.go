@@ -282,6 +282,10 @@ func (w *wrapper) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	}
 	jctx, cancel := ctx, context.CancelFunc(func() {})
 	if d, ok := ctx.Deadline(); ok {
+		if left := time.Until(d); left <= w.cfg.Margin {
+			return events.SQSEventResponse{}, fmt.Errorf("jobonce: lambdaonce: the invocation had %s left, no more than Config.Margin (%s): no record was run; "+
+				"make the function's timeout longer than Margin plus the jobs' time, or lower Margin", left.Round(time.Millisecond), w.cfg.Margin)
+		}
 		jctx, cancel = context.WithDeadline(ctx, d.Add(-w.cfg.Margin))
 	}
 	defer cancel()
@@ -298,6 +302,8 @@ func (w *wrapper) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		r.job = job
 		pending = append(pending, r)
 	}
+	// A record left unrun above holds its FIFO group's later records back.
+	pending = blockFollowers(recs, pending)
 	for len(pending) > 0 {
 		part, rest := split(pending, w.cfg.Concurrency)
 		w.run(ctx, jctx, part)
@@ -396,10 +402,24 @@ func (w *wrapper) run(ctx, jctx context.Context, part []*record) {
 		for i, r := range ran {
 			cl[i] = r.claim
 		}
-		outs := w.g.Finish(context.WithoutCancel(ctx), cl...)
-		for i, r := range ran {
-			w.settle(r, outs[i], nil)
+		// The Guard writes markers whatever the context, within its
+		// StoreTimeout: the response waits for them only until it must go.
+		written := make(chan []core.Outcome, 1)
+		go func() { written <- w.g.Finish(context.WithoutCancel(ctx), cl...) }()
+		settling, cancel := w.settling(ctx)
+		select {
+		case outs := <-written:
+			for i, r := range ran {
+				w.settle(r, outs[i], nil)
+			}
+		case <-settling.Done():
+			w.log.WarnContext(ctx, "jobonce: lambdaonce: done markers not written half of Config.Margin before the invocation's deadline; their records ran and are deleted, and the markers are written if the function goes on",
+				"records", len(ran), "margin", w.cfg.Margin)
+			for _, r := range ran {
+				w.settle(r, core.Unrecorded, nil)
+			}
 		}
+		cancel()
 		ran = ran[:0]
 	}
 	for running > 0 {
@@ -424,6 +444,17 @@ func (w *wrapper) run(ctx, jctx context.Context, part []*record) {
 		timer.Stop()
 	}
 	finish()
+}
+
+// settling returns the context of the calls that settle the records after
+// the handlers' contexts ended: not cancelled with ctx, but ended half of
+// Config.Margin before the invocation's deadline, so that the response
+// reaches Lambda before it stops the function.
+func (w *wrapper) settling(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(context.WithoutCancel(ctx), d.Add(-w.cfg.Margin/2))
+	}
+	return context.WithoutCancel(ctx), func() {}
 }
 
 // fn returns the job function of record r.
@@ -518,13 +549,10 @@ func (w *wrapper) hide(ctx context.Context, recs []*record) {
 	// The calls share one budget: sqsTimeout, and half of Config.Margin
 	// before the invocation's deadline, so that the response reaches Lambda
 	// before it stops the function, whatever the calls do.
-	budget, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqsTimeout)
+	settling, cancel := w.settling(ctx)
 	defer cancel()
-	if d, ok := ctx.Deadline(); ok {
-		var c2 context.CancelFunc
-		budget, c2 = context.WithDeadline(budget, d.Add(-w.cfg.Margin/2))
-		defer c2()
-	}
+	budget, c2 := context.WithTimeout(settling, sqsTimeout)
+	defer c2()
 	var calls sync.WaitGroup
 	slots := make(chan struct{}, hideCalls)
 	for _, q := range order {
@@ -617,7 +645,7 @@ func (w *wrapper) hideBatch(cctx, ctx context.Context, q *queue, recs []*record)
 // hideFailed logs records whose visibility change failed with err.
 func (w *wrapper) hideFailed(ctx context.Context, recs []*record, err error) {
 	for _, r := range recs {
-		w.log.WarnContext(ctx, "jobonce: lambdaonce: visibility change failed; the record comes back when its visibility lapses",
-			"queue", r.q.name, "message_id", r.ev.MessageId, "visibility", r.delay, "error", err)
+		w.log.WarnContext(ctx, "jobonce: lambdaonce: visibility change failed; the record comes back when its visibility lapses (for an SQS endpoint of your own, set Config.QueueURL)",
+			"queue", r.q.name, "queue_url", r.q.url, "message_id", r.ev.MessageId, "visibility", r.delay, "error", err)
 	}
 }
