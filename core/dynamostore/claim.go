@@ -22,10 +22,7 @@ const claimAttempts = 4
 // reports the item's state. A key's fences increase whatever the writers'
 // clocks. A lease under 1ms gives an error.
 func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimReply, error) {
-	if err := checkDuration("ClaimRequest.Lease", req.Lease); err != nil {
-		return driver.ClaimReply{}, err
-	}
-	if err := checkKey(req.Key); err != nil {
+	if err := checkClaim(&req); err != nil {
 		return driver.ClaimReply{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -58,6 +55,14 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 	}
 	// The key keeps changing hands: report it busy rather than loop.
 	return driver.ClaimReply{State: driver.StateRunning, Remaining: 10 * time.Millisecond}, nil
+}
+
+// checkClaim returns an error naming what is wrong with req, or nil.
+func checkClaim(req *driver.ClaimRequest) error {
+	if err := checkDuration("ClaimRequest.Lease", req.Lease); err != nil {
+		return err
+	}
+	return checkKey(req.Key)
 }
 
 // claimInput is the conditional write of a claim at now (microseconds)

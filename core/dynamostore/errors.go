@@ -124,6 +124,11 @@ func (s *Store) fail(ctx context.Context, action string, err error) error {
 	if err == nil {
 		return nil
 	}
+	if retryable(err) {
+		// Throttled until the context ran short: an answer, even when the
+		// context has ended since.
+		return fmt.Errorf("%w: %s on table %q: %w", ErrThrottled, action, s.cfg.Table, err)
+	}
 	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 		return fmt.Errorf("jobonce: dynamostore: %s: %w (%w)", action, ctxErr, err)
 	}
@@ -137,8 +142,6 @@ func (s *Store) fail(ctx context.Context, action string, err error) error {
 		return fmt.Errorf("%w: table %q must have a partition key %q of type B and no sort key: %w", ErrKeySchema, s.cfg.Table, attrKey, err)
 	case code == "ValidationException" && strings.Contains(strings.ToLower(err.Error()), "item size"):
 		return fmt.Errorf("%w: %s on table %q: %w", ErrItemTooLarge, action, s.cfg.Table, err)
-	case retryable(err):
-		return fmt.Errorf("%w: %s on table %q: %w", ErrThrottled, action, s.cfg.Table, err)
 	}
 	return fmt.Errorf("jobonce: dynamostore: %s on table %q: %w", action, s.cfg.Table, err)
 }
