@@ -13,10 +13,10 @@ import (
 	"github.com/jobonce/jobonce/internal/storedkey"
 )
 
-// TxGuard is a Guard's transactional mode: the key and the job's database
-// writes commit in one transaction. It needs a driver.TxStore for TTx
-// (pgstore: pgx.Tx). It shares the Guard's keys, Retention, StoreTimeout and
-// reports; it has no lease, and FailOpen does not apply.
+// TxGuard is a Guard's transactional mode: the key and the job's writes
+// commit in one transaction. It needs a driver.TxStore for TTx: pgx.Tx
+// (pgstore) or *dynamostore.Tx. It shares the Guard's keys, Retention,
+// StoreTimeout and reports; it has no lease, and FailOpen does not apply.
 type TxGuard[TTx any] struct {
 	g     *Guard
 	store driver.TxStore[TTx]
