@@ -6,7 +6,7 @@
 // A Guard claims a job's key in a store, runs the job, then records a done
 // marker. A later copy of the job finds the marker and does not run:
 //
-//	guard, err := core.New(memstore.New(), nil) // redisstore or pgstore in production
+//	guard, err := core.New(memstore.New(), nil) // redisstore, pgstore or dynamostore in production
 //	if err != nil {
 //		return err
 //	}
