@@ -164,6 +164,14 @@ func (s *Store) CommitTx(ctx context.Context, tx *Tx) error {
 				return fmt.Errorf("jobonce: dynamostore: commit cancelled: key %q was taken by another copy after it was read; nothing was written: %w", tx.key, err)
 			}
 		}
+		if i, code := jobWriteFailed(err, tx.marker); i >= 0 {
+			n := i // counted among the job's writes, from 0
+			if i > tx.marker {
+				n--
+			}
+			return fmt.Errorf("jobonce: dynamostore: commit cancelled: the job's write %d (on table %q) failed: %s; nothing was written: %w",
+				n, tableOf(tx.items[i]), code, err)
+		}
 		if ctx.Err() == nil && apiCode(err) != "TransactionCanceledException" && apiCode(err) != "ValidationException" {
 			// The answer may be lost: the key's item tells.
 			if it, rerr := s.read(ctx, tx.key); rerr == nil && it.state == stateDone && it.token == tx.token {
@@ -173,6 +181,37 @@ func (s *Store) CommitTx(ctx context.Context, tx *Tx) error {
 		}
 	}
 	return s.fail(ctx, "TransactWriteItems", err)
+}
+
+// jobWriteFailed returns the index and code of the first of the job's
+// writes (all but the done marker at index marker) that cancelled a
+// transaction, or -1.
+func jobWriteFailed(err error, marker int) (int, string) {
+	var canceled *types.TransactionCanceledException
+	if !errors.As(err, &canceled) {
+		return -1, ""
+	}
+	for i, r := range canceled.CancellationReasons {
+		if code := aws.ToString(r.Code); i != marker && code != "" && code != "None" {
+			return i, code
+		}
+	}
+	return -1, ""
+}
+
+// tableOf returns the table a transaction's write names.
+func tableOf(it types.TransactWriteItem) string {
+	switch {
+	case it.Put != nil:
+		return aws.ToString(it.Put.TableName)
+	case it.Update != nil:
+		return aws.ToString(it.Update.TableName)
+	case it.Delete != nil:
+		return aws.ToString(it.Delete.TableName)
+	case it.ConditionCheck != nil:
+		return aws.ToString(it.ConditionCheck.TableName)
+	}
+	return ""
 }
 
 // txRetryable reports whether a commit was cancelled only for conflicts

@@ -3,6 +3,7 @@ package dynamostore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -125,6 +126,20 @@ func TestTxGuard(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, core.Duplicate, out, "a key the Guard ran")
 	require.Equal(t, 0, effectCount(t, cl, effects, "guarded"))
+
+	// A job's own write whose condition fails cancels the commit, and the
+	// error names that write, not the keys table.
+	out, err = tg.Do(ctx, "checked", func(ctx context.Context, tx *dynamostore.Tx) error {
+		require.NoError(t, addEffect(effects, "checked")(ctx, tx))
+		return tx.Add(types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+			TableName:           aws.String(effects),
+			Key:                 map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "absent"}},
+			ConditionExpression: aws.String("attribute_exists(id)"),
+		}})
+	})
+	require.Equal(t, core.Failed, out)
+	require.ErrorContains(t, err, fmt.Sprintf("the job's write 1 (on table %q) failed: ConditionalCheckFailed", effects))
+	require.Equal(t, 0, effectCount(t, cl, effects, "checked"), "a cancelled commit writes nothing")
 
 	tooMany := make([]types.TransactWriteItem, 100)
 	out, err = tg.Do(ctx, "too-many", func(_ context.Context, tx *dynamostore.Tx) error { return tx.Add(tooMany...) })
