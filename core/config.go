@@ -28,8 +28,8 @@ type Config struct {
 	// DisableGroupCommit turns off the group commit. Defaults to false.
 	DisableGroupCommit bool
 
-	// FailOpen runs jobs unguarded when the store cannot be reached, so a
-	// copy may run twice. Defaults to false.
+	// FailOpen runs jobs unguarded, one copy of a key at a time, when the
+	// store cannot be reached, so a copy may run twice. Defaults to false.
 	FailOpen bool
 
 	// KeyPrefix is prepended to every stored key. Defaults to "jobonce:".

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/jobonce/jobonce/core/driver"
@@ -37,6 +38,10 @@ type Guard struct {
 
 	heartbeat *heartbeat.Config // nil when Config.DisableHeartbeat
 	waiting   *waiting          // the copies waiting for a running copy
+
+	// failingOpen holds the keys whose jobs run unguarded under FailOpen,
+	// one copy of a key at a time.
+	failingOpen sync.Map
 }
 
 // Job names one delivery of a job for Guard.Run and Guard.Claim.

@@ -107,3 +107,44 @@ func TestShadowMode(t *testing.T) {
 	require.EqualValues(t, 6, runs.Load())
 
 }
+
+// TestFailOpenRunsOneCopyOfAKeyAtATime: during an outage, FailOpen runs a
+// key's copies in one Guard one at a time: while one runs unguarded, the
+// others are Running, with a retry hint, and run nothing; other keys run
+// beside it, and once it ends the next copy runs.
+func TestFailOpenRunsOneCopyOfAKeyAtATime(t *testing.T) {
+	g := testenv.NewGuard(t, downStore{memstore.New()}, &core.Config{FailOpen: true})
+	ctx := context.Background()
+	started, release := make(chan struct{}), make(chan struct{})
+	first := make(chan core.Outcome, 1)
+	go func() {
+		out, _ := g.Do(ctx, "hot", func(context.Context) error {
+			close(started)
+			<-release
+			return nil
+		})
+		first <- out
+	}()
+	<-started
+
+	var ran atomic.Int32
+	for range 100 {
+		out, err := g.Do(ctx, "hot", func(context.Context) error { ran.Add(1); return nil })
+		require.Equal(t, core.Running, out)
+		require.ErrorIs(t, err, core.ErrRunning)
+		after, hinted := core.RetryAfter(err)
+		require.True(t, hinted)
+		require.Positive(t, after)
+	}
+	require.Zero(t, ran.Load(), "a copy ran beside the one running unguarded")
+	out, err := g.Do(ctx, "cold", func(context.Context) error { return nil })
+	require.NoError(t, err)
+	require.Equal(t, core.Unguarded, out, "another key runs")
+
+	close(release)
+	require.Equal(t, core.Unguarded, <-first)
+	out, err = g.Do(ctx, "hot", func(context.Context) error { ran.Add(1); return nil })
+	require.NoError(t, err)
+	require.Equal(t, core.Unguarded, out, "the next copy runs once the first ended")
+	require.EqualValues(t, 1, ran.Load())
+}

@@ -119,7 +119,8 @@ func (c *Claim) begin(ctx context.Context, fn RunFunc, caller string) (claimStat
 // failed settles a claim whose answer is a failure: the caller's
 // cancellation (Canceled), an invalid key (Rejected), a store that could
 // not be reached, under FailOpen (fn runs unguarded, unless ctx has ended
-// meanwhile), or any other store failure (Unavailable: fail closed).
+// meanwhile or another copy of the key runs so in this Guard: Running), or
+// any other store failure (Unavailable: fail closed).
 func (c *Claim) failed(ctx context.Context, fn RunFunc, answer claimState) (Result, error) {
 	switch {
 	case answer == claimCanceled:
@@ -130,6 +131,13 @@ func (c *Claim) failed(ctx context.Context, fn RunFunc, answer claimState) (Resu
 		if storecall.Ended(ctx) != nil {
 			return c.cancel(ctx)
 		}
+		if _, held := c.g.failingOpen.LoadOrStore(c.job.Key, struct{}{}); held {
+			// Another copy of the key runs unguarded in this Guard: the
+			// copies keep their one-at-a-time, as under a claim.
+			after := retryAfter(&c.g.cfg, c.g.obs, c.job, driver.ClaimReply{Remaining: c.g.cfg.Lease})
+			return c.skip(ctx, fn, Running, &RunningError{RetryAfter: after})
+		}
+		defer c.g.failingOpen.Delete(c.job.Key)
 		return c.runUnguarded(ctx, fn, c.err)
 	}
 	return c.skip(ctx, fn, Unavailable, fmt.Errorf("%w: %w", ErrStoreUnavailable, c.err))
