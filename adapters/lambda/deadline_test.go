@@ -83,37 +83,51 @@ func TestInvocationWithinTheMarginRunsNothing(t *testing.T) {
 }
 
 // On a FIFO queue, a record left unrun because it has no key (its Key
-// panicked) holds back its group's later records, as a failed one does:
-// they are listed unrun, and another group runs.
+// panicked) holds back the records after it in its group, as a failed one
+// does: they are listed unrun. The records before it, and another group,
+// run.
 func TestFIFOGroupStopsAtARecordWithoutKey(t *testing.T) {
 	t.Parallel()
-	c := newSQS(t)
-	q := createQueue(t, c, 30, true)
-	bodies := []string{"a1", "a2", "b1"}
-	sendAll(t, c, q, bodies, func(b string) string { return b })
-	ev := receiveN(t, c, q, len(bodies))
-	slices.SortFunc(ev.Records, func(x, y events.SQSMessage) int {
-		return strings.Compare(x.Attributes["SequenceNumber"], y.Attributes["SequenceNumber"])
-	})
-	for i := range ev.Records {
-		ev.Records[i].Attributes["MessageGroupId"] = ev.Records[i].Body[:1]
-	}
+	for _, tc := range []struct {
+		keyless     string
+		listed, ran []string
+	}{
+		{"a1", []string{"a1", "a2"}, []string{"b1"}},
+		{"a2", []string{"a2"}, []string{"a1", "b1"}},
+	} {
+		t.Run(tc.keyless, func(t *testing.T) {
+			t.Parallel()
+			c := newSQS(t)
+			q := createQueue(t, c, 30, true)
+			bodies := []string{"a1", "a2", "b1"}
+			sendAll(t, c, q, bodies, func(b string) string { return b })
+			ev := receiveN(t, c, q, len(bodies))
+			slices.SortFunc(ev.Records, func(x, y events.SQSMessage) int {
+				return strings.Compare(x.Attributes["SequenceNumber"], y.Attributes["SequenceNumber"])
+			})
+			for i := range ev.Records {
+				ev.Records[i].Attributes["MessageGroupId"] = ev.Records[i].Body[:1]
+			}
 
-	var mu sync.Mutex
-	var ran []string
-	h := mustWrap(t, testenv.MemGuard(t, nil), func(_ context.Context, m events.SQSMessage) error {
-		mu.Lock()
-		defer mu.Unlock()
-		ran = append(ran, m.Body)
-		return nil
-	}, &lambdaonce.Config{SQS: sqsonce.Config{Key: func(m types.Message) string {
-		if aws.ToString(m.Body) == "a1" {
-			panic("no key for a1")
-		}
-		return aws.ToString(m.MessageId)
-	}}})
-	resp, err := h(context.Background(), ev)
-	require.NoError(t, err)
-	require.Equal(t, idsOf(ev, "a1", "a2"), failed(resp))
-	require.Equal(t, []string{"b1"}, ran)
+			var mu sync.Mutex
+			var ran []string
+			h := mustWrap(t, testenv.MemGuard(t, nil), func(_ context.Context, m events.SQSMessage) error {
+				mu.Lock()
+				defer mu.Unlock()
+				ran = append(ran, m.Body)
+				return nil
+			}, &lambdaonce.Config{SQS: sqsonce.Config{Key: func(m types.Message) string {
+				if aws.ToString(m.Body) == tc.keyless {
+					panic("no key for " + tc.keyless)
+				}
+				return aws.ToString(m.MessageId)
+			}}})
+			resp, err := h(context.Background(), ev)
+			require.NoError(t, err)
+			require.ElementsMatch(t, idsOf(ev, tc.listed...), failed(resp))
+			mu.Lock()
+			defer mu.Unlock()
+			require.ElementsMatch(t, tc.ran, ran)
+		})
+	}
 }

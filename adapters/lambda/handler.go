@@ -341,20 +341,27 @@ func split(pending []*record, n int) (part, rest []*record) {
 	return part, rest
 }
 
-// blockFollowers settles the pending records of FIFO message groups with
-// a record listed in BatchItemFailures: listed too, unrun, and handed back
-// at once (visibility 0) so that the group comes back in order. It returns
-// the records left.
+// blockFollowers settles the pending records that come, in the batch,
+// after a record of their FIFO message group listed in BatchItemFailures:
+// listed too, unrun, and handed back at once (visibility 0) so that the
+// group comes back in order. It returns the records left.
 func blockFollowers(recs, pending []*record) []*record {
-	blocked := make(map[string]bool)
+	blocked := make(map[string]bool) // groups with a listed record so far
+	behind := make(map[*record]bool) // records after one
 	for _, r := range recs {
-		if r.group != "" && r.done && r.failed {
+		if r.group == "" {
+			continue
+		}
+		if blocked[r.group] {
+			behind[r] = true
+		}
+		if r.done && r.failed {
 			blocked[r.group] = true
 		}
 	}
 	left := pending[:0]
 	for _, r := range pending {
-		if !blocked[r.group] {
+		if !behind[r] {
 			left = append(left, r)
 			continue
 		}
