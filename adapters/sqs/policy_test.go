@@ -329,6 +329,10 @@ func TestNewPollerErrors(t *testing.T) {
 		_, err := NewPoller(a.g, a.c, a.url, a.h, &a.cfg)
 		require.EqualError(t, err, tc.want)
 	}
+	// A Poller that does not come from NewPoller runs nothing.
+	require.EqualError(t, (&Poller{}).Run(context.Background()), "jobonce: sqsonce: Poller.Run: the Poller does not come from NewPoller")
+	require.EqualError(t, (*Poller)(nil).Run(context.Background()), "jobonce: sqsonce: Poller.Run: the Poller does not come from NewPoller")
+
 	// A nil *PollerConfig gives the defaults, and the Config is copied.
 	cfg := &PollerConfig{Concurrency: 3}
 	p, err := NewPoller(g, nopClient{}, testQueueURL, noop, cfg)

@@ -128,8 +128,12 @@ func NewPoller(g *core.Guard, client Client, queueURL string, h HandlerFunc, cfg
 // If some still run, Run returns an error matching ErrHandlersRunning
 // without them. Receive errors are logged and retried with a backoff. A
 // queue that does not exist stops Run the same way, and Run returns the
-// error. Run returns an error at once while another Run of p runs.
+// error. Run returns an error at once while another Run of p runs, and
+// for a Poller that does not come from NewPoller.
 func (p *Poller) Run(ctx context.Context) error {
+	if p == nil || p.o == nil {
+		return errors.New("jobonce: sqsonce: Poller.Run: the Poller does not come from NewPoller")
+	}
 	if !p.running.CompareAndSwap(false, true) {
 		return errors.New("jobonce: sqsonce: Poller.Run is already running")
 	}

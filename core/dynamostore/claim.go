@@ -25,8 +25,16 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 	if err := checkClaim(&req); err != nil {
 		return driver.ClaimReply{}, err
 	}
+	reply, _, err := s.claim(ctx, &req)
+	return reply, err
+}
+
+// claim is Claim for a valid req. It also returns the token of the live
+// claim that holds the key, or the zero token when none does or it is not
+// known.
+func (s *Store) claim(ctx context.Context, req *driver.ClaimRequest) (driver.ClaimReply, driver.Token, error) {
 	if err := ctx.Err(); err != nil {
-		return driver.ClaimReply{}, fmt.Errorf("jobonce: dynamostore: claim not sent: %w", err)
+		return driver.ClaimReply{}, driver.Token{}, fmt.Errorf("jobonce: dynamostore: claim not sent: %w", err)
 	}
 	var prevFence *int64 // the fence a takeover must follow, once read
 	for range claimAttempts {
@@ -35,15 +43,18 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 		if prevFence != nil {
 			fence = max(now, *prevFence+1)
 		}
-		failed, old, err := s.update(ctx, s.claimInput(&req, now, fence, prevFence), req.Key)
+		failed, old, err := s.update(ctx, s.claimInput(req, now, fence, prevFence), req.Key)
 		if err != nil {
-			return driver.ClaimReply{}, err
+			return driver.ClaimReply{}, driver.Token{}, err
 		}
 		if !failed {
-			return driver.ClaimReply{State: driver.StateClaimed, Fence: fence}, nil
+			return driver.ClaimReply{State: driver.StateClaimed, Fence: fence}, req.Token, nil
 		}
 		if reply, held := s.judge(&old, req.Token, now); held {
-			return reply, nil
+			if old.state != stateClaimed || old.exp <= now {
+				return reply, driver.Token{}, nil // no live claim holds it
+			}
+			return reply, old.token, nil
 		}
 		// Free by this clock: the condition failed on the fence (a writer
 		// whose clock is ahead claimed it last) or the item changed since.
@@ -54,7 +65,7 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 		}
 	}
 	// The key keeps changing hands: report it busy rather than loop.
-	return driver.ClaimReply{State: driver.StateRunning, Remaining: 10 * time.Millisecond}, nil
+	return driver.ClaimReply{State: driver.StateRunning, Remaining: 10 * time.Millisecond}, driver.Token{}, nil
 }
 
 // checkClaim returns an error naming what is wrong with req, or nil.

@@ -108,6 +108,34 @@ func TestBatchClaimsOfOneKeyAreOneWrite(t *testing.T) {
 	require.Equal(t, fence, r.Fence)
 }
 
+// A later claim of a key in a batch gets the answer Claim alone gives it:
+// the claim that holds the key, sent again behind another's, is Claimed
+// with its fence, not Running; and a claim whose write failed for a cause
+// of its own (an item over 400 KB) does not pass its error on.
+func TestBatchAnswersEachClaimAsClaimDoes(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, dynalite(t), nil)
+	ctx := ctxT(t)
+
+	holder := driver.ClaimRequest{Key: "held", Token: driver.NewToken(), Lease: time.Minute}
+	r, err := s.Claim(ctx, holder)
+	require.NoError(t, err)
+	require.Equal(t, driver.StateClaimed, r.State)
+	other := driver.ClaimRequest{Key: "held", Token: driver.NewToken(), Lease: time.Minute}
+	replies, errs, _ := s.Batch(ctx, nil, []driver.ClaimRequest{other, holder})
+	require.NoError(t, errs[0])
+	require.Equal(t, driver.StateRunning, replies[0].State)
+	require.NoError(t, errs[1])
+	require.Equal(t, driver.ClaimReply{State: driver.StateClaimed, Fence: r.Fence}, replies[1], "the holder sent again")
+
+	big := driver.ClaimRequest{Key: "free", Token: driver.NewToken(), Fingerprint: strings.Repeat("x", 500_000), Lease: time.Minute}
+	ok := driver.ClaimRequest{Key: "free", Token: driver.NewToken(), Lease: time.Minute}
+	replies, errs, _ = s.Batch(ctx, nil, []driver.ClaimRequest{big, ok})
+	require.ErrorIs(t, errs[0], dynamostore.ErrItemTooLarge)
+	require.NoError(t, errs[1], "the next claim is sent")
+	require.Equal(t, driver.StateClaimed, replies[1].State)
+}
+
 // A thousand callers of one key, with FailOpen, on a store that throttles
 // most writes: the job runs once, and no copy runs unguarded beside it.
 // Throttling is an answer, even when it lasts until a call's time runs out.
