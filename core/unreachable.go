@@ -26,9 +26,9 @@ import (
 //
 // Everything else is not: an answer the server gave (a go-redis
 // redis.Error, such as OOM or READONLY; a PostgreSQL error with a
-// SQLSTATE), a write not acknowledged (ErrUnreplicated), a store call that
-// panicked, a reply the Guard cannot read, the caller's own cancellation,
-// and any error it does not know.
+// SQLSTATE; a DynamoDB error code), a write not acknowledged
+// (ErrUnreplicated), a store call that panicked, a reply the Guard cannot
+// read, the caller's own cancellation, and any error it does not know.
 func unreachable(ctx context.Context, err error) bool {
 	if err == nil || storecall.Ended(ctx) != nil || reachedStore(err) {
 		return false
@@ -48,13 +48,16 @@ func unreachable(ctx context.Context, err error) bool {
 
 // reachedStore reports whether err says the store was reached: the server
 // answered with an error (go-redis's redis.Error has a RedisError method,
-// pgconn.PgError a SQLState), took a write it could not acknowledge, or the
-// store call panicked. Such an error outranks a transport error it may
-// wrap (a WAIT whose connection broke is still an unacknowledged write).
+// pgconn.PgError a SQLState, the AWS SDK's APIError an ErrorCode), took a
+// write it could not acknowledge, or the store call panicked. Such an error
+// outranks a transport error or a timeout it may wrap (a WAIT whose
+// connection broke is still an unacknowledged write; DynamoDB throttling a
+// write until the call's time ran out is its answer).
 func reachedStore(err error) bool {
 	var redisErr interface{ RedisError() }
 	var sqlErr interface{ SQLState() string }
-	return errors.As(err, &redisErr) || errors.As(err, &sqlErr) ||
+	var apiErr interface{ ErrorCode() string }
+	return errors.As(err, &redisErr) || errors.As(err, &sqlErr) || errors.As(err, &apiErr) ||
 		errors.Is(err, ErrUnreplicated) || errors.Is(err, storecall.ErrPanicked) ||
 		errors.Is(err, storecall.ErrBatchReplies) || errors.Is(err, ErrInvalidKey)
 }

@@ -75,6 +75,8 @@ func TestUnreachableAllowsOnlyTransportFailures(t *testing.T) {
 		{"a Redis answer, wrapped", ctx, fmt.Errorf("claim: %w", redisAnswer), false},
 		{"a server's answer with an SQLSTATE (as pgconn.PgError)", ctx, sqlStateError("53100"), false},
 		{"a server's answer with an SQLSTATE, beside a broken connection", ctx, fmt.Errorf("pgstore: %w: %w", sqlStateError("57014"), io.ErrUnexpectedEOF), false},
+		{"a server's answer with an error code (as the AWS SDK's APIError)", ctx, errorCode("ThrottlingException"), false},
+		{"a server's answer with an error code, until StoreTimeout", ctx, fmt.Errorf("dynamostore: %w (%w)", errorCode("ThrottlingException"), context.DeadlineExceeded), false},
 		{"an unacknowledged write", ctx, fmt.Errorf("%w: 0 of 1 replicas within 100ms", core.ErrUnreplicated), false},
 		{"an unacknowledged write whose wait broke", ctx, fmt.Errorf("%w: WAIT: %w", core.ErrUnreplicated, io.EOF), false},
 		{"a store panic", ctx, fmt.Errorf("%w: boom", core.ErrStorePanicked), false},
@@ -247,6 +249,13 @@ func TestFailOpenRunsUnguardedWhenTheStoreCannotBeReached(t *testing.T) {
 // sqlStateError is an error a database server answered, carrying its
 // SQLSTATE the way pgconn.PgError does (core knows no database client).
 type sqlStateError string
+
+// errorCode is an error a server answered with a code, as the AWS SDK's
+// smithy.APIError is.
+type errorCode string
+
+func (e errorCode) Error() string     { return "api error " + string(e) }
+func (e errorCode) ErrorCode() string { return string(e) }
 
 func (e sqlStateError) Error() string {
 	return "ERROR: the server answered (SQLSTATE " + string(e) + ")"

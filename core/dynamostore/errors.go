@@ -124,12 +124,16 @@ func (s *Store) fail(ctx context.Context, action string, err error) error {
 	if err == nil {
 		return nil
 	}
+	ctxErr := ctx.Err()
 	if retryable(err) {
-		// Throttled until the context ran short: an answer, even when the
-		// context has ended since.
+		// Throttled until the context ran short: an answer, which the
+		// Guard takes as such even when the context has ended since.
+		if ctxErr != nil && !errors.Is(err, ctxErr) {
+			return fmt.Errorf("%w: %s on table %q: %w (%w)", ErrThrottled, action, s.cfg.Table, err, ctxErr)
+		}
 		return fmt.Errorf("%w: %s on table %q: %w", ErrThrottled, action, s.cfg.Table, err)
 	}
-	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+	if ctxErr != nil && !errors.Is(err, ctxErr) {
 		return fmt.Errorf("jobonce: dynamostore: %s: %w (%w)", action, ctxErr, err)
 	}
 	code := apiCode(err)
